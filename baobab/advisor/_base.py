@@ -1,0 +1,105 @@
+"""The strategy interface: what every search strategy implements.
+
+Who calls what, and when: the caller (the dev runner now, the job driver later) asks
+:meth:`Strategy.propose` for the knob values of a new trial, runs the trial, and hands
+the outcome back through :meth:`Strategy.observe`. Several trials may be proposed
+before any is observed (parallel workers); ``pending`` tells the strategy which
+proposals are still running so that it does not propose the same point again.
+
+Strategies are rebuilt, not pickled: a strategy's state is a function of its knob
+config, its seed and the records it has observed. Randomness for a proposal is drawn
+from a generator seeded by ``(seed, trial_id)``, so :meth:`Strategy.rebuild` (observe
+every finished record of the history) followed by ``propose(n)`` gives exactly the
+proposal the original strategy would have made for trial ``n``.
+
+Strategies only choose searchable knobs (see :func:`baobab.model.searchable_knobs`);
+fixed knobs and policies are the caller's business.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from baobab.model import KnobConfig, Knobs, searchable_knobs, validate_knob_config
+
+__all__ = ["Strategy", "TrialRecord", "TrialStatus"]
+
+
+class TrialStatus(enum.StrEnum):
+    """How a trial ended, as far as a strategy cares."""
+
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """A frozen snapshot of one finished trial: what a strategy learns from.
+
+    ``knobs`` holds the searchable knob values the strategy proposed; ``score`` is
+    None for a failed trial.
+    """
+
+    trial_id: int
+    knobs: Mapping[str, Any]
+    status: TrialStatus
+    score: float | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status is TrialStatus.COMPLETED and self.score is None:
+            raise ValueError(f"trial {self.trial_id}: a completed trial needs a score")
+
+
+class Strategy(ABC):
+    """Proposes knob values and learns from results.
+
+    Subclasses implement :meth:`propose` and :meth:`observe`; :meth:`rebuild` and the
+    seeding come for free.
+
+    Args:
+        knob_config: the template's whole knob config; only searchable knobs are searched.
+        seed: makes proposals reproducible; None draws fresh entropy once.
+    """
+
+    #: The name users give to pick this strategy (``--advisor NAME``).
+    name: str = ""
+
+    def __init__(self, knob_config: KnobConfig, *, seed: int | None = None) -> None:
+        self.knob_config = validate_knob_config(knob_config)
+        self.space: KnobConfig = searchable_knobs(self.knob_config)
+        self.seed = int(np.random.SeedSequence().entropy % (2**63)) if seed is None else int(seed)
+
+    def rng(self, trial_id: int) -> np.random.Generator:
+        """The generator for trial ``trial_id``'s proposal: same seed and id, same draws."""
+        return np.random.default_rng([self.seed, int(trial_id)])
+
+    @abstractmethod
+    def propose(self, trial_id: int, pending: Iterable[Knobs] = ()) -> Knobs:
+        """Knob values (searchable knobs only) for trial ``trial_id``.
+
+        Args:
+            trial_id: a number unique within the search, increasing with time.
+            pending: knob values proposed earlier whose trials are still running.
+
+        Raises:
+            StrategyError: the strategy cannot propose (its space is exhausted, say).
+        """
+
+    @abstractmethod
+    def observe(self, record: TrialRecord) -> None:
+        """Learn from a finished trial (a score, or a failure)."""
+
+    @classmethod
+    def rebuild(cls, knob_config: KnobConfig, history: Iterable[TrialRecord], *, seed: int, **kwargs: Any) -> Strategy:
+        """A strategy in the state the original reached after observing ``history``."""
+        strategy = cls(knob_config, seed=seed, **kwargs)
+        for record in sorted(history, key=lambda r: r.trial_id):
+            strategy.observe(record)
+        return strategy

@@ -1,0 +1,49 @@
+"""The one error hierarchy of Baobab.
+
+    BaobabError
+    ├── KnobConfigError        a template's knob config or knob values are invalid
+    ├── DatasetError           a dataset file cannot be read as its format says
+    ├── TemplateError          a model template cannot be loaded or breaks its contract
+    └── StrategyError          a search strategy was asked for something it cannot do
+
+Each error carries the place it is about (a knob name, a file and row) as attributes,
+so the REST layer and the CLI can name the field without parsing messages.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BaobabError", "DatasetError", "KnobConfigError", "StrategyError", "TemplateError"]
+
+
+class BaobabError(Exception):
+    """Base class of every error Baobab raises on purpose."""
+
+
+class KnobConfigError(BaobabError, ValueError):
+    """A knob config or a knob value breaks a rule; ``knob`` names the knob."""
+
+    def __init__(self, message: str, *, knob: str | None = None) -> None:
+        self.knob = knob
+        super().__init__(f"knob {knob!r}: {message}" if knob else message)
+
+
+class DatasetError(BaobabError, ValueError):
+    """A dataset cannot be decoded; ``file`` and ``row`` say where (row 1 is the header)."""
+
+    def __init__(self, message: str, *, file: str | None = None, row: int | None = None) -> None:
+        self.file = file
+        self.row = row
+        where = []
+        if file is not None:
+            where.append(str(file))
+        if row is not None:
+            where.append(f"row {row}")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+class TemplateError(BaobabError):
+    """A model template fails to import or breaks the BaseModel contract."""
+
+
+class StrategyError(BaobabError, ValueError):
+    """A search strategy is unknown or cannot search the given knob config."""

@@ -1,0 +1,52 @@
+"""The model template API: what a model developer writes against."""
+
+from baobab.model._base import BaseModel, Params
+from baobab.model._context import InterimMetric, TrialContext, get_trial_context, trial_context
+from baobab.model._knobs import (
+    ArchKnob,
+    BaseKnob,
+    CategoricalKnob,
+    FixedKnob,
+    FloatKnob,
+    IntegerKnob,
+    KnobConfig,
+    Knobs,
+    Policy,
+    PolicyKnob,
+    knob_config_from_json,
+    knob_config_to_json,
+    knobs_from_json,
+    knobs_to_json,
+    searchable_knobs,
+    validate_knob_config,
+    validate_knobs,
+)
+from baobab.model._tasks import DatasetFormat, Task
+
+__all__ = [
+    "ArchKnob",
+    "BaseKnob",
+    "BaseModel",
+    "CategoricalKnob",
+    "DatasetFormat",
+    "FixedKnob",
+    "FloatKnob",
+    "IntegerKnob",
+    "InterimMetric",
+    "KnobConfig",
+    "Knobs",
+    "Params",
+    "Policy",
+    "PolicyKnob",
+    "Task",
+    "TrialContext",
+    "get_trial_context",
+    "knob_config_from_json",
+    "knob_config_to_json",
+    "knobs_from_json",
+    "knobs_to_json",
+    "searchable_knobs",
+    "trial_context",
+    "validate_knob_config",
+    "validate_knobs",
+]

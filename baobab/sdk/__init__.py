@@ -1,0 +1,1 @@
+"""The Python client and the ``baobab`` command line."""
