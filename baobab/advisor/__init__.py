@@ -1,0 +1,1 @@
+"""Search strategies behind one propose/observe interface (and, later, the job driver)."""
