@@ -1,5 +1,43 @@
-"""Storage: parameters, dataset formats (and, with the platform, metadata and artifacts)."""
+"""Storage: parameters, dataset formats and builders (and, with the platform, metadata and artifacts)."""
 
+from baobab.store._builders import (
+    FASHION_MNIST_CLASSES,
+    FASHION_MNIST_SOURCE,
+    TABULAR_DATASETS,
+    BuiltDataset,
+    BuiltSplit,
+    build_fashion_mnist,
+    build_tabular,
+)
+from baobab.store._datasets import (
+    IMAGES_CSV,
+    ImageDataset,
+    TabularDataset,
+    check_compatible,
+    read_image_files,
+    read_tabular,
+    write_image_files,
+    write_tabular,
+)
 from baobab.store._params import ParamsFormatError, params_from_bytes, params_to_bytes
 
-__all__ = ["ParamsFormatError", "params_from_bytes", "params_to_bytes"]
+__all__ = [
+    "FASHION_MNIST_CLASSES",
+    "FASHION_MNIST_SOURCE",
+    "IMAGES_CSV",
+    "TABULAR_DATASETS",
+    "BuiltDataset",
+    "BuiltSplit",
+    "ImageDataset",
+    "ParamsFormatError",
+    "TabularDataset",
+    "build_fashion_mnist",
+    "build_tabular",
+    "check_compatible",
+    "params_from_bytes",
+    "params_to_bytes",
+    "read_image_files",
+    "read_tabular",
+    "write_image_files",
+    "write_tabular",
+]
