@@ -14,6 +14,15 @@ proposal the original strategy would have made for trial ``n``.
 
 Strategies only choose searchable knobs (see :func:`baobab.model.searchable_knobs`);
 fixed knobs and policies are the caller's business.
+
+A whole strategy (this is :class:`~baobab.advisor.RandomStrategy`)::
+
+    class RandomStrategy(Strategy):
+        name = "random"
+
+        def propose(self, trial_id, pending=()):
+            point = self.sample_new(self.rng(trial_id), self.taken(pending))
+            return self.search_space.unflatten(point)
 """
 
 from __future__ import annotations
@@ -26,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from baobab.advisor._space import FlatPoint, SearchSpace
+from baobab.exceptions import StrategyError
 from baobab.model import KnobConfig, Knobs, searchable_knobs, validate_knob_config
 
 __all__ = ["Strategy", "TrialRecord", "TrialStatus"]
@@ -60,8 +71,11 @@ class TrialRecord:
 class Strategy(ABC):
     """Proposes knob values and learns from results.
 
-    Subclasses implement :meth:`propose` and :meth:`observe`; :meth:`rebuild` and the
-    seeding come for free.
+    Subclasses implement :meth:`propose`; :meth:`observe` keeps the records (in
+    :attr:`history`), and :meth:`rebuild` and the seeding come for free. A subclass
+    must compute each proposal from ``history``, ``pending`` and ``rng(trial_id)``
+    only, never from the order in which records arrived, so that a rebuilt strategy
+    proposes what the original would have.
 
     Args:
         knob_config: the template's whole knob config; only searchable knobs are searched.
@@ -74,7 +88,19 @@ class Strategy(ABC):
     def __init__(self, knob_config: KnobConfig, *, seed: int | None = None) -> None:
         self.knob_config = validate_knob_config(knob_config)
         self.space: KnobConfig = searchable_knobs(self.knob_config)
+        self.search_space = SearchSpace(self.knob_config)
         self.seed = int(np.random.SeedSequence().entropy % (2**63)) if seed is None else int(seed)
+        self._records: dict[int, TrialRecord] = {}
+        self._points: dict[int, FlatPoint] = {}
+
+    @property
+    def history(self) -> list[TrialRecord]:
+        """The observed records, by trial id."""
+        return [self._records[i] for i in sorted(self._records)]
+
+    def points(self) -> list[tuple[TrialRecord, FlatPoint]]:
+        """Each observed record with its flat point (see :class:`SearchSpace`), by trial id."""
+        return [(self._records[i], self._points[i]) for i in sorted(self._records)]
 
     def rng(self, trial_id: int) -> np.random.Generator:
         """The generator for trial ``trial_id``'s proposal: same seed and id, same draws."""
@@ -92,9 +118,33 @@ class Strategy(ABC):
             StrategyError: the strategy cannot propose (its space is exhausted, say).
         """
 
-    @abstractmethod
     def observe(self, record: TrialRecord) -> None:
-        """Learn from a finished trial (a score, or a failure)."""
+        """Learn from a finished trial (a score, or a failure).
+
+        Observing a trial id again replaces its record.
+
+        Raises:
+            StrategyError: the record's knobs are not a point of this strategy's space.
+        """
+        try:
+            point = self.search_space.flatten(record.knobs)
+        except StrategyError as e:
+            raise StrategyError(f"trial {record.trial_id}: {e}") from None
+        self._records[record.trial_id] = record
+        self._points[record.trial_id] = point
+
+    def taken(self, pending: Iterable[Knobs]) -> set[FlatPoint]:
+        """The flat points observed or pending: a discrete space should not see them again."""
+        return set(self._points.values()) | {self.search_space.flatten(knobs) for knobs in pending}
+
+    def sample_new(self, rng: np.random.Generator, taken: set[FlatPoint], *, tries: int = 64) -> FlatPoint:
+        """A random point not in ``taken``; a taken one after ``tries`` misses (a nearly exhausted space)."""
+        point: FlatPoint = ()
+        for _ in range(tries if len(self.search_space) else 0):
+            point = self.search_space.from_unit(self.search_space.sample_unit(rng, 1)[0])
+            if point not in taken:
+                break
+        return point
 
     @classmethod
     def rebuild(cls, knob_config: KnobConfig, history: Iterable[TrialRecord], *, seed: int, **kwargs: Any) -> Strategy:

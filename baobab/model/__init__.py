@@ -1,4 +1,12 @@
-"""The model template API: what a model developer writes against."""
+"""The model template API: what a model developer writes against.
+
+``TorchModel`` is imported on first use: torch is an optional dependency (the API
+image has none) and importing it takes about a second.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from baobab.model._base import BaseModel, Params
 from baobab.model._context import InterimMetric, TrialContext, get_trial_context, trial_context
@@ -23,6 +31,9 @@ from baobab.model._knobs import (
 )
 from baobab.model._tasks import DatasetFormat, Task
 
+if TYPE_CHECKING:
+    from baobab.model._torch import TorchModel
+
 __all__ = [
     "ArchKnob",
     "BaseKnob",
@@ -39,6 +50,7 @@ __all__ = [
     "Policy",
     "PolicyKnob",
     "Task",
+    "TorchModel",
     "TrialContext",
     "get_trial_context",
     "knob_config_from_json",
@@ -50,3 +62,11 @@ __all__ = [
     "validate_knob_config",
     "validate_knobs",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TorchModel":
+        from baobab.model._torch import TorchModel
+
+        return TorchModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,162 @@
+"""Bayesian optimisation: a Gaussian-process surrogate and expected improvement.
+
+The surrogate is scikit-optimize's ``GaussianProcessRegressor`` (Matern 5/2 with one
+length scale per feature, plus a fitted noise level) and the acquisition its
+``gaussian_ei``; see Snoek, Larochelle and Adams, "Practical Bayesian Optimization of
+Machine Learning Algorithms", NeurIPS 2012, for the method and the constant liar for
+parallel proposals. Scores are replaced by the normal quantiles of their ranks before
+the fit (the Gaussian copula of Salinas, Shen and Perrone, ICML 2020), which keeps a
+few outliers from deciding the model.
+
+Two choices keep one proposal within tens of milliseconds however long the search
+runs, where skopt's ``Optimizer`` takes seconds past a hundred observations:
+
+- the GP is fitted on a bounded subset of the observations, the ``n_best`` best and
+  the ``n_recent`` most recent (a GP's cost grows with the cube of its data);
+- expected improvement is maximised over a sampled candidate set (uniform points plus
+  perturbations of the best points seen) instead of by L-BFGS restarts.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.stats import norm, rankdata
+from sklearn.exceptions import ConvergenceWarning
+from skopt.acquisition import gaussian_ei
+from skopt.learning import GaussianProcessRegressor
+from skopt.learning.gaussian_process.kernels import ConstantKernel, Matern
+
+from baobab.advisor._base import Strategy, TrialStatus
+from baobab.exceptions import StrategyError
+from baobab.model import KnobConfig, Knobs
+
+__all__ = ["BayesStrategy"]
+
+
+class BayesStrategy(Strategy):
+    """Bayesian optimisation with a GP surrogate (scikit-optimize) and expected improvement.
+
+    Failed trials count as the worst score observed so far, so the model steers away
+    from them rather than retrying them. Pending trials count the same way (a
+    pessimistic constant liar), and in a discrete space points already observed or
+    pending are never proposed again while new ones remain.
+
+    Args:
+        knob_config: the template's knob config.
+        seed: makes proposals reproducible.
+        n_initial_points: proposals drawn at random before the model is used.
+        n_best: the best observations the GP is always fitted on.
+        n_recent: the most recent observations it is fitted on besides.
+        n_candidates: uniform random candidates per proposal.
+        n_local: perturbations around each of the five best points per proposal.
+        xi: the exploration margin of expected improvement, in units of the score's spread.
+    """
+
+    name = "bayes"
+
+    def __init__(
+        self,
+        knob_config: KnobConfig,
+        *,
+        seed: int | None = None,
+        n_initial_points: int = 5,
+        n_best: int = 20,
+        n_recent: int = 30,
+        n_candidates: int = 500,
+        n_local: int = 100,
+        xi: float = 0.01,
+    ) -> None:
+        super().__init__(knob_config, seed=seed)
+        for option, value in [
+            ("n_initial_points", n_initial_points),
+            ("n_best", n_best),
+            ("n_recent", n_recent),
+            ("n_candidates", n_candidates),
+            ("n_local", n_local),
+        ]:
+            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if option == "n_candidates" else 0):
+                raise StrategyError(f"bayes option {option}={value!r} must be a whole number >= 0 (n_candidates >= 1)")
+        self.n_initial_points = n_initial_points
+        self.n_best = n_best
+        self.n_recent = n_recent
+        self.n_candidates = n_candidates
+        self.n_local = n_local
+        self.xi = float(xi)
+
+    def propose(self, trial_id: int, pending: Iterable[Knobs] = ()) -> Knobs:
+        pending = list(pending)
+        rng = self.rng(trial_id)
+        taken = self.taken(pending)
+        scores = [r.score for r, _ in self.points() if r.status is TrialStatus.COMPLETED]
+        if not len(self.search_space) or len(self.history) < self.n_initial_points or not scores:
+            return self.search_space.unflatten(self.sample_new(rng, taken))
+
+        x, y = self._training_set(pending, worst=min(scores))
+        space = self.search_space
+        with warnings.catch_warnings():
+            # A length scale that ends on its bound (a knob that does not matter) is an
+            # expected outcome here, not a reason to stop.
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model = GaussianProcessRegressor(
+                kernel=ConstantKernel(1.0, (1e-2, 1e2)) * Matern(np.ones(x.shape[1]), (1e-2, 1e2), nu=2.5),
+                normalize_y=True,
+                noise="gaussian",
+                optimizer=_short_lbfgs,
+                random_state=int(rng.integers(2**31)),
+            )
+            model.fit(x, -y)  # skopt minimises
+
+        units = self._candidates(rng, taken)
+        if not len(units):
+            return self.search_space.unflatten(self.sample_new(rng, taken))
+        ei = gaussian_ei(space.features(units), model, y_opt=-float(np.max(y)), xi=self.xi)
+        return space.unflatten(space.from_unit(units[int(np.argmax(ei))]))
+
+    def _training_set(self, pending: list[Knobs], worst: float) -> tuple[np.ndarray, np.ndarray]:
+        """Features and scores of the best, the most recent, and the pending points."""
+        observed = self.points()
+        values = np.array([r.score if r.status is TrialStatus.COMPLETED else worst for r, _ in observed])
+        best = np.argsort(-values, kind="stable")[: self.n_best]
+        keep = sorted(set(best.tolist()) | set(range(max(0, len(observed) - self.n_recent), len(observed))))
+        points = [observed[i][1] for i in keep] + [self.search_space.flatten(k) for k in pending]
+        y = np.concatenate([values[keep], np.full(len(pending), worst)])
+        # Scores as normal quantiles of their ranks: a few very bad scores (a diverged
+        # training) would otherwise flatten the GP everywhere else.
+        y = norm.ppf((rankdata(y) - 0.5) / len(y))
+        return self.search_space.features(self.search_space.to_unit(points)), y
+
+    def _candidates(self, rng: np.random.Generator, taken: set) -> np.ndarray:
+        """Snapped candidate points; in a discrete space, none observed or pending."""
+        space = self.search_space
+        observed = self.points()
+        values = np.array([r.score if r.status is TrialStatus.COMPLETED else -np.inf for r, _ in observed])
+        top = [observed[i][1] for i in np.argsort(-values, kind="stable")[:5]]
+        units = np.vstack(
+            [space.sample_unit(rng, self.n_candidates), space.perturb_unit(space.to_unit(top), rng, self.n_local, 0.1)]
+        )
+        units = space.snap(units)
+        if not space.is_discrete:
+            return units
+        seen = {space.key(u) for u in space.to_unit(list(taken))} if taken else set()
+        fresh = []
+        for u in units:
+            key = space.key(u)
+            if key not in seen:
+                seen.add(key)
+                fresh.append(u)
+        return np.array(fresh).reshape(len(fresh), len(space))
+
+
+def _short_lbfgs(objective: Callable, theta: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, float]:
+    """L-BFGS-B on the GP's log marginal likelihood, stopped after 20 iterations.
+
+    The kernel's hyperparameters need not be exact for expected improvement to rank
+    candidates well, and a full fit dominates the proposal time (one length scale
+    per feature: 30 of them for six 5-way categoricals).
+    """
+    result = minimize(objective, theta, jac=True, bounds=bounds, method="L-BFGS-B", options={"maxiter": 20})
+    return result.x, float(result.fun)

@@ -1,0 +1,314 @@
+"""TorchModel: a BaseModel for PyTorch networks whose training loop the platform owns.
+
+A template gives the network, the data and a few choices (loss, optimizer, epochs);
+this class runs the loop. Owning the loop is what lets the platform apply the policies
+the same way for every template (train short, evaluate on a sample, build small,
+start from shared weights), stop a trial between batches, and later warm-start from
+the zoo or batch several trials into one computation.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from baobab.model._base import BaseModel, Params, check_params
+from baobab.model._knobs import Policy
+
+__all__ = ["TorchModel"]
+
+_STATE_PREFIX = "module."
+_META_KEYS = ("downscaled", "input_shape", "output_size", "seed")
+_TRAIN_ARG_PREFIX = "train_arg."
+
+
+class TorchModel(BaseModel):
+    """A template that supplies a ``torch.nn.Module`` and data; the platform trains it.
+
+    Implement :meth:`build_module` and :meth:`load_data` (and ``get_knob_config``);
+    override the other hooks where the defaults (a classifier trained with Adam and
+    cross-entropy, scored by accuracy) do not fit.
+
+    ``train(dataset_path, shared_params=None, *, seed=0, **train_args)`` calls, in order:
+
+    1. :meth:`load_data` on the training set, then :meth:`preprocess` on its inputs;
+       ``self.input_shape`` (one preprocessed input) and ``self.output_size``
+       (:meth:`output_size_of` the targets) are set from them.
+    2. :meth:`build_module` with ``downscale`` = the ``DOWNSCALE`` policy.
+    3. When ``shared_params`` is given: every state-dict entry whose name and shape match
+       is copied in, the rest keep their initial values; the count is logged.
+    4. :meth:`fit_module` (set normalisation statistics and the like from the data).
+    5. :meth:`make_loss`, :meth:`make_optimizer`; then up to :meth:`epochs` epochs
+       (:meth:`early_stop_epochs` under ``EARLY_STOP``, none under ``SKIP_TRAIN``) of
+       shuffled mini-batches of :meth:`batch_size`. After each epoch the mean ``loss``
+       and the ``train_score`` (:meth:`score` on the training batches) are reported
+       through ``self.context.report(epoch, ...)``; a stop request from the context
+       ends training between batches.
+
+    ``seed`` (train arg, else a ``seed`` knob, else 0) seeds initialisation, shuffling,
+    dropout and the ``QUICK_EVAL`` sample. The other train args are kept in
+    ``self.train_args`` (a tabular template reads its ``target`` there); those that
+    are JSON scalars are stored with the parameters, so a model loaded elsewhere reads
+    its datasets the same way.
+
+    ``evaluate(path)`` calls :meth:`load_data`, :meth:`preprocess` and :meth:`score` on
+    the whole set, or under ``QUICK_EVAL`` on a seeded sample of
+    :attr:`quick_eval_fraction` of it. ``predict(queries)`` calls :meth:`preprocess` on
+    ``np.asarray(queries)`` and :meth:`postprocess` on the outputs.
+
+    Parameters are the module's state dict as NumPy arrays under ``module.<name>``,
+    plus ``downscaled``, ``input_shape``, ``output_size``, ``seed`` and the train args,
+    which with the knobs are all :meth:`load_parameters` needs to rebuild the module.
+
+    Example::
+
+        class Logistic(TorchModel):
+            @staticmethod
+            def get_knob_config():
+                return {"learning_rate": FloatKnob(1e-3, 1e-1, is_exp=True)}
+
+            def build_module(self, downscale):
+                return torch.nn.Linear(self.input_shape[0], self.output_size)
+
+            def load_data(self, dataset_path):
+                data = read_tabular(dataset_path, target=self.train_args.get("target", "target"))
+                return data.features, data.target
+    """
+
+    #: Share of the validation set evaluated under ``QUICK_EVAL``.
+    quick_eval_fraction: float = 0.1
+    #: Rows per forward pass in evaluate and predict (no gradients, so larger than training batches).
+    inference_batch_size: int = 1024
+
+    def __init__(self, **knobs: Any) -> None:
+        super().__init__(**knobs)
+        self.module: torch.nn.Module | None = None
+        self.downscaled = False
+        self.input_shape: tuple[int, ...] = ()
+        self.output_size = 0
+        self.train_args: dict[str, Any] = {}
+        self.seed = 0
+
+    # -- hooks a template implements ------------------------------------------------
+
+    @abstractmethod
+    def build_module(self, downscale: bool) -> torch.nn.Module:
+        """The network for ``self.knobs``, ``self.input_shape`` and ``self.output_size``.
+
+        Args:
+            downscale: True under the ``DOWNSCALE`` policy: build fewer layers or channels.
+        """
+
+    @abstractmethod
+    def load_data(self, dataset_path: str) -> tuple[np.ndarray, np.ndarray]:
+        """Inputs and targets of the dataset at ``dataset_path``, one row per example."""
+
+    # -- hooks with defaults --------------------------------------------------------
+
+    def preprocess(self, inputs: np.ndarray) -> torch.Tensor:
+        """Raw inputs (from :meth:`load_data`, or predict queries) to the network's input."""
+        return _to_tensor(inputs, np.float32)
+
+    def output_size_of(self, targets: np.ndarray) -> int:
+        """The network's output width: by default the number of classes, ``max label + 1``."""
+        return int(np.max(targets)) + 1
+
+    def fit_module(self, module: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> None:
+        """Fit what is not learnt by gradient (e.g. normalisation buffers); default: nothing."""
+
+    def make_loss(self) -> torch.nn.Module:
+        return torch.nn.CrossEntropyLoss()
+
+    def make_optimizer(self, params: Iterator[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        """Adam at the ``learning_rate`` knob (1e-3 when the template has none)."""
+        return torch.optim.Adam(params, lr=float(self.knobs.get("learning_rate", 1e-3)))
+
+    def epochs(self) -> int:
+        """Epochs of a full trial: the ``epochs`` knob, 10 when the template has none."""
+        return int(self.knobs.get("epochs", 10))
+
+    def early_stop_epochs(self) -> int:
+        """Epochs under ``EARLY_STOP``: a quarter of :meth:`epochs`, at least one."""
+        return min(self.epochs(), max(1, self.epochs() // 4))
+
+    def batch_size(self) -> int:
+        """Training batch size: the ``batch_size`` knob, 64 when the template has none."""
+        return int(self.knobs.get("batch_size", 64))
+
+    def score(self, outputs: torch.Tensor, targets: torch.Tensor) -> float:
+        """Higher is better; by default accuracy of the arg-max class."""
+        return float((outputs.argmax(dim=1) == targets).float().mean())
+
+    def postprocess(self, outputs: torch.Tensor) -> list[Any]:
+        """One JSON value per row; by default the class probabilities."""
+        return torch.softmax(outputs.float(), dim=1).tolist()
+
+    # -- what the platform calls ----------------------------------------------------
+
+    @property
+    def device(self) -> torch.device:
+        """CUDA when there is a GPU, else the CPU."""
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    def train(self, dataset_path: str, shared_params: Params | None = None, **train_args: Any) -> None:
+        self.seed = int(train_args.pop("seed", self.knobs.get("seed", 0)))
+        self.train_args = dict(train_args)
+        torch.manual_seed(self.seed)
+        raw_inputs, raw_targets = self.load_data(dataset_path)
+        inputs = self.preprocess(raw_inputs)
+        targets = _to_tensor(raw_targets)
+        if len(inputs) != len(targets):
+            raise ValueError(f"load_data() gave {len(inputs)} inputs but {len(targets)} targets")
+        if len(inputs) == 0:
+            raise ValueError(f"{dataset_path}: no examples to train on")
+        self.input_shape = tuple(inputs.shape[1:])
+        self.output_size = self.output_size_of(np.asarray(raw_targets))
+        self.downscaled = self.policy(Policy.DOWNSCALE)
+        module = self.build_module(self.downscaled).to(self.device)
+        self.module = module
+        if shared_params is not None:
+            loaded, total = _load_matching(module, shared_params)
+            self.context.log(f"loaded {loaded} of {total} tensors from shared_params")
+        self.fit_module(module, inputs, targets)
+        self._fit(module, inputs, targets)
+
+    def _fit(self, module: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> None:
+        if self.policy(Policy.SKIP_TRAIN):
+            return
+        epochs = self.early_stop_epochs() if self.policy(Policy.EARLY_STOP) else self.epochs()
+        loss_fn = self.make_loss()
+        optimizer = self.make_optimizer(module.parameters())
+        generator = torch.Generator().manual_seed(self.seed)
+        context = self.context
+        for epoch in range(epochs):
+            module.train()
+            total_loss, total_score, seen = 0.0, 0.0, 0
+            for batch in _batches(len(inputs), self.batch_size(), generator):
+                if context.should_stop:
+                    context.log(f"stopped in epoch {epoch}: {context.stop_reason}")
+                    return
+                x, y = inputs[batch].to(self.device), targets[batch].to(self.device)
+                optimizer.zero_grad()
+                outputs = module(x)
+                loss = loss_fn(outputs, y)
+                loss.backward()
+                optimizer.step()
+                total_loss += loss.item() * len(batch)
+                total_score += self.score(outputs.detach(), y) * len(batch)
+                seen += len(batch)
+            if context.report(epoch, loss=total_loss / seen, train_score=total_score / seen):
+                context.log(f"stopped after epoch {epoch}: {context.stop_reason}")
+                return
+
+    def evaluate(self, dataset_path: str) -> float:
+        module = self._require_module()
+        raw_inputs, raw_targets = self.load_data(dataset_path)
+        targets = np.asarray(raw_targets)
+        if self.policy(Policy.QUICK_EVAL):
+            size = max(1, math.ceil(self.quick_eval_fraction * len(targets)))
+            rows = np.sort(np.random.default_rng(self.seed).choice(len(targets), size, replace=False))
+            raw_inputs, targets = np.asarray(raw_inputs)[rows], targets[rows]
+        outputs = self._forward(module, self.preprocess(raw_inputs))
+        return self.score(outputs, _to_tensor(targets))
+
+    def predict(self, queries: list[Any]) -> list[Any]:
+        module = self._require_module()
+        if len(queries) == 0:
+            return []
+        return self.postprocess(self._forward(module, self.preprocess(np.asarray(queries))))
+
+    def _forward(self, module: torch.nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+        module.eval()
+        with torch.no_grad():
+            chunks = [
+                module(inputs[i : i + self.inference_batch_size].to(self.device)).cpu()
+                for i in range(0, len(inputs), self.inference_batch_size)
+            ]
+        return torch.cat(chunks)
+
+    def dump_parameters(self) -> Params:
+        module = self._require_module()
+        params: Params = {_STATE_PREFIX + name: _to_numpy(t) for name, t in module.state_dict().items()}
+        params["downscaled"] = self.downscaled
+        params["input_shape"] = np.asarray(self.input_shape, dtype=np.int64)
+        params["output_size"] = self.output_size
+        params["seed"] = self.seed
+        for name, value in self.train_args.items():
+            if isinstance(value, (str, int, float, bool)):
+                params[_TRAIN_ARG_PREFIX + name] = value
+        return params
+
+    def load_parameters(self, params: Params) -> None:
+        check_params(params)
+        missing = [key for key in _META_KEYS if key not in params]
+        if missing:
+            raise ValueError(f"parameters lack {', '.join(missing)}; were they written by a TorchModel?")
+        self.downscaled = bool(params["downscaled"])
+        self.input_shape = tuple(int(n) for n in np.asarray(params["input_shape"]).reshape(-1))
+        self.output_size = int(params["output_size"])
+        self.seed = int(params["seed"])
+        self.train_args = {
+            key[len(_TRAIN_ARG_PREFIX) :]: value for key, value in params.items() if key.startswith(_TRAIN_ARG_PREFIX)
+        }
+        module = self.build_module(self.downscaled)
+        state = {
+            key[len(_STATE_PREFIX) :]: _to_tensor(value)
+            for key, value in params.items()
+            if key.startswith(_STATE_PREFIX)
+        }
+        try:
+            module.load_state_dict(state, strict=True)
+        except RuntimeError as e:
+            raise ValueError(f"parameters do not fit the module built from these knobs: {e}") from None
+        self.module = module.to(self.device)
+
+    def teardown(self) -> None:
+        self.module = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def _require_module(self) -> torch.nn.Module:
+        if self.module is None:
+            raise RuntimeError(f"{type(self).__name__} has no module yet; call train() or load_parameters() first")
+        return self.module
+
+
+def _batches(count: int, batch_size: int, generator: torch.Generator) -> list[torch.Tensor]:
+    """Shuffled index batches; a last batch of one joins the one before (BatchNorm needs two)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size() must be at least 1, got {batch_size}")
+    order = torch.randperm(count, generator=generator)
+    batches = list(torch.split(order, batch_size))
+    if len(batches) > 1 and len(batches[-1]) == 1:
+        batches[-2:] = [torch.cat(batches[-2:])]
+    return batches
+
+
+def _load_matching(module: torch.nn.Module, shared: Params) -> tuple[int, int]:
+    """Copy the shared tensors whose name and shape match into ``module``; count them."""
+    state = module.state_dict()
+    loaded = 0
+    for name, tensor in state.items():
+        value = shared.get(_STATE_PREFIX + name)
+        if isinstance(value, np.ndarray) and value.shape == tuple(tensor.shape):
+            with torch.no_grad():
+                tensor.copy_(_to_tensor(value))
+            loaded += 1
+    return loaded, len(state)
+
+
+def _to_tensor(values: Any, dtype: type | None = None) -> torch.Tensor:
+    """A tensor on a copy: dataset arrays are read-only and shared by every trial in the process."""
+    return torch.from_numpy(np.array(values, dtype=dtype))
+
+
+def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    tensor = tensor.detach().cpu()
+    if tensor.dtype == torch.bfloat16:  # NumPy has no bfloat16
+        tensor = tensor.float()
+    return tensor.numpy().copy()
