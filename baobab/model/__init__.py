@@ -29,7 +29,9 @@ from baobab.model._knobs import (
     validate_knob_config,
     validate_knobs,
 )
+from baobab.model._queries import sample_queries
 from baobab.model._tasks import DatasetFormat, Task
+from baobab.model._template import check_template, load_template, template_traceback
 
 if TYPE_CHECKING:
     from baobab.model._torch import TorchModel
@@ -52,12 +54,16 @@ __all__ = [
     "Task",
     "TorchModel",
     "TrialContext",
+    "check_template",
     "get_trial_context",
     "knob_config_from_json",
     "knob_config_to_json",
     "knobs_from_json",
     "knobs_to_json",
+    "load_template",
+    "sample_queries",
     "searchable_knobs",
+    "template_traceback",
     "trial_context",
     "validate_knob_config",
     "validate_knobs",

@@ -34,7 +34,7 @@ class TorchModel(BaseModel):
     override the other hooks where the defaults (a classifier trained with Adam and
     cross-entropy, scored by accuracy) do not fit.
 
-    ``train(dataset_path, shared_params=None, *, seed=0, **train_args)`` calls, in order:
+    ``train(dataset_path, shared_params=None, *, seed=None, **train_args)`` calls, in order:
 
     1. :meth:`load_data` on the training set, then :meth:`preprocess` on its inputs;
        ``self.input_shape`` (one preprocessed input) and ``self.output_size``
@@ -50,8 +50,9 @@ class TorchModel(BaseModel):
        through ``self.context.report(epoch, ...)``; a stop request from the context
        ends training between batches.
 
-    ``seed`` (train arg, else a ``seed`` knob, else 0) seeds initialisation, shuffling,
-    dropout and the ``QUICK_EVAL`` sample. The other train args are kept in
+    ``seed`` (train arg, else a ``seed`` knob, else the seed torch's generator was given,
+    which the trial runner sets per trial) seeds initialisation, shuffling, dropout and
+    the ``QUICK_EVAL`` sample. The other train args are kept in
     ``self.train_args`` (a tabular template reads its ``target`` there); those that
     are JSON scalars are stored with the parameters, so a model loaded elsewhere reads
     its datasets the same way.
@@ -156,7 +157,8 @@ class TorchModel(BaseModel):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
     def train(self, dataset_path: str, shared_params: Params | None = None, **train_args: Any) -> None:
-        self.seed = int(train_args.pop("seed", self.knobs.get("seed", 0)))
+        seed = train_args.pop("seed", self.knobs.get("seed"))
+        self.seed = torch.initial_seed() % 2**63 if seed is None else int(seed)
         self.train_args = dict(train_args)
         torch.manual_seed(self.seed)
         raw_inputs, raw_targets = self.load_data(dataset_path)

@@ -199,6 +199,19 @@ def test_training_is_seeded(blobs):
     assert not np.array_equal(a["module.0.weight"], c["module.0.weight"])
 
 
+def test_without_a_seed_training_follows_the_seed_the_trial_runner_gave_torch(blobs):
+    def trained(global_seed):
+        torch.manual_seed(global_seed)
+        model = Recorder(**make_knobs(epochs=1))
+        model.train(str(blobs))
+        return model.dump_parameters()
+
+    a, b, c = trained(3), trained(3), trained(4)
+    assert a["seed"] == b["seed"] == 3 and c["seed"] == 4
+    np.testing.assert_array_equal(a["module.0.weight"], b["module.0.weight"])
+    assert not np.array_equal(a["module.0.weight"], c["module.0.weight"])
+
+
 def test_parameters_round_trip_with_identical_predictions(blobs):
     model = Recorder(**make_knobs(epochs=2))
     model.train(str(blobs), note="kept")
