@@ -143,7 +143,7 @@ def plot(ax: Any, curves: dict[str, np.ndarray], title: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--evals", type=int, default=200)
     parser.add_argument("--branin-evals", type=int, default=50)
     parser.add_argument("--methods", default=",".join([*BAOBAB, *OPTUNA]))
@@ -182,6 +182,10 @@ over every proposal of every seed.
 
 Six cell edges of five operations, one ArchKnob (`auto` runs `{choose_strategy(nas_config)}` here).
 `optuna-tpe` is `TPESampler()` with Optuna's defaults; `optuna-random` is `RandomSampler()`.
+Each lookup draws one of the two or three recorded training runs of the cell, so the
+best score is a maximum of noisy draws: Optuna's samplers may evaluate a cell again
+(another draw), Baobab's strategies never repeat a point in a discrete space.
+Differences of a few hundredths are within the noise between seeds.
 
 {table(*nas, args.evals, 2)}
 

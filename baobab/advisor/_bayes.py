@@ -14,7 +14,8 @@ runs, where skopt's ``Optimizer`` takes seconds past a hundred observations:
 - the GP is fitted on a bounded subset of the observations, the ``n_best`` best and
   the ``n_recent`` most recent (a GP's cost grows with the cube of its data);
 - expected improvement is maximised over a sampled candidate set (uniform points plus
-  perturbations of the best points seen) instead of by L-BFGS restarts.
+  perturbations of the best points seen, at two scales for numeric knobs) instead of
+  by L-BFGS restarts.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ from baobab.model import KnobConfig, Knobs
 
 __all__ = ["BayesStrategy"]
 
+#: Standard deviations (in unit coordinates) of the perturbations around the best points;
+#: the finer one only where a knob is numeric (a categorical is redrawn at any scale).
+_LOCAL_SCALES = (0.1, 0.02)
+
 
 class BayesStrategy(Strategy):
     """Bayesian optimisation with a GP surrogate (scikit-optimize) and expected improvement.
@@ -52,7 +57,8 @@ class BayesStrategy(Strategy):
         n_best: the best observations the GP is always fitted on.
         n_recent: the most recent observations it is fitted on besides.
         n_candidates: uniform random candidates per proposal.
-        n_local: perturbations around each of the five best points per proposal.
+        n_local: perturbations around each of the five best points per proposal (per
+            scale: numeric knobs are perturbed at 0.1 and at 0.02 of their range).
         xi: the exploration margin of expected improvement, in units of the score's spread.
     """
 
@@ -134,9 +140,13 @@ class BayesStrategy(Strategy):
         space = self.search_space
         observed = self.points()
         values = np.array([r.score if r.status is TrialStatus.COMPLETED else -np.inf for r, _ in observed])
-        top = [observed[i][1] for i in np.argsort(-values, kind="stable")[:5]]
+        top = space.to_unit([observed[i][1] for i in np.argsort(-values, kind="stable")[:5]])
+        # Numeric knobs get a second, finer ring of perturbations: once the GP is sure
+        # where the optimum lies, steps of a tenth of the range only jump over it.
+        scales = _LOCAL_SCALES if space.categorical_fraction < 1.0 else _LOCAL_SCALES[:1]
         units = np.vstack(
-            [space.sample_unit(rng, self.n_candidates), space.perturb_unit(space.to_unit(top), rng, self.n_local, 0.1)]
+            [space.sample_unit(rng, self.n_candidates)]
+            + [space.perturb_unit(top, rng, self.n_local, scale) for scale in scales]
         )
         units = space.snap(units)
         if not space.is_discrete:

@@ -31,13 +31,12 @@ def choose_strategy(knob_config: KnobConfig) -> str:
 
     - Nothing searchable: ``random`` (every strategy proposes ``{}``; random is the cheapest).
     - Up to eight dimensions and forty one-hot features: ``bayes``. In
-      ``bench/strategies.py`` (10 seeds, medians) the GP led on NAS-Bench-201 (six 5-way
-      categoricals) after 25 evaluations (91.48 against 90.91 for Optuna's default TPE
-      and 90.93 for ``tpe``), matched Optuna's TPE after 50 and 100, and trailed it by
-      0.01 after 200; on Branin (three numeric knobs) it led after 25 evaluations
-      (-1.55 against -2.58 and -3.34) but trailed both TPEs after 50 (-1.15 against
-      -0.84 and -0.88). Trial budgets of real trainings are small, so the early lead
-      decides.
+      ``bench/strategies.py`` (20 seeds, medians) the GP led on NAS-Bench-201 (six 5-way
+      categoricals) after 25, 50 and 100 evaluations (91.48, 91.52, 91.65 against 90.91,
+      91.50, 91.58 for Optuna's default TPE) and tied it after 200 (91.68, within the
+      noise of the table's draws); on Branin (three numeric knobs) it led after 25
+      (-1.45 against -2.19) and 50 evaluations (-0.87 against -0.92; ``tpe`` -2.32 and
+      -0.92). Trial budgets of real trainings are small, so the early lead decides.
     - Larger spaces: ``tpe``. A GP needs many observations per dimension, and its fit
       grows with the number of features, where TPE's cost does not.
     """

@@ -39,3 +39,16 @@ def test_a_failed_point_is_not_proposed_again() -> None:
 def test_bayes_options_are_checked() -> None:
     with pytest.raises(StrategyError, match=r"bayes option n_candidates=0 must be a whole number"):
         BayesStrategy({}, n_candidates=0)
+
+
+def test_numeric_knobs_get_a_finer_ring_of_candidates() -> None:
+    branin = BayesStrategy(branin_knob_config(), seed=0, n_candidates=10, n_local=4)
+    run_search(branin, 6, score=branin_score)
+    units = branin._candidates(branin.rng(6), set())
+    assert len(units) == 10 + 2 * 5 * 4  # uniform, then 0.1 and 0.02 around each of the five best
+    best = branin.search_space.to_unit([max(branin.points(), key=lambda p: p[0].score)[1]])[0]
+    assert (np.abs(units - best).max(axis=1) < 0.1).sum() >= 4, "no fine perturbation near the best point"
+    categorical = BayesStrategy({"c": CategoricalKnob(list(range(100)))}, seed=0, n_candidates=10, n_local=4)
+    run_search(categorical, 6, score=lambda k: float(k["c"]))
+    # A categorical is redrawn at any scale: one ring only (fewer after dropping repeats).
+    assert len(categorical._candidates(categorical.rng(6), set())) <= 10 + 5 * 4
