@@ -1,5 +1,6 @@
-"""Storage: parameters, dataset formats and builders (and, with the platform, metadata and artifacts)."""
+"""Storage: parameters, dataset formats and builders, artifacts (and, with the platform, metadata)."""
 
+from baobab.store._artifacts import ArtifactError, ArtifactNotFoundError, ArtifactStore, validate_key
 from baobab.store._builders import (
     FASHION_MNIST_CLASSES,
     FASHION_MNIST_SOURCE,
@@ -22,6 +23,9 @@ from baobab.store._datasets import (
 from baobab.store._params import ParamsFormatError, params_from_bytes, params_to_bytes
 
 __all__ = [
+    "ArtifactError",
+    "ArtifactNotFoundError",
+    "ArtifactStore",
     "FASHION_MNIST_CLASSES",
     "FASHION_MNIST_SOURCE",
     "IMAGES_CSV",
@@ -38,6 +42,7 @@ __all__ = [
     "params_to_bytes",
     "read_image_files",
     "read_tabular",
+    "validate_key",
     "write_image_files",
     "write_tabular",
 ]

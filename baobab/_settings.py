@@ -1,0 +1,295 @@
+"""Settings: one typed registry of every ``BAOBAB_*`` environment variable.
+
+Every setting is declared once in :data:`SETTINGS` with its type, default and a
+one-line doc, in the spirit of Celery's ``app/defaults.py``; :class:`Settings` is the
+frozen object built from them. Values come from three sources, highest first:
+
+1. keyword overrides given to :meth:`Settings.from_env` (a CLI option, a test);
+2. the environment (``BAOBAB_<NAME>``);
+3. the defaults below, where the database file and the artifacts folder are derived
+   from ``home`` (so ``BAOBAB_HOME=/data/baobab`` moves both).
+
+Typos fail loudly: an unknown ``BAOBAB_*`` variable or override is refused with the
+closest known name, because a misspelt ``BAOBAB_DATABSE_URL`` silently falling back to
+the SQLite default would lose a cluster's data. An empty variable counts as unset.
+
+Pass the :class:`Settings` object explicitly (Celery's "breaking the chain"); nothing
+in Baobab reads ``os.environ`` for a setting except :meth:`Settings.from_env`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from baobab.exceptions import BaobabError
+
+__all__ = ["ENV_PREFIX", "SETTINGS", "Executor", "Mode", "Setting", "Settings", "SettingsError"]
+
+ENV_PREFIX = "BAOBAB_"
+_DEV_SECRET_KEY = "baobab-development-key-do-not-use-in-production"
+_MASK = "********"
+# The password in ``scheme://user:password@host...`` (user may be empty, as in Redis URLs).
+_URL_PASSWORD = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@]*):[^/]*@")
+
+
+class SettingsError(BaobabError, ValueError):
+    """A setting is unknown or has a bad value; ``setting`` names the variable or override."""
+
+    def __init__(self, message: str, *, setting: str | None = None) -> None:
+        self.setting = setting
+        super().__init__(message)
+
+
+class Mode(StrEnum):
+    """How strict Baobab is about its configuration."""
+
+    EMBEDDED = "embedded"  # one machine, development defaults allowed
+    PRODUCTION = "production"  # refuses development secrets
+
+
+class Executor(StrEnum):
+    """Where trials and services run (see DESIGN.md, "Executor")."""
+
+    LOCAL = "local"
+    CELERY = "celery"
+    DOCKER = "docker"
+    KUBERNETES = "kubernetes"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its field name, value type, default and doc.
+
+    Attributes:
+        name: The field of :class:`Settings`; the variable is ``BAOBAB_<NAME>``.
+        type: ``Path``, ``str``, ``int``, ``float`` or a ``StrEnum`` of the valid choices.
+        default: The value when neither an override nor the environment gives one;
+            ``None`` means "not set" (such a setting is optional).
+        doc: One line for ``--help`` texts and generated docs.
+        derive: When set, the default is ``derive(home)`` instead of ``default``.
+        secret: Masked by :meth:`Settings.humanize` and ``repr``.
+        minimum: The smallest valid value of an ``int`` or ``float`` setting.
+    """
+
+    name: str
+    type: type
+    default: Any
+    doc: str
+    derive: Callable[[Path], Any] | None = None
+    secret: bool = False
+    minimum: float | None = None
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    def default_for(self, home: Path) -> Any:
+        return self.derive(home) if self.derive is not None else self.default
+
+    def parse(self, raw: str) -> Any:
+        """Converts a string (an environment value) to this setting's type.
+
+        Raises:
+            SettingsError: naming the variable, the value and the expected type.
+        """
+        try:
+            if issubclass(self.type, StrEnum):
+                return self.type(raw.strip().lower())
+            if self.type is Path:
+                return Path(raw).expanduser().absolute()
+            if self.type in (int, float):
+                return self._in_range(self.type(raw.strip()))
+            return raw
+        except ValueError:
+            raise SettingsError(f"{self.env}={raw!r}: expected {self.expected}", setting=self.env) from None
+
+    def coerce(self, value: Any) -> Any:
+        """Checks an override given as a Python value; strings are parsed like the environment."""
+        if isinstance(value, str):
+            return self.parse(value)
+        if self.type is Path and isinstance(value, os.PathLike):
+            return Path(value).expanduser().absolute()
+        if self.type is str and isinstance(value, os.PathLike):
+            return os.fspath(value)
+        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, self.type) and not isinstance(value, bool):
+            try:
+                return self._in_range(value)
+            except ValueError:
+                pass
+        raise SettingsError(
+            f"override {self.name}={value!r}: expected {self.expected}, got {type(value).__name__}",
+            setting=self.name,
+        )
+
+    @property
+    def expected(self) -> str:
+        if issubclass(self.type, StrEnum):
+            return "one of " + ", ".join(member.value for member in self.type)
+        names = {Path: "a path", str: "a string", int: "an integer", float: "a number"}
+        bound = f" >= {self.minimum:g}" if self.minimum is not None else ""
+        return names[self.type] + bound
+
+    def _in_range(self, value: Any) -> Any:
+        if self.minimum is not None and not value >= self.minimum:  # NaN fails too
+            raise ValueError(value)
+        return value
+
+
+def _default_cpu_slots() -> int:
+    # The cores this process may run on, which in a container can be fewer than the machine's.
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("home", Path, Path("~/.baobab").expanduser(), "folder for the embedded database and artifacts"),
+    Setting(
+        "database_url",
+        str,
+        None,
+        "SQLAlchemy URL of the metadata store (SQLite file baobab.db in home by default)",
+        derive=lambda home: f"sqlite:///{(home / 'baobab.db').as_posix()}",
+    ),
+    Setting(
+        "artifacts_url",
+        str,
+        None,
+        "local folder or fsspec URL for datasets, templates and parameters (home/artifacts by default)",
+        derive=lambda home: str(home / "artifacts"),
+    ),
+    Setting("broker_url", str, None, "Celery broker URL (Redis or RabbitMQ); required by the celery executor"),
+    Setting("executor", Executor, Executor.LOCAL, "where trials run: local, celery, docker or kubernetes"),
+    Setting("secret_key", str, _DEV_SECRET_KEY, "key that signs session tokens", secret=True),
+    Setting("mode", Mode, Mode.EMBEDDED, "embedded (development defaults allowed) or production"),
+    Setting("admin_email", str, None, "email of the superadmin created on first start"),
+    Setting("admin_password", str, None, "password of the superadmin created on first start", secret=True),
+    Setting("max_upload_mb", int, 512, "largest accepted upload, in MiB", minimum=1),
+    Setting("cpu_slots", int, _default_cpu_slots(), "trials run at once on CPUs (default: usable cores)", minimum=1),
+    Setting("trial_timeout_s", float, None, "wall-clock limit of one trial in seconds (default: none)", minimum=0.001),
+)
+_BY_NAME = {setting.name: setting for setting in SETTINGS}
+_BY_ENV = {setting.env: setting for setting in SETTINGS}
+
+
+@dataclass(frozen=True, repr=False)
+class Settings:
+    """The configuration of one Baobab process; build it with :meth:`from_env`.
+
+    Fields mirror :data:`SETTINGS`, where each one's type, default and doc are declared.
+    """
+
+    home: Path
+    database_url: str
+    artifacts_url: str
+    broker_url: str | None
+    executor: Executor
+    secret_key: str
+    mode: Mode
+    admin_email: str | None
+    admin_password: str | None
+    max_upload_mb: int
+    cpu_slots: int
+    trial_timeout_s: float | None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Builds the settings: overrides, then ``BAOBAB_*`` variables, then defaults.
+
+        Args:
+            environ: The variables to read; ``os.environ`` when None.
+            **overrides: Values by field name (``cpu_slots=2``); a string is parsed as
+                the variable would be, and None means "not given", so a CLI can pass its
+                options straight through.
+
+        Raises:
+            SettingsError: for an unknown variable or override (with the closest known
+                name), a value of the wrong type or out of range, an invalid choice (with
+                the valid ones), the celery executor without a broker, or production mode
+                with the development secret key.
+        """
+        environ = os.environ if environ is None else environ
+        for name in sorted(environ):
+            if name.startswith(ENV_PREFIX) and name not in _BY_ENV:
+                raise SettingsError(f"unknown setting {name}{_did_you_mean(name, env=True)}", setting=name)
+        for name in overrides:
+            if name not in _BY_NAME:
+                raise SettingsError(f"unknown setting {name!r}{_did_you_mean(name, env=False)}", setting=name)
+
+        given: dict[str, Any] = {}
+        for setting in SETTINGS:
+            if overrides.get(setting.name) is not None:
+                given[setting.name] = setting.coerce(overrides[setting.name])
+            elif environ.get(setting.env, ""):
+                given[setting.name] = setting.parse(environ[setting.env])
+        home = given.get("home", _BY_NAME["home"].default)
+        values = {s.name: given[s.name] if s.name in given else s.default_for(home) for s in SETTINGS}
+        values["artifacts_url"] = _absolute_location(values["artifacts_url"])
+        settings = cls(**values)
+        settings._check()
+        return settings
+
+    def humanize(self, *, censored: bool = True) -> str:
+        """Lists the settings that differ from their defaults, one ``BAOBAB_X=value`` a line.
+
+        Args:
+            censored: Mask secrets and the passwords inside URLs, so the text can go to
+                a log or a bug report.
+        """
+        lines = []
+        for setting in SETTINGS:
+            value = getattr(self, setting.name)
+            if value == setting.default_for(self.home):
+                continue
+            lines.append(f"{setting.env}={_shown(setting, value, censored)}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        shown = (f"{s.name}={_shown(s, getattr(self, s.name), True)!r}" for s in SETTINGS)
+        return f"Settings({', '.join(shown)})"
+
+    def _check(self) -> None:
+        if self.executor is Executor.CELERY and self.broker_url is None:
+            raise SettingsError(
+                "BAOBAB_EXECUTOR=celery needs a broker: set BAOBAB_BROKER_URL (e.g. redis://host:6379/0)",
+                setting="BAOBAB_BROKER_URL",
+            )
+        if self.mode is Mode.PRODUCTION and self.secret_key == _DEV_SECRET_KEY:
+            raise SettingsError(
+                "production mode refuses the development secret key: set BAOBAB_SECRET_KEY to a random value, "
+                "e.g. the output of: python -c 'import secrets; print(secrets.token_urlsafe(32))'",
+                setting="BAOBAB_SECRET_KEY",
+            )
+
+
+def _shown(setting: Setting, value: Any, censored: bool) -> str:
+    text = str(value)
+    if censored and value is not None:
+        text = _MASK if setting.secret else _URL_PASSWORD.sub(rf"\g<head>:{_MASK}@", text)
+    return text
+
+
+def _did_you_mean(name: str, *, env: bool) -> str:
+    # Compared without the shared BAOBAB_ prefix, which would make every name look close.
+    bare = name.removeprefix(ENV_PREFIX).lower()
+    close = difflib.get_close_matches(bare, list(_BY_NAME), n=1, cutoff=0.6)
+    known = [setting.env if env else setting.name for setting in SETTINGS]
+    if not close:
+        return f"; known settings: {', '.join(known)}"
+    return f" (did you mean {_BY_NAME[close[0]].env if env else close[0]}?)"
+
+
+def _absolute_location(location: str) -> str:
+    # A local folder is made absolute so that processes started elsewhere find the same one.
+    if "://" in location:
+        return location
+    return str(Path(location).expanduser().absolute())
