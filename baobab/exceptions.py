@@ -4,7 +4,8 @@
     ├── KnobConfigError        a template's knob config or knob values are invalid
     ├── DatasetError           a dataset file cannot be read as its format says
     ├── TemplateError          a model template cannot be loaded or breaks its contract
-    └── StrategyError          a search strategy was asked for something it cannot do
+    ├── StrategyError          a search strategy was asked for something it cannot do
+    └── StoreError             the metadata database failed, or its schema is out of date
 
 Each error carries the place it is about (a knob name, a file and row) as attributes,
 so the REST layer and the CLI can name the field without parsing messages.
@@ -12,7 +13,7 @@ so the REST layer and the CLI can name the field without parsing messages.
 
 from __future__ import annotations
 
-__all__ = ["BaobabError", "DatasetError", "KnobConfigError", "StrategyError", "TemplateError"]
+__all__ = ["BaobabError", "DatasetError", "KnobConfigError", "StoreError", "StrategyError", "TemplateError"]
 
 
 class BaobabError(Exception):
@@ -47,3 +48,7 @@ class TemplateError(BaobabError):
 
 class StrategyError(BaobabError, ValueError):
     """A search strategy is unknown or cannot search the given knob config."""
+
+
+class StoreError(BaobabError):
+    """The metadata database refused a change or cannot be used; the cause is chained."""

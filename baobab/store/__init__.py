@@ -1,4 +1,13 @@
-"""Storage: parameters, dataset formats and builders, artifacts (and, with the platform, metadata)."""
+"""Storage: metadata (SQLAlchemy + Alembic), artifacts (fsspec), parameters, dataset formats and builders.
+
+The metadata names (tables, engines, migrations) are imported on first use: SQLAlchemy
+and Alembic add about 0.4 s to start-up, which every trial process would pay for
+nothing, since trials never touch the database.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from baobab.store._artifacts import ArtifactError, ArtifactNotFoundError, ArtifactStore, validate_key
 from baobab.store._builders import (
@@ -21,6 +30,18 @@ from baobab.store._datasets import (
     write_tabular,
 )
 from baobab.store._params import ParamsFormatError, params_from_bytes, params_to_bytes
+
+if TYPE_CHECKING:
+    from baobab.store._db import *  # noqa: F403
+
+_DB_NAMES = frozenset(
+    {
+        "Base", "Dataset", "InferenceJob", "InferenceJobStatus", "InferenceMember", "InterimMetric", "JobStatus",
+        "ModelAccess", "ModelTemplate", "SubJob", "TrainJob", "Trial", "TrialLog", "TrialState", "User", "UserRole",
+        "check_schema", "create_engine_from_url", "current_revision", "describe_url", "head_revision",
+        "session_scope", "upgrade_database",
+    }
+)  # fmt: skip
 
 __all__ = [
     "ArtifactError",
@@ -46,3 +67,12 @@ __all__ = [
     "write_image_files",
     "write_tabular",
 ]
+__all__ += sorted(_DB_NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DB_NAMES:
+        from baobab.store import _db
+
+        return getattr(_db, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

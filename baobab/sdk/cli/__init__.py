@@ -6,6 +6,7 @@ import click
 
 from baobab import __version__
 from baobab.sdk.cli.datasets import datasets
+from baobab.sdk.cli.db import db
 from baobab.sdk.cli.dev import dev
 
 __all__ = ["main"]
@@ -18,4 +19,5 @@ def main() -> None:
 
 
 main.add_command(datasets)
+main.add_command(db)
 main.add_command(dev)

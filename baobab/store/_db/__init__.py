@@ -1,0 +1,44 @@
+"""The metadata database: tables, engines, the session scope and schema versions."""
+
+from baobab.store._db._engine import create_engine_from_url, describe_url, session_scope
+from baobab.store._db._migrate import check_schema, current_revision, head_revision, upgrade_database
+from baobab.store._db._states import InferenceJobStatus, JobStatus, ModelAccess, TrialState, UserRole
+from baobab.store._db._tables import (
+    Base,
+    Dataset,
+    InferenceJob,
+    InferenceMember,
+    InterimMetric,
+    ModelTemplate,
+    SubJob,
+    TrainJob,
+    Trial,
+    TrialLog,
+    User,
+)
+
+__all__ = [
+    "Base",
+    "Dataset",
+    "InferenceJob",
+    "InferenceJobStatus",
+    "InferenceMember",
+    "InterimMetric",
+    "JobStatus",
+    "ModelAccess",
+    "ModelTemplate",
+    "SubJob",
+    "TrainJob",
+    "Trial",
+    "TrialLog",
+    "TrialState",
+    "User",
+    "UserRole",
+    "check_schema",
+    "create_engine_from_url",
+    "current_revision",
+    "describe_url",
+    "head_revision",
+    "session_scope",
+    "upgrade_database",
+]

@@ -1,0 +1,257 @@
+"""The metadata tables, as SQLAlchemy declarative models.
+
+The Alembic migrations in ``baobab/store/migrations/versions`` create exactly these
+tables; a test compares the two, so a change here needs a new revision there.
+
+Deletion rules: what a job owns (sub-jobs, trials, their metrics and logs, the
+members of an inference job) goes with it (ON DELETE CASCADE). What others still
+use is protected (ON DELETE RESTRICT): a user who owns anything, a dataset or a
+template a job trained with, a train job an inference job serves. Ban users
+rather than delete them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    ForeignKey,
+    Index,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from baobab.model import DatasetFormat, Task
+from baobab.store._db._states import InferenceJobStatus, JobStatus, ModelAccess, TrialState, UserRole
+from baobab.store._db._types import UtcDateTime, json_column_type, string_enum, utcnow
+
+__all__ = [
+    "Base",
+    "Dataset",
+    "InferenceJob",
+    "InferenceMember",
+    "InterimMetric",
+    "ModelTemplate",
+    "SubJob",
+    "TrainJob",
+    "Trial",
+    "TrialLog",
+    "User",
+]
+
+# Named constraints: PostgreSQL and SQLite then agree on names, and later migrations
+# (SQLite's batch mode above all) can drop or alter a constraint by name.
+_NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+_NAME = String(255)
+_PATH = String(1024)
+_CHECKSUM = String(64)  # SHA-256, hex
+
+
+class Base(DeclarativeBase):
+    """The declarative base: named constraints, UTC times, JSON dicts, VARCHAR(255) strings."""
+
+    metadata = MetaData(naming_convention=_NAMING_CONVENTION)
+    type_annotation_map = {
+        datetime: UtcDateTime(),
+        dict[str, Any]: json_column_type(),
+        str: _NAME,
+    }
+
+
+def _owner() -> Mapped[int]:
+    return mapped_column(ForeignKey("users.id", ondelete="RESTRICT"), index=True)
+
+
+def _created_at() -> Mapped[datetime]:
+    return mapped_column(default=utcnow)
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str] = mapped_column(String(254), unique=True)
+    password_hash: Mapped[str]
+    role: Mapped[UserRole] = mapped_column(string_enum(UserRole))
+    banned: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = _created_at()
+
+
+class Dataset(Base):
+    __tablename__ = "datasets"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner_id: Mapped[int] = _owner()
+    name: Mapped[str]
+    format: Mapped[DatasetFormat] = mapped_column(string_enum(DatasetFormat))
+    artifact_path: Mapped[str] = mapped_column(_PATH)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    checksum: Mapped[str] = mapped_column(_CHECKSUM)
+    created_at: Mapped[datetime] = _created_at()
+
+    owner: Mapped[User] = relationship()
+
+
+class ModelTemplate(Base):
+    """An uploaded template; ``knob_config`` is :func:`baobab.model.knob_config_to_json` text."""
+
+    __tablename__ = "model_templates"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner_id: Mapped[int] = _owner()
+    name: Mapped[str]
+    task: Mapped[Task] = mapped_column(string_enum(Task))
+    class_name: Mapped[str]
+    artifact_path: Mapped[str] = mapped_column(_PATH)
+    checksum: Mapped[str] = mapped_column(_CHECKSUM)
+    dependencies: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    access: Mapped[ModelAccess] = mapped_column(string_enum(ModelAccess))
+    knob_config: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created_at()
+
+    owner: Mapped[User] = relationship()
+
+
+class TrainJob(Base):
+    __tablename__ = "train_jobs"
+    __table_args__ = (UniqueConstraint("app", "app_version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner_id: Mapped[int] = _owner()
+    app: Mapped[str]
+    app_version: Mapped[int]
+    task: Mapped[Task] = mapped_column(string_enum(Task))
+    train_dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="RESTRICT"))
+    val_dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="RESTRICT"))
+    budget: Mapped[dict[str, Any]]
+    train_args: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    status: Mapped[JobStatus] = mapped_column(string_enum(JobStatus), default=JobStatus.PENDING)
+    created_at: Mapped[datetime] = _created_at()
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+    owner: Mapped[User] = relationship()
+    train_dataset: Mapped[Dataset] = relationship(foreign_keys=[train_dataset_id])
+    val_dataset: Mapped[Dataset] = relationship(foreign_keys=[val_dataset_id])
+    sub_jobs: Mapped[list[SubJob]] = relationship(
+        back_populates="train_job", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class SubJob(Base):
+    """The search over one template within a train job."""
+
+    __tablename__ = "sub_jobs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    train_job_id: Mapped[int] = mapped_column(ForeignKey("train_jobs.id", ondelete="CASCADE"), index=True)
+    model_template_id: Mapped[int] = mapped_column(ForeignKey("model_templates.id", ondelete="RESTRICT"))
+    strategy: Mapped[str] = mapped_column(String(64))
+    seed: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[JobStatus] = mapped_column(string_enum(JobStatus), default=JobStatus.PENDING)
+
+    train_job: Mapped[TrainJob] = relationship(back_populates="sub_jobs")
+    model_template: Mapped[ModelTemplate] = relationship()
+    trials: Mapped[list[Trial]] = relationship(
+        back_populates="sub_job", cascade="all, delete-orphan", passive_deletes=True, order_by="Trial.number"
+    )
+
+
+class Trial(Base):
+    """One training of a template with one set of knob values.
+
+    ``number`` counts from 0 within the sub-job and is the ``trial_id`` the strategy
+    proposed for; ``knobs`` and ``policies`` hold JSON values as
+    :func:`baobab.model.knobs_to_json` writes them (1, 1.0 and true stay apart).
+    """
+
+    __tablename__ = "trials"
+    __table_args__ = (UniqueConstraint("sub_job_id", "number"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sub_job_id: Mapped[int] = mapped_column(ForeignKey("sub_jobs.id", ondelete="CASCADE"))
+    number: Mapped[int]
+    knobs: Mapped[dict[str, Any]]
+    policies: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    status: Mapped[TrialState] = mapped_column(string_enum(TrialState), default=TrialState.PENDING, index=True)
+    score: Mapped[float | None]
+    created_at: Mapped[datetime] = _created_at()
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    heartbeat_at: Mapped[datetime | None]
+    worker: Mapped[str | None]
+    attempts: Mapped[int] = mapped_column(default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    traceback: Mapped[str | None] = mapped_column(Text)
+    params_path: Mapped[str | None] = mapped_column(_PATH)
+
+    sub_job: Mapped[SubJob] = relationship(back_populates="trials")
+
+
+class InterimMetric(Base):
+    """Metrics a trial reported at one step (``metrics``: name to value)."""
+
+    __tablename__ = "interim_metrics"
+    __table_args__ = (Index(None, "trial_id", "step"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
+    step: Mapped[int]
+    metrics: Mapped[dict[str, Any]]
+    time: Mapped[datetime] = mapped_column(default=utcnow)
+
+    trial: Mapped[Trial] = relationship()
+
+
+class TrialLog(Base):
+    __tablename__ = "trial_logs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), index=True)
+    time: Mapped[datetime] = mapped_column(default=utcnow)
+    line: Mapped[str] = mapped_column(Text)
+
+    trial: Mapped[Trial] = relationship()
+
+
+class InferenceJob(Base):
+    """A served train job; only a hash of its API key is kept."""
+
+    __tablename__ = "inference_jobs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner_id: Mapped[int] = _owner()
+    train_job_id: Mapped[int] = mapped_column(ForeignKey("train_jobs.id", ondelete="RESTRICT"), index=True)
+    status: Mapped[InferenceJobStatus] = mapped_column(
+        string_enum(InferenceJobStatus), default=InferenceJobStatus.STARTING
+    )
+    api_key_hash: Mapped[str | None]
+    public: Mapped[bool] = mapped_column(default=False)
+    predictor_url: Mapped[str | None] = mapped_column(_PATH)
+    created_at: Mapped[datetime] = _created_at()
+    stopped_at: Mapped[datetime | None]
+
+    owner: Mapped[User] = relationship()
+    train_job: Mapped[TrainJob] = relationship()
+    members: Mapped[list[InferenceMember]] = relationship(cascade="all, delete-orphan", passive_deletes=True)
+
+
+class InferenceMember(Base):
+    """A trial whose model an inference job serves."""
+
+    __tablename__ = "inference_members"
+
+    inference_job_id: Mapped[int] = mapped_column(ForeignKey("inference_jobs.id", ondelete="CASCADE"), primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="RESTRICT"), primary_key=True)
