@@ -28,7 +28,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from baobab.exceptions import BaobabError
+from baobab.exceptions import SettingsError
 
 __all__ = ["ENV_PREFIX", "SETTINGS", "Executor", "Mode", "Setting", "Settings", "SettingsError"]
 
@@ -37,14 +37,6 @@ _DEV_SECRET_KEY = "baobab-development-key-do-not-use-in-production"
 _MASK = "********"
 # The password in ``scheme://user:password@host...`` (user may be empty, as in Redis URLs).
 _URL_PASSWORD = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@]*):[^/]*@")
-
-
-class SettingsError(BaobabError, ValueError):
-    """A setting is unknown or has a bad value; ``setting`` names the variable or override."""
-
-    def __init__(self, message: str, *, setting: str | None = None) -> None:
-        self.setting = setting
-        super().__init__(message)
 
 
 class Mode(StrEnum):

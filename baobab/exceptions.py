@@ -5,7 +5,10 @@
     ├── DatasetError           a dataset file cannot be read as its format says
     ├── TemplateError          a model template cannot be loaded or breaks its contract
     ├── StrategyError          a search strategy was asked for something it cannot do
-    └── StoreError             the metadata database failed, or its schema is out of date
+    ├── StoreError             the metadata database failed, or its schema is out of date
+    ├── ArtifactError          an artifact key breaks a rule, or an artifact cannot be used
+    │   └── ArtifactNotFoundError   no artifact is stored under the key
+    └── SettingsError          a setting is unknown or has a bad value
 
 Each error carries the place it is about (a knob name, a file and row) as attributes,
 so the REST layer and the CLI can name the field without parsing messages.
@@ -13,7 +16,17 @@ so the REST layer and the CLI can name the field without parsing messages.
 
 from __future__ import annotations
 
-__all__ = ["BaobabError", "DatasetError", "KnobConfigError", "StoreError", "StrategyError", "TemplateError"]
+__all__ = [
+    "ArtifactError",
+    "ArtifactNotFoundError",
+    "BaobabError",
+    "DatasetError",
+    "KnobConfigError",
+    "SettingsError",
+    "StoreError",
+    "StrategyError",
+    "TemplateError",
+]
 
 
 class BaobabError(Exception):
@@ -52,3 +65,23 @@ class StrategyError(BaobabError, ValueError):
 
 class StoreError(BaobabError):
     """The metadata database refused a change or cannot be used; the cause is chained."""
+
+
+class SettingsError(BaobabError, ValueError):
+    """A setting is unknown or has a bad value; ``setting`` names the variable or override."""
+
+    def __init__(self, message: str, *, setting: str | None = None) -> None:
+        self.setting = setting
+        super().__init__(message)
+
+
+class ArtifactError(BaobabError, ValueError):
+    """An artifact key breaks a rule, or an artifact cannot be used; ``key`` names it."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        self.key = key
+        super().__init__(f"artifact {key!r}: {message}" if key is not None else message)
+
+
+class ArtifactNotFoundError(ArtifactError, FileNotFoundError):
+    """No artifact is stored under ``key``."""

@@ -37,25 +37,13 @@ from typing import IO, Any, BinaryIO
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from baobab.exceptions import BaobabError
+from baobab.exceptions import ArtifactError, ArtifactNotFoundError
 
 __all__ = ["ArtifactError", "ArtifactNotFoundError", "ArtifactStore", "validate_key"]
 
 _CHUNK = 1 << 20
 _PART = re.compile(r"[A-Za-z0-9_.-]+")
 _TEMP_PREFIX = ".tmp-"
-
-
-class ArtifactError(BaobabError, ValueError):
-    """An artifact key breaks a rule, or an artifact cannot be used; ``key`` names it."""
-
-    def __init__(self, message: str, *, key: str | None = None) -> None:
-        self.key = key
-        super().__init__(f"artifact {key!r}: {message}" if key is not None else message)
-
-
-class ArtifactNotFoundError(ArtifactError, FileNotFoundError):
-    """No artifact is stored under ``key``."""
 
 
 def validate_key(key: str) -> str:
