@@ -5,6 +5,7 @@
     ├── DatasetError           a dataset file cannot be read as its format says
     ├── TemplateError          a model template cannot be loaded or breaks its contract
     ├── StrategyError          a search strategy was asked for something it cannot do
+    ├── BudgetError            a train job's budget has an unknown key or a value out of range
     ├── StoreError             the metadata database failed, or its schema is out of date
     ├── ArtifactError          an artifact key breaks a rule, or an artifact cannot be used
     │   └── ArtifactNotFoundError   no artifact is stored under the key
@@ -20,6 +21,7 @@ __all__ = [
     "ArtifactError",
     "ArtifactNotFoundError",
     "BaobabError",
+    "BudgetError",
     "DatasetError",
     "KnobConfigError",
     "SettingsError",
@@ -85,3 +87,11 @@ class ArtifactError(BaobabError, ValueError):
 
 class ArtifactNotFoundError(ArtifactError, FileNotFoundError):
     """No artifact is stored under ``key``."""
+
+
+class BudgetError(BaobabError, ValueError):
+    """A budget breaks a rule; ``field`` names the budget key (or ``budget`` for the whole)."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        self.field = str(field)
+        super().__init__(f"{self.field}: {message}")

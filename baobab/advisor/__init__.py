@@ -1,7 +1,8 @@
-"""Search strategies behind one propose/observe interface (and, later, the job driver)."""
+"""Search strategies behind one propose/observe interface, and train-job budgets (the job driver comes next)."""
 
 from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
 from baobab.advisor._bayes import BayesStrategy
+from baobab.advisor._budget import Budget, BudgetKey, parse_budget
 from baobab.advisor._factory import STRATEGIES, choose_strategy, make_strategy
 from baobab.advisor._random import RandomStrategy
 from baobab.advisor._space import Dimension, DimensionKind, FlatPoint, SearchSpace
@@ -10,6 +11,8 @@ from baobab.advisor._tpe import TpeStrategy
 __all__ = [
     "STRATEGIES",
     "BayesStrategy",
+    "Budget",
+    "BudgetKey",
     "Dimension",
     "DimensionKind",
     "FlatPoint",
@@ -21,4 +24,5 @@ __all__ = [
     "TrialStatus",
     "choose_strategy",
     "make_strategy",
+    "parse_budget",
 ]

@@ -1,0 +1,90 @@
+"""A train job's budget: the keys a user may give, checked once at the boundary.
+
+The job driver trusts a :class:`Budget`; only :func:`parse_budget` looks at what a user
+sent (JSON from the API, options from the CLI), so every rule lives here.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from baobab.exceptions import BudgetError
+
+__all__ = ["Budget", "BudgetKey", "parse_budget"]
+
+
+class BudgetKey(enum.StrEnum):
+    GPU_COUNT = "GPU_COUNT"
+    TIME_HOURS = "TIME_HOURS"
+    MODEL_TRIAL_COUNT = "MODEL_TRIAL_COUNT"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a train job may spend.
+
+    ``gpu_count`` is how many trials run at once on GPUs; 0 runs them on CPU slots.
+    ``time_hours`` and ``model_trial_count`` (trials per model template) bound the job;
+    at least one of them is set, and the job ends at whichever comes first.
+    """
+
+    gpu_count: int = 0
+    time_hours: float | None = None
+    model_trial_count: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {BudgetKey.GPU_COUNT: self.gpu_count}
+        if self.time_hours is not None:
+            data[BudgetKey.TIME_HOURS] = self.time_hours
+        if self.model_trial_count is not None:
+            data[BudgetKey.MODEL_TRIAL_COUNT] = self.model_trial_count
+        return {str(k): v for k, v in data.items()}
+
+
+#: Upper bounds that catch typos (a year of training, a million trials) rather than limit anyone.
+_MAX_GPUS = 1024
+_MAX_HOURS = 24 * 365
+_MAX_TRIALS = 100_000
+
+
+def _integer(key: BudgetKey, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BudgetError(f"must be an integer, got {value!r}", field=key)
+    if not low <= value <= high:
+        raise BudgetError(f"must be between {low} and {high}, got {value}", field=key)
+    return value
+
+
+def parse_budget(data: object) -> Budget:
+    """Check a budget as a user sent it, e.g. ``{"TIME_HOURS": 0.5, "GPU_COUNT": 0}``.
+
+    Raises:
+        BudgetError: naming the key (``field``) and the rule it breaks.
+    """
+    if not isinstance(data, Mapping):
+        raise BudgetError(f"a budget must be an object of key to number, got {type(data).__name__}", field="budget")
+    known = ", ".join(BudgetKey)
+    for key in data:
+        if key not in BudgetKey.__members__:
+            raise BudgetError(f"unknown budget key {key!r}; known keys: {known}", field=str(key))
+    if not data:
+        raise BudgetError(f"the budget is empty; give TIME_HOURS or MODEL_TRIAL_COUNT (keys: {known})", field="budget")
+    if BudgetKey.TIME_HOURS not in data and BudgetKey.MODEL_TRIAL_COUNT not in data:
+        raise BudgetError("give TIME_HOURS or MODEL_TRIAL_COUNT (or both) so the job can end", field="budget")
+    time_hours = data.get(BudgetKey.TIME_HOURS)
+    if time_hours is not None:
+        if isinstance(time_hours, bool) or not isinstance(time_hours, (int, float)) or not math.isfinite(time_hours):
+            raise BudgetError(f"must be a number of hours, got {time_hours!r}", field=BudgetKey.TIME_HOURS)
+        if not 0 < time_hours <= _MAX_HOURS:
+            raise BudgetError(f"must be above 0 and at most {_MAX_HOURS}, got {time_hours}", field=BudgetKey.TIME_HOURS)
+        time_hours = float(time_hours)
+    trials = data.get(BudgetKey.MODEL_TRIAL_COUNT)
+    return Budget(
+        gpu_count=_integer(BudgetKey.GPU_COUNT, data.get(BudgetKey.GPU_COUNT, 0), 0, _MAX_GPUS),
+        time_hours=time_hours,
+        model_trial_count=None if trials is None else _integer(BudgetKey.MODEL_TRIAL_COUNT, trials, 1, _MAX_TRIALS),
+    )
