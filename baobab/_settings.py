@@ -227,7 +227,7 @@ class Settings:
         values = {s.name: given[s.name] if s.name in given else s.default_for(home) for s in SETTINGS}
         values["artifacts_url"] = _absolute_location(values["artifacts_url"])
         settings = cls(**values)
-        settings._check()
+        settings.check()
         return settings
 
     def humanize(self, *, censored: bool = True) -> str:
@@ -249,7 +249,7 @@ class Settings:
         shown = (f"{s.name}={_shown(s, getattr(self, s.name), True)!r}" for s in SETTINGS)
         return f"Settings({', '.join(shown)})"
 
-    def _check(self) -> None:
+    def check(self) -> None:
         if self.executor is Executor.CELERY and self.broker_url is None:
             raise SettingsError(
                 "BAOBAB_EXECUTOR=celery needs a broker: set BAOBAB_BROKER_URL (e.g. redis://host:6379/0)",

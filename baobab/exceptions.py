@@ -9,7 +9,12 @@
     ├── StoreError             the metadata database failed, or its schema is out of date
     ├── ArtifactError          an artifact key breaks a rule, or an artifact cannot be used
     │   └── ArtifactNotFoundError   no artifact is stored under the key
-    └── SettingsError          a setting is unknown or has a bad value
+    ├── SettingsError          a setting is unknown or has a bad value
+    ├── RequestError           an API request is malformed or a field breaks a rule (400)
+    ├── AuthenticationError    no valid credentials (401)
+    ├── PermissionDeniedError  the user may not do this (403)
+    ├── NotFoundError          the resource asked for does not exist (404)
+    └── ConflictError          the change clashes with what is stored (409)
 
 Each error carries the place it is about (a knob name, a file and row) as attributes,
 so the REST layer and the CLI can name the field without parsing messages.
@@ -18,6 +23,11 @@ so the REST layer and the CLI can name the field without parsing messages.
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationError",
+    "ConflictError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "RequestError",
     "ArtifactError",
     "ArtifactNotFoundError",
     "BaobabError",
@@ -95,3 +105,35 @@ class BudgetError(BaobabError, ValueError):
     def __init__(self, message: str, *, field: str) -> None:
         self.field = str(field)
         super().__init__(f"{self.field}: {message}")
+
+
+class RequestError(BaobabError, ValueError):
+    """A request is malformed or a field breaks a rule (400); ``field`` names it."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class AuthenticationError(BaobabError):
+    """No valid credentials: a missing, expired or forged token, a wrong password (401)."""
+
+
+class PermissionDeniedError(BaobabError):
+    """The user is known but may not do this (403); ``field`` names the field at fault."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class NotFoundError(BaobabError, LookupError):
+    """The resource asked for does not exist (404)."""
+
+
+class ConflictError(BaobabError):
+    """The change clashes with what is stored, e.g. a duplicate email (409); ``field`` names it."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)

@@ -1,0 +1,56 @@
+"""The app factory of the admin API."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from baobab import Settings
+from baobab.admin import _tokens, _users
+from baobab.admin._auth import authenticate, token_serializer
+from baobab.admin._bootstrap import bootstrap_superadmin
+from baobab.admin._errors import register_error_handlers
+from baobab.admin._state import EXTENSION, AdminState
+from baobab.store import check_schema, create_engine_from_url
+
+__all__ = ["create_app"]
+
+_BLUEPRINTS = (_tokens.blueprint, _users.blueprint)
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    """The admin API on the database ``settings`` name, ready for any WSGI server.
+
+    Starting checks the configuration (production mode refuses the development secret
+    key) and the schema, then creates the first SUPERADMIN on an empty user table
+    (see :func:`baobab.admin._bootstrap.bootstrap_superadmin`).
+
+    Args:
+        settings: The configuration; read from the environment when None.
+
+    Raises:
+        SettingsError: the settings break a rule (see :meth:`Settings.from_env`).
+        StoreError: the database cannot be reached or its schema is not this
+            Baobab's (run ``baobab db upgrade``).
+    """
+    if settings is None:
+        settings = Settings.from_env()
+    else:
+        # An object made by dataclasses.replace() or the constructor skipped from_env's checks.
+        settings.check()
+    engine = create_engine_from_url(settings.database_url)
+    try:
+        check_schema(engine)
+        bootstrap_superadmin(engine, settings)
+    except BaseException:
+        engine.dispose()
+        raise
+    app = Flask("baobab.admin")
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_mb * 2**20
+    app.extensions[EXTENSION] = AdminState(
+        settings=settings, engine=engine, tokens=token_serializer(settings.secret_key)
+    )
+    register_error_handlers(app)
+    app.before_request(authenticate)
+    for blueprint in _BLUEPRINTS:
+        app.register_blueprint(blueprint)
+    return app

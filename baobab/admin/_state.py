@@ -1,0 +1,29 @@
+"""What the app keeps for its views: settings, the engine and the token serializer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flask import current_app
+from itsdangerous import URLSafeTimedSerializer
+from sqlalchemy import Engine
+
+from baobab import Settings
+
+__all__ = ["AdminState", "admin_state"]
+
+EXTENSION = "baobab"
+
+
+@dataclass(frozen=True)
+class AdminState:
+    """Stored in ``app.extensions["baobab"]`` by :func:`baobab.admin.create_app`."""
+
+    settings: Settings
+    engine: Engine
+    tokens: URLSafeTimedSerializer
+
+
+def admin_state() -> AdminState:
+    """The state of the app handling the current request."""
+    return current_app.extensions[EXTENSION]
