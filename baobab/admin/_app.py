@@ -5,16 +5,16 @@ from __future__ import annotations
 from flask import Flask
 
 from baobab import Settings
-from baobab.admin import _tokens, _users
+from baobab.admin import _datasets, _tokens, _users
 from baobab.admin._auth import authenticate, token_serializer
 from baobab.admin._bootstrap import bootstrap_superadmin
 from baobab.admin._errors import register_error_handlers
 from baobab.admin._state import EXTENSION, AdminState
-from baobab.store import check_schema, create_engine_from_url
+from baobab.store import ArtifactStore, check_schema, create_engine_from_url
 
 __all__ = ["create_app"]
 
-_BLUEPRINTS = (_tokens.blueprint, _users.blueprint)
+_BLUEPRINTS = (_tokens.blueprint, _users.blueprint, _datasets.blueprint)
 
 
 def create_app(settings: Settings | None = None) -> Flask:
@@ -41,13 +41,17 @@ def create_app(settings: Settings | None = None) -> Flask:
     try:
         check_schema(engine)
         bootstrap_superadmin(engine, settings)
+        artifacts = ArtifactStore(settings.artifacts_url)
     except BaseException:
         engine.dispose()
         raise
     app = Flask("baobab.admin")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_mb * 2**20
     app.extensions[EXTENSION] = AdminState(
-        settings=settings, engine=engine, tokens=token_serializer(settings.secret_key)
+        settings=settings,
+        engine=engine,
+        tokens=token_serializer(settings.secret_key),
+        artifacts=artifacts,
     )
     register_error_handlers(app)
     app.before_request(authenticate)

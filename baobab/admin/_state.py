@@ -1,4 +1,4 @@
-"""What the app keeps for its views: settings, the engine and the token serializer."""
+"""What the app keeps for its views: settings, the engine, the token serializer and the artifact store."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from itsdangerous import URLSafeTimedSerializer
 from sqlalchemy import Engine
 
 from baobab import Settings
+from baobab.store import ArtifactStore
 
 __all__ = ["AdminState", "admin_state"]
 
@@ -22,6 +23,7 @@ class AdminState:
     settings: Settings
     engine: Engine
     tokens: URLSafeTimedSerializer
+    artifacts: ArtifactStore
 
 
 def admin_state() -> AdminState:
