@@ -37,7 +37,7 @@ import numpy as np
 
 from baobab.advisor._space import FlatPoint, SearchSpace
 from baobab.exceptions import StrategyError
-from baobab.model import KnobConfig, Knobs, searchable_knobs, validate_knob_config
+from baobab.model import KnobConfig, Knobs, validate_knob_config
 
 __all__ = ["Strategy", "TrialRecord", "TrialStatus"]
 
@@ -87,7 +87,6 @@ class Strategy(ABC):
 
     def __init__(self, knob_config: KnobConfig, *, seed: int | None = None) -> None:
         self.knob_config = validate_knob_config(knob_config)
-        self.space: KnobConfig = searchable_knobs(self.knob_config)
         self.search_space = SearchSpace(self.knob_config)
         self.seed = int(np.random.SeedSequence().entropy % (2**63)) if seed is None else int(seed)
         self._records: dict[int, TrialRecord] = {}
