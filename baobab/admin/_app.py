@@ -5,19 +5,28 @@ from __future__ import annotations
 from flask import Flask
 
 from baobab import Settings
-from baobab.admin import _datasets, _tokens, _users
+from baobab.admin import _datasets, _inference_jobs, _models, _openapi, _tokens, _train_jobs, _trials, _users
 from baobab.admin._auth import authenticate, token_serializer
 from baobab.admin._bootstrap import bootstrap_superadmin
 from baobab.admin._errors import register_error_handlers
 from baobab.admin._state import EXTENSION, AdminState
-from baobab.store import ArtifactStore, check_schema, create_engine_from_url
+from baobab.store import ArtifactStore, EventChannel, LocalEventChannel, check_schema, create_engine_from_url
 
 __all__ = ["create_app"]
 
-_BLUEPRINTS = (_tokens.blueprint, _users.blueprint, _datasets.blueprint)
+_BLUEPRINTS = (
+    _tokens.blueprint,
+    _users.blueprint,
+    _datasets.blueprint,
+    _models.blueprint,
+    _train_jobs.blueprint,
+    _trials.blueprint,
+    _inference_jobs.blueprint,
+    _openapi.blueprint,
+)
 
 
-def create_app(settings: Settings | None = None) -> Flask:
+def create_app(settings: Settings | None = None, events: EventChannel | None = None) -> Flask:
     """The admin API on the database ``settings`` name, ready for any WSGI server.
 
     Starting checks the configuration (production mode refuses the development secret
@@ -26,6 +35,8 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     Args:
         settings: The configuration; read from the environment when None.
+        events: Where the app announces new and stopped jobs (see
+            :mod:`baobab.store._events`); a channel nobody listens to when None.
 
     Raises:
         SettingsError: the settings break a rule (see :meth:`Settings.from_env`).
@@ -52,6 +63,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         engine=engine,
         tokens=token_serializer(settings.secret_key),
         artifacts=artifacts,
+        events=events if events is not None else LocalEventChannel(),
     )
     register_error_handlers(app)
     app.before_request(authenticate)

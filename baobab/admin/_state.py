@@ -1,4 +1,4 @@
-"""What the app keeps for its views: settings, the engine, the token serializer and the artifact store."""
+"""What the app keeps for its views: settings, the engine, the token serializer, the artifact store and the event channel."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from itsdangerous import URLSafeTimedSerializer
 from sqlalchemy import Engine
 
 from baobab import Settings
-from baobab.store import ArtifactStore
+from baobab.store import ArtifactStore, EventChannel
 
 __all__ = ["AdminState", "admin_state"]
 
@@ -24,6 +24,7 @@ class AdminState:
     engine: Engine
     tokens: URLSafeTimedSerializer
     artifacts: ArtifactStore
+    events: EventChannel
 
 
 def admin_state() -> AdminState:

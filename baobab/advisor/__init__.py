@@ -1,8 +1,9 @@
-"""Search strategies behind one propose/observe interface, and train-job budgets (the job driver comes next)."""
+"""Search strategies behind one propose/observe interface, train-job budgets, and the job driver."""
 
 from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
 from baobab.advisor._bayes import BayesStrategy
 from baobab.advisor._budget import Budget, BudgetKey, parse_budget
+from baobab.advisor._executor import Executor
 from baobab.advisor._factory import STRATEGIES, choose_strategy, make_strategy
 from baobab.advisor._random import RandomStrategy
 from baobab.advisor._space import Dimension, DimensionKind, FlatPoint, SearchSpace
@@ -15,6 +16,7 @@ __all__ = [
     "BudgetKey",
     "Dimension",
     "DimensionKind",
+    "Executor",
     "FlatPoint",
     "RandomStrategy",
     "SearchSpace",

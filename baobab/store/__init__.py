@@ -29,6 +29,7 @@ from baobab.store._datasets import (
     write_image_files,
     write_tabular,
 )
+from baobab.store._events import Event, EventChannel, EventKind, LocalEventChannel, Subscription
 from baobab.store._params import ParamsFormatError, params_from_bytes, params_to_bytes
 
 if TYPE_CHECKING:
@@ -53,8 +54,13 @@ __all__ = [
     "TABULAR_DATASETS",
     "BuiltDataset",
     "BuiltSplit",
+    "Event",
+    "EventChannel",
+    "EventKind",
     "ImageDataset",
+    "LocalEventChannel",
     "ParamsFormatError",
+    "Subscription",
     "TabularDataset",
     "build_fashion_mnist",
     "build_tabular",

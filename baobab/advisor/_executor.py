@@ -1,0 +1,42 @@
+"""The executor interface: what the job driver needs from whatever runs trials.
+
+The driver writes a trial row (PENDING) and then submits its id; it never learns
+where the trial runs. Whoever runs it stores the outcome in the trial row (RUNNING,
+then COMPLETED, STOPPED, ERRORED or CANCELLED with score, error and traceback) and
+then publishes ``TRIAL_FINISHED`` on the event channel. Implementations live in
+:mod:`baobab.worker` (local processes; Celery, Docker and Kubernetes later); they
+satisfy this protocol without importing it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+__all__ = ["Executor"]
+
+
+class Executor(Protocol):
+    @property
+    def slots(self) -> int:
+        """How many trials can run at once, over every job."""
+        ...
+
+    def submit(self, trial_id: int) -> None:
+        """Run the PENDING trial ``trial_id`` as soon as a slot is free; returns at once."""
+        ...
+
+    def request_stop(self, trial_id: int, reason: str) -> None:
+        """Ask a running trial to end early (its score still counts); no effect on a finished one."""
+        ...
+
+    def cancel(self, trial_id: int, reason: str) -> None:
+        """Drop a pending or running trial at once (killing what runs it): it ends CANCELLED with ``reason``."""
+        ...
+
+    def active(self) -> set[int]:
+        """The trials submitted and not yet finished: after a restart, what a fresh executor does not hold is lost."""
+        ...
+
+    def close(self) -> None:
+        """Cancel what runs and release the workers."""
+        ...
