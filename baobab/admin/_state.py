@@ -1,4 +1,4 @@
-"""What the app keeps for its views: settings, the engine, the token serializer, the artifact store and the event channel."""
+"""What the app keeps for its views: settings, engine, token serializer, artifact store, event channel."""
 
 from __future__ import annotations
 
