@@ -141,6 +141,7 @@ class TrainJob(Base):
     created_at: Mapped[datetime] = _created_at()
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)
 
     owner: Mapped[User] = relationship()
     train_dataset: Mapped[Dataset] = relationship(foreign_keys=[train_dataset_id])
@@ -161,6 +162,7 @@ class SubJob(Base):
     strategy: Mapped[str] = mapped_column(String(64))
     seed: Mapped[int] = mapped_column(BigInteger)
     status: Mapped[JobStatus] = mapped_column(string_enum(JobStatus), default=JobStatus.PENDING)
+    error: Mapped[str | None] = mapped_column(Text)
 
     train_job: Mapped[TrainJob] = relationship(back_populates="sub_jobs")
     model_template: Mapped[ModelTemplate] = relationship()
@@ -242,6 +244,7 @@ class InferenceJob(Base):
     predictor_url: Mapped[str | None] = mapped_column(_PATH)
     created_at: Mapped[datetime] = _created_at()
     stopped_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)
 
     owner: Mapped[User] = relationship()
     train_job: Mapped[TrainJob] = relationship()
