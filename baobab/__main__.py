@@ -1,0 +1,5 @@
+"""``python -m baobab``: the ``baobab`` command line, for when its script is not on PATH."""
+
+from baobab.sdk.cli import main
+
+main()
