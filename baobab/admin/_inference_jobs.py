@@ -1,9 +1,252 @@
-"""``/api/v1/inference_jobs``: being written."""
+"""``/api/v1/inference_jobs``: serve the best trials of a train job behind an API key.
+
+Creating a job picks its members (the best ``k`` trials as ``best_trials`` ranks them,
+or the trials the caller names), writes the job STARTING with its members, commits, and
+only then publishes INFERENCE_CREATED; the inference supervisor starts the predictor and
+stores its URL. Stopping writes STOPPED first, then publishes INFERENCE_STOPPED.
+
+The API key is made here (``secrets.token_urlsafe(32)``), shown once in the create
+answer and kept only as its SHA-256 in hex: it is a random 256-bit key, not a password,
+so a plain hash is as strong as a slow one and the predictor checks it cheaply.
+
+Visibility follows the train jobs: everyone sees and stops their own inference jobs,
+admins all; someone else's answers 404 like a missing one.
+"""
 
 from __future__ import annotations
 
-from flask import Blueprint
+import hashlib
+import secrets
+from datetime import UTC, datetime
+from typing import Any
 
-__all__ = ["blueprint"]
+from flask import Blueprint, request
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, selectinload
+
+from baobab.admin._auth import current_user, require_roles
+from baobab.admin._body import json_object, string_field
+from baobab.admin._state import admin_state
+from baobab.admin._train_jobs import MAX_ID, best_trials, find_train_job, trial_json, trial_query
+from baobab.admin._users import ADMIN_ROLES
+from baobab.exceptions import ConflictError, NotFoundError, RequestError
+from baobab.store import (
+    Event,
+    EventKind,
+    InferenceJob,
+    InferenceJobStatus,
+    InferenceMember,
+    SubJob,
+    TrainJob,
+    Trial,
+    TrialState,
+    UserRole,
+    session_scope,
+)
+
+__all__ = ["DEFAULT_K", "MAX_MEMBERS", "blueprint", "hash_api_key", "inference_job_json"]
+
+DEFAULT_K = 2
+MAX_MEMBERS = 20  # each member is a model loaded in its own inference worker process
+_SERVABLE = (TrialState.COMPLETED, TrialState.STOPPED)
+_FINISHED = [status for status in InferenceJobStatus if status.is_finished()]
+_ROLES = (UserRole.APP_DEVELOPER, UserRole.MODEL_DEVELOPER, *ADMIN_ROLES)
+_FIELDS = ("app", "app_version", "k", "trial_ids", "public")
 
 blueprint = Blueprint("inference_jobs", __name__, url_prefix="/api/v1/inference_jobs")
+
+
+def hash_api_key(api_key: str) -> str:
+    """What is stored for ``api_key``: its SHA-256 in hex (see the module docstring for why not scrypt)."""
+    return hashlib.sha256(api_key.encode("utf-8")).hexdigest()
+
+
+def inference_job_json(job: InferenceJob, members: list[Trial]) -> dict[str, Any]:
+    """An inference job as the API shows it (never the key or its hash); ``members`` are its trials."""
+    shown = [trial_json(trial) for trial in members]
+    shown.sort(key=lambda t: (t["score"] is None, -(t["score"] or 0.0), t["id"]))  # best first
+    return {
+        "id": job.id,
+        "app": job.train_job.app,
+        "app_version": job.train_job.app_version,
+        "train_job_id": job.train_job_id,
+        "status": job.status.value,
+        "public": job.public,
+        "predictor_url": job.predictor_url,
+        "error": job.error,
+        "owner_id": job.owner_id,
+        "created_at": job.created_at.isoformat(),
+        "stopped_at": job.stopped_at.isoformat() if job.stopped_at is not None else None,
+        "members": [{"trial_id": t["id"], "model_name": t["model_name"], "score": t["score"]} for t in shown],
+    }
+
+
+@blueprint.post("")
+@require_roles(*_ROLES)
+def create_inference_job() -> tuple[dict[str, Any], int]:
+    """201 with the job and its ``api_key`` (shown this once); 409 when the train job has nothing to serve yet."""
+    body = json_object(fields=_FIELDS)
+    app = string_field(body, "app")
+    app_version = _optional_int(body, "app_version", low=1)
+    public = body.get("public", False)
+    if not isinstance(public, bool):
+        raise RequestError(f"'public' must be true or false, got {public!r}", field="public")
+    if body.get("k") is not None and body.get("trial_ids") is not None:
+        raise RequestError("give either 'k' (serve the best k trials) or 'trial_ids', not both", field="trial_ids")
+    trial_ids = _trial_ids(body) if body.get("trial_ids") is not None else None
+    k = _optional_int(body, "k", low=1, high=MAX_MEMBERS)
+
+    api_key = secrets.token_urlsafe(32)
+    with session_scope(admin_state().engine) as session:
+        train_job = find_train_job(session, app, app_version)
+        shown_as = f"train job {train_job.app!r} version {train_job.app_version}"
+        # With trial_ids too: "nothing trained yet" says more than "trial_ids[0] is RUNNING".
+        best = best_trials(session, train_job, 1 if trial_ids is not None else k if k is not None else DEFAULT_K)
+        if not best:
+            raise ConflictError(
+                f"{shown_as} has no trained trials yet (none COMPLETED or STOPPED with parameters); "
+                f"wait until one finishes (GET /api/v1/train_jobs/{train_job.app}/{train_job.app_version}/trials)"
+            )
+        members = best if trial_ids is None else _servable_trials(session, train_job, trial_ids, shown_as)
+        job = InferenceJob(
+            owner_id=current_user().id,
+            train_job_id=train_job.id,
+            status=InferenceJobStatus.STARTING,
+            api_key_hash=hash_api_key(api_key),
+            public=public,
+        )
+        session.add(job)
+        session.flush()
+        session.add_all(InferenceMember(inference_job_id=job.id, trial_id=trial.id) for trial in members)
+        session.flush()
+        answer = inference_job_json(job, members)
+    admin_state().events.publish(Event(EventKind.INFERENCE_CREATED, answer["id"]))
+    return {**answer, "api_key": api_key}, 201
+
+
+@blueprint.get("")
+@require_roles(*_ROLES)
+def list_inference_jobs() -> dict[str, Any]:
+    """``{"inference_jobs": [...]}``, newest first: the caller's own (all for an admin), of one ``?app=`` if given."""
+    me = current_user()
+    query = select(InferenceJob).order_by(InferenceJob.created_at.desc(), InferenceJob.id.desc())
+    if me.role not in ADMIN_ROLES:
+        query = query.where(InferenceJob.owner_id == me.id)
+    app = request.args.get("app")
+    if app is not None:
+        query = query.join(InferenceJob.train_job).where(TrainJob.app == app)
+    with session_scope(admin_state().engine) as session:
+        jobs = session.scalars(query.options(selectinload(InferenceJob.train_job))).all()
+        members = _members(session, [job.id for job in jobs])
+        return {"inference_jobs": [inference_job_json(job, members.get(job.id, [])) for job in jobs]}
+
+
+@blueprint.get("/<int:job_id>")
+@require_roles(*_ROLES)
+def get_inference_job(job_id: int) -> dict[str, Any]:
+    """One inference job; 404 when there is none with this id that the caller may see."""
+    with session_scope(admin_state().engine) as session:
+        job = _get_visible(session, job_id)
+        return inference_job_json(job, _members(session, [job.id]).get(job.id, []))
+
+
+@blueprint.post("/<int:job_id>/stop")
+@require_roles(*_ROLES)
+def stop_inference_job(job_id: int) -> dict[str, Any]:
+    """200 with the job STOPPED; a job already stopped (or errored) answers unchanged and announces nothing."""
+    with session_scope(admin_state().engine) as session:
+        job = _get_visible(session, job_id)
+        # Conditional, so that a job that ended meanwhile keeps its final state and is announced once.
+        stopped = session.execute(
+            update(InferenceJob)
+            .where(InferenceJob.id == job_id, InferenceJob.status.not_in(_FINISHED))
+            .values(status=InferenceJobStatus.STOPPED, stopped_at=datetime.now(UTC))
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        session.refresh(job)
+        answer = inference_job_json(job, _members(session, [job.id]).get(job.id, []))
+    if stopped:
+        admin_state().events.publish(Event(EventKind.INFERENCE_STOPPED, job_id))
+    return answer
+
+
+def _get_visible(session: Session, job_id: int) -> InferenceJob:
+    me = current_user()
+    job = session.get(InferenceJob, job_id) if job_id <= MAX_ID else None  # a larger id would overflow SQLite
+    if job is None or (me.role not in ADMIN_ROLES and job.owner_id != me.id):
+        raise NotFoundError(f"no inference job with id {job_id}")
+    return job
+
+
+def _members(session: Session, job_ids: list[int]) -> dict[int, list[Trial]]:
+    """The member trials of each job in ``job_ids``, loaded for :func:`trial_json`."""
+    if not job_ids:
+        return {}
+    rows = session.execute(
+        trial_query()
+        .add_columns(InferenceMember.inference_job_id)
+        .join(InferenceMember, InferenceMember.trial_id == Trial.id)
+        .where(InferenceMember.inference_job_id.in_(job_ids))
+    ).all()
+    members: dict[int, list[Trial]] = {}
+    for trial, job_id in rows:
+        members.setdefault(job_id, []).append(trial)
+    return members
+
+
+def _servable_trials(session: Session, train_job: TrainJob, trial_ids: list[int], shown_as: str) -> list[Trial]:
+    """The trials ``trial_ids`` names, each checked to be a trained trial of ``train_job``."""
+    query = trial_query().join(Trial.sub_job).where(Trial.id.in_(trial_ids), SubJob.train_job_id == train_job.id)
+    found = {trial.id: trial for trial in session.scalars(query).unique()}
+    for index, trial_id in enumerate(trial_ids):
+        field = f"trial_ids[{index}]"
+        trial = found.get(trial_id)
+        if trial is None:  # missing, or of another job: the same answer, so ids reveal nothing
+            raise RequestError(f"{field}: {shown_as} has no trial with id {trial_id}", field=field)
+        if trial.status not in _SERVABLE:
+            raise RequestError(
+                f"{field}: trial {trial_id} is {trial.status.value}; only COMPLETED or STOPPED trials can be served",
+                field=field,
+            )
+        if trial.params_path is None:
+            raise RequestError(
+                f"{field}: trial {trial_id} is {trial.status.value} but stored no parameters, so it cannot be served",
+                field=field,
+            )
+    return [found[trial_id] for trial_id in trial_ids]
+
+
+def _trial_ids(body: dict[str, Any]) -> list[int]:
+    """``body["trial_ids"]``: a non-empty array of at most :data:`MAX_MEMBERS` distinct integer ids."""
+    value = body["trial_ids"]
+    if not isinstance(value, list) or not value:
+        raise RequestError(
+            f"'trial_ids' must be a non-empty array of trial ids, got {value!r}; or leave it out to serve the best 'k'",
+            field="trial_ids",
+        )
+    if len(value) > MAX_MEMBERS:
+        raise RequestError(f"'trial_ids' has {len(value)} ids, at most {MAX_MEMBERS} are allowed", field="trial_ids")
+    seen: dict[int, int] = {}
+    for index, trial_id in enumerate(value):
+        field = f"trial_ids[{index}]"
+        if not isinstance(trial_id, int) or isinstance(trial_id, bool):
+            raise RequestError(f"{field} must be an integer trial id, got {trial_id!r}", field=field)
+        if not 1 <= trial_id <= MAX_ID:  # names no row (and would overflow SQLite's integers)
+            raise RequestError(f"{field}: there is no trial with id {trial_id}", field=field)
+        if trial_id in seen:
+            raise RequestError(f"{field}: trial {trial_id} is already trial_ids[{seen[trial_id]}]", field=field)
+        seen[trial_id] = index
+    return value
+
+
+def _optional_int(body: dict[str, Any], name: str, *, low: int, high: int | None = None) -> int | None:
+    """``body[name]`` as an integer in ``[low, high]``, or None when absent or null."""
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise RequestError(f"{name!r} must be an integer, got {value!r}", field=name)
+    if value < low or (high is not None and value > high):
+        rule = f"at least {low}" if high is None else f"between {low} and {high}"
+        raise RequestError(f"{name!r} is {value}; it must be {rule}", field=name)
+    return value

@@ -1,9 +1,113 @@
-"""``/api/v1/trials``: being written."""
+"""``/api/v1/trials``: one trial, its logs, its interim metrics and its parameters.
+
+A trial is visible when its train job is (its owner, or an admin); otherwise it answers
+404 like a missing one. Every role may read what it sees.
+"""
 
 from __future__ import annotations
 
-from flask import Blueprint
+from typing import Any
 
-__all__ = ["blueprint"]
+from flask import Blueprint, Response, send_file
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from baobab.admin._auth import current_user, require_roles
+from baobab.admin._state import admin_state
+from baobab.admin._train_jobs import MAX_ID, check_query_args, int_query_arg, trial_json, trial_query
+from baobab.admin._users import ADMIN_ROLES
+from baobab.exceptions import ArtifactNotFoundError, NotFoundError
+from baobab.store import InterimMetric, SubJob, TrainJob, Trial, TrialLog, UserRole, session_scope
+
+__all__ = ["blueprint", "find_trial"]
 
 blueprint = Blueprint("trials", __name__, url_prefix="/api/v1/trials")
+
+_ROLES = (UserRole.MODEL_DEVELOPER, UserRole.APP_DEVELOPER, *ADMIN_ROLES)
+_DEFAULT_LOG_LIMIT = 1000
+_MAX_LOG_LIMIT = 10_000
+
+
+def find_trial(session: Session, trial_id: int) -> Trial:
+    """The trial ``trial_id`` if the caller may see its job, with what :func:`trial_json` needs loaded.
+
+    Raises:
+        NotFoundError: there is no such trial, or the caller may not see it (same message).
+    """
+    trial = None
+    if 1 <= trial_id <= MAX_ID:
+        query = trial_query().join(Trial.sub_job).join(SubJob.train_job).where(Trial.id == trial_id)
+        me = current_user()
+        if me.role not in ADMIN_ROLES:
+            query = query.where(TrainJob.owner_id == me.id)
+        trial = session.scalars(query).unique().first()
+    if trial is None:
+        raise NotFoundError(f"no trial with id {trial_id}")
+    return trial
+
+
+@blueprint.get("/<int:trial_id>")
+@require_roles(*_ROLES)
+def get_trial(trial_id: int) -> dict[str, Any]:
+    """The trial, with the full ``traceback`` of an error (null otherwise)."""
+    check_query_args(())
+    with session_scope(admin_state().engine) as session:
+        return trial_json(find_trial(session, trial_id), traceback=True)
+
+
+@blueprint.get("/<int:trial_id>/logs")
+@require_roles(*_ROLES)
+def get_trial_logs(trial_id: int) -> dict[str, Any]:
+    """``{"logs": [{id, time, line}]}`` in order: those after log id ``after`` (default 0), at most ``limit``.
+
+    To follow a running trial, ask again with ``after`` = the last id received.
+    """
+    check_query_args(("after", "limit"))
+    after = int_query_arg("after", 0, 0, MAX_ID)
+    limit = int_query_arg("limit", _DEFAULT_LOG_LIMIT, 1, _MAX_LOG_LIMIT)
+    with session_scope(admin_state().engine) as session:
+        trial = find_trial(session, trial_id)
+        rows = session.execute(
+            select(TrialLog.id, TrialLog.time, TrialLog.line)
+            .where(TrialLog.trial_id == trial.id, TrialLog.id > after)
+            .order_by(TrialLog.id)
+            .limit(limit)
+        ).all()
+    return {"logs": [{"id": id_, "time": time.isoformat(), "line": line} for id_, time, line in rows]}
+
+
+@blueprint.get("/<int:trial_id>/metrics")
+@require_roles(*_ROLES)
+def get_trial_metrics(trial_id: int) -> dict[str, Any]:
+    """``{"metrics": [{step, time, metrics}]}`` in the order they were reported."""
+    check_query_args(())
+    with session_scope(admin_state().engine) as session:
+        trial = find_trial(session, trial_id)
+        rows = session.execute(
+            select(InterimMetric.step, InterimMetric.time, InterimMetric.metrics)
+            .where(InterimMetric.trial_id == trial.id)
+            .order_by(InterimMetric.id)
+        ).all()
+    return {"metrics": [{"step": step, "time": time.isoformat(), "metrics": m} for step, time, m in rows]}
+
+
+@blueprint.get("/<int:trial_id>/params")
+@require_roles(*_ROLES)
+def get_trial_params(trial_id: int) -> Response:
+    """The trial's parameters as stored (safetensors), as a download; 404 when it kept none."""
+    check_query_args(())
+    with session_scope(admin_state().engine) as session:
+        key = find_trial(session, trial_id).params_path
+    if key is None:
+        raise NotFoundError(f"trial {trial_id} has no parameters (only trials that finished training keep them)")
+    try:
+        stream = admin_state().artifacts.open(key)
+    except ArtifactNotFoundError:  # deleted behind the database's back: say so without the storage key
+        raise NotFoundError(f"the parameters of trial {trial_id} are missing from the artifact store") from None
+    return send_file(
+        stream,
+        mimetype="application/octet-stream",
+        as_attachment=True,
+        download_name=f"trial-{trial_id}.safetensors",
+        conditional=False,
+    )
