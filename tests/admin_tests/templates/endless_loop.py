@@ -1,0 +1,5 @@
+"""A template that never finishes importing."""
+
+print("starting to spin", flush=True)
+while True:
+    pass
