@@ -8,6 +8,12 @@ from baobab import __version__
 from baobab.sdk.cli.datasets import datasets
 from baobab.sdk.cli.db import db
 from baobab.sdk.cli.dev import dev
+from baobab.sdk.cli.jobs import jobs
+from baobab.sdk.cli.login import login, logout
+from baobab.sdk.cli.models import models
+from baobab.sdk.cli.predict import predict
+from baobab.sdk.cli.serve import serve
+from baobab.sdk.cli.up import up
 
 __all__ = ["main"]
 
@@ -18,6 +24,16 @@ def main() -> None:
     """Baobab: tune model templates, keep every model, serve the best."""
 
 
-main.add_command(datasets)
+# Local commands (no server).
 main.add_command(db)
 main.add_command(dev)
+main.add_command(up)  # the whole platform on this machine; imports the server parts only when run
+
+# Commands that talk to a server over HTTP (baobab.sdk.Client).
+main.add_command(login)
+main.add_command(logout)
+main.add_command(datasets)
+main.add_command(models)
+main.add_command(jobs)
+main.add_command(serve)
+main.add_command(predict)

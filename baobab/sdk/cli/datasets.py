@@ -1,12 +1,24 @@
-"""``baobab datasets``: build and (with the platform) manage datasets."""
+"""``baobab datasets``: build datasets here, and upload, list, show and delete them on a server."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from baobab.exceptions import BaobabError
+from baobab.sdk import Client
+from baobab.sdk.cli._common import (
+    format_size,
+    format_time,
+    json_option,
+    print_json,
+    print_record,
+    print_table,
+    with_client,
+    yes_option,
+)
 from baobab.store import (
     FASHION_MNIST_SOURCE,
     TABULAR_DATASETS,
@@ -15,10 +27,90 @@ from baobab.store import (
     build_tabular,
 )
 
+__all__ = ["datasets"]
+
+_FORMATS_BY_SUFFIX = {".zip": "IMAGE_FILES", ".csv": "TABULAR"}
+_COLUMNS = [
+    ("id", "id"),
+    ("name", "name"),
+    ("format", "format"),
+    ("size", lambda d: format_size(d.get("size"))),
+    ("owner", "owner_id"),
+    ("created", lambda d: format_time(d.get("created_at"))),
+]
+_FIELDS = [*_COLUMNS[:4], ("checksum", "checksum"), *_COLUMNS[4:]]
+
 
 @click.group()
 def datasets() -> None:
-    """Build datasets in Baobab's formats."""
+    """Build datasets in Baobab's formats, and upload and manage them on a server."""
+
+
+@datasets.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--name", help="A name to show [default: the file name].")
+@click.option(
+    "--format",
+    "data_format",
+    type=click.Choice(["IMAGE_FILES", "TABULAR"], case_sensitive=False),
+    help="The dataset format [default: IMAGE_FILES for a .zip, TABULAR for a .csv].",
+)
+@click.option("--target", help="TABULAR: the target column, so that the server checks every feature is numeric.")
+@json_option
+@with_client
+def upload(
+    client: Client, file: Path, name: str | None, data_format: str | None, target: str | None, as_json: bool
+) -> None:
+    """Upload FILE as a dataset; the server decodes it first, and refuses one that would fail a train job."""
+    if data_format is None:
+        data_format = _FORMATS_BY_SUFFIX.get(file.suffix.lower())
+        if data_format is None:
+            raise click.BadParameter(f"cannot tell the format of {file.name!r}: give it", param_hint="--format")
+    dataset = client.create_dataset(name or file.name, data_format.upper(), file, target=target)
+    if as_json:
+        print_json(dataset)
+    else:
+        click.echo(
+            f"uploaded dataset {dataset['id']} {dataset['name']!r}: {dataset['format']}, {format_size(dataset['size'])}"
+        )
+
+
+@datasets.command("list")
+@json_option
+@with_client
+def list_datasets(client: Client, as_json: bool) -> None:
+    """List your datasets (every dataset for an admin), newest first."""
+    found = client.list_datasets()
+    if as_json:
+        print_json(found)
+    else:
+        print_table(found, _COLUMNS, empty="no datasets; upload one with `baobab datasets upload FILE`")
+
+
+@datasets.command()
+@click.argument("dataset_id", metavar="ID", type=int)
+@json_option
+@with_client
+def show(client: Client, dataset_id: int, as_json: bool) -> None:
+    """Show one dataset."""
+    dataset: dict[str, Any] = client.get_dataset(dataset_id)
+    if as_json:
+        print_json(dataset)
+    else:
+        print_record(dataset, _FIELDS)
+
+
+@datasets.command()
+@click.argument("dataset_id", metavar="ID", type=int)
+@yes_option
+@with_client
+def delete(client: Client, dataset_id: int, yes: bool) -> None:
+    """Delete a dataset and its file (refused while a train job uses it)."""
+    if not yes:
+        dataset = client.get_dataset(dataset_id)
+        click.confirm(f"delete dataset {dataset_id} {dataset['name']!r}?", abort=True, err=True)
+    client.delete_dataset(dataset_id)
+    click.echo(f"deleted dataset {dataset_id}")
 
 
 @datasets.group()

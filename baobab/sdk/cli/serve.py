@@ -1,0 +1,151 @@
+"""``baobab serve``: serve a train job's best trials behind a predictor, and stop serving.
+
+``baobab serve APP`` is short for ``baobab serve start APP`` (an app named like a
+sub-command is served with the long form).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from baobab.sdk import Client, JobFailedError, WaitTimeoutError
+from baobab.sdk.cli._common import (
+    fail,
+    format_time,
+    json_option,
+    print_json,
+    print_record,
+    print_table,
+    with_client,
+)
+
+__all__ = ["serve"]
+
+_DEFAULT = "start"
+
+
+def _members(job: dict[str, Any]) -> str:
+    members = job.get("members") or []
+    return ", ".join(
+        f"trial {m.get('trial_id')} ({m.get('model_name')}"
+        + (f", score {m['score']:.4g})" if isinstance(m.get("score"), (int, float)) else ")")
+        for m in members
+    )
+
+
+_COLUMNS = [
+    ("id", "id"),
+    ("app", "app"),
+    ("version", "app_version"),
+    ("status", "status"),
+    ("public", "public"),
+    ("predictor", "predictor_url"),
+    ("members", lambda j: len(j.get("members") or [])),
+    ("created", lambda j: format_time(j.get("created_at"))),
+]
+_FIELDS = [
+    *_COLUMNS[:6],
+    ("train job", "train_job_id"),
+    ("members", _members),
+    ("owner", "owner_id"),
+    ("created", lambda j: format_time(j.get("created_at"))),
+    ("stopped", lambda j: format_time(j.get("stopped_at"))),
+    ("error", "error"),
+]
+
+
+class _DefaultToStart(click.Group):
+    """A group whose first argument, when it names no sub-command, is the APP of ``start``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = [_DEFAULT, *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_DefaultToStart)
+def serve() -> None:
+    """Serve trained models: `baobab serve APP` starts an inference job (see `baobab serve start --help`)."""
+
+
+@serve.command()
+@click.argument("app")
+@click.option("--version", "-v", type=int, help="The train job's version [default: the latest].")
+@click.option("--k", "-k", "k", type=click.IntRange(min=1), help="Serve the best K trials [default: 2].")
+@click.option("--trial", "trial_ids", multiple=True, type=int, metavar="ID", help="Serve this trial (repeatable).")
+@click.option("--public", is_flag=True, help="Answer predictions without an API key.")
+@click.option("--wait", is_flag=True, help="Return once the predictor answers, with its URL.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="With --wait: give up after this.")
+@json_option
+@with_client
+def start(
+    client: Client,
+    app: str,
+    version: int | None,
+    k: int | None,
+    trial_ids: tuple[int, ...],
+    public: bool,
+    wait: bool,
+    timeout: float | None,
+    as_json: bool,
+) -> None:
+    """Start an inference job for APP's best trials; prints its API key (shown only once)."""
+    if k is not None and trial_ids:
+        raise click.UsageError("give --k or --trial, not both")
+    job = client.create_inference_job(app, version, k=k, trial_ids=list(trial_ids) or None, public=public)
+    api_key = job.get("api_key")
+    if not as_json:
+        click.echo(f"inference job {job['id']} for {job['app']} v{job['app_version']}: {_members(job)}")
+        if api_key:
+            click.echo(f"API key: {api_key}  (shown only now: keep it)")
+    if wait:
+        try:
+            job = {**client.wait_for_inference_job(job["id"], timeout=timeout), "api_key": api_key}
+        except (JobFailedError, WaitTimeoutError) as e:
+            fail(str(e))
+    if as_json:
+        print_json(job)
+        return
+    if job.get("predictor_url"):
+        click.echo(f"predictor URL: {job['predictor_url']}")
+        auth = "" if job.get("public") else " --api-key KEY"
+        click.echo(f"predict with `baobab predict --url {job['predictor_url']}{auth} --queries FILE.json`")
+    else:
+        click.echo(f"status {job['status']}; see its predictor URL with `baobab serve show {job['id']}`")
+
+
+@serve.command()
+@click.argument("inference_job_id", metavar="ID", type=int)
+@with_client
+def stop(client: Client, inference_job_id: int) -> None:
+    """Stop an inference job: its predictor stops answering."""
+    job = client.stop_inference_job(inference_job_id)
+    click.echo(f"inference job {job['id']} is {job['status']}")
+
+
+@serve.command("list")
+@click.option("--app", help="Only this application's inference jobs.")
+@json_option
+@with_client
+def list_jobs(client: Client, app: str | None, as_json: bool) -> None:
+    """List your inference jobs (all for an admin)."""
+    found = client.list_inference_jobs(app)
+    if as_json:
+        print_json(found)
+    else:
+        print_table(found, _COLUMNS, empty="no inference jobs; start one with `baobab serve APP`")
+
+
+@serve.command()
+@click.argument("inference_job_id", metavar="ID", type=int)
+@json_option
+@with_client
+def show(client: Client, inference_job_id: int, as_json: bool) -> None:
+    """Show one inference job."""
+    job = client.get_inference_job(inference_job_id)
+    if as_json:
+        print_json(job)
+    else:
+        print_record(job, _FIELDS)
