@@ -38,6 +38,7 @@ __all__ = [
     "check_password_rules",
     "current_user",
     "hash_password",
+    "is_public",
     "issue_token",
     "normalize_email",
     "public",
@@ -136,6 +137,11 @@ def public(view: F) -> F:
     return view
 
 
+def is_public(view: Callable[..., Any]) -> bool:
+    """True for a view marked :func:`public`."""
+    return bool(getattr(view, _PUBLIC_ATTR, False))
+
+
 def authenticate() -> None:
     """Loads the caller from the bearer token into :func:`current_user`; runs before every request.
 
@@ -144,7 +150,7 @@ def authenticate() -> None:
             was not signed with this server's key, or its user is gone or banned.
     """
     view = current_app.view_functions.get(request.endpoint) if request.endpoint else None
-    if view is None or getattr(view, _PUBLIC_ATTR, False):
+    if view is None or is_public(view):
         return  # public, or no route matched (the 404/405 follows)
     header = request.headers.get("Authorization")
     if header is None:

@@ -45,7 +45,7 @@ from werkzeug.routing.converters import (
 )
 
 import baobab
-from baobab.admin._auth import _PUBLIC_ATTR, public
+from baobab.admin._auth import is_public, public
 
 __all__ = [
     "API_PREFIX",
@@ -340,16 +340,16 @@ def _operation(
             "required": doc.body_required,
             "content": {doc.body_type: {"schema": dict(doc.body)}},
         }
-    is_public = getattr(view, _PUBLIC_ATTR, False)
-    if is_public:
+    open_to_all = is_public(view)
+    if open_to_all:
         operation["security"] = []
-    operation["responses"] = _responses(doc, is_public)
+    operation["responses"] = _responses(doc, open_to_all)
     if doc.deprecated:
         operation["deprecated"] = True
     return operation
 
 
-def _responses(doc: ApiDoc, is_public: bool) -> dict[str, Any]:
+def _responses(doc: ApiDoc, open_to_all: bool) -> dict[str, Any]:
     responses: dict[str, Any] = {}
     for status, spec in doc.responses.items():
         if isinstance(spec, str):
@@ -365,7 +365,7 @@ def _responses(doc: ApiDoc, is_public: bool) -> dict[str, Any]:
         responses[str(status)] = response
     if not any(status.startswith("2") for status in responses):
         responses["2XX"] = {"description": "success; the description says what is answered"}
-    if not is_public:
+    if not open_to_all:
         responses.setdefault(
             "401", {"description": "no valid bearer token", "content": {"application/json": {"schema": ERROR_SCHEMA}}}
         )

@@ -514,7 +514,13 @@ def _jobs_json(session: Session, jobs: Sequence[TrainJob]) -> list[dict[str, Any
     ids = [job.id for job in jobs]
     sub_rows = session.execute(
         select(
-            SubJob.id, SubJob.train_job_id, SubJob.model_template_id, ModelTemplate.name, SubJob.strategy, SubJob.status
+            SubJob.id,
+            SubJob.train_job_id,
+            SubJob.model_template_id,
+            ModelTemplate.name,
+            SubJob.strategy,
+            SubJob.status,
+            SubJob.error,
         )
         .join(ModelTemplate, SubJob.model_template_id == ModelTemplate.id)
         .where(SubJob.train_job_id.in_(ids))
@@ -537,7 +543,7 @@ def _jobs_json(session: Session, jobs: Sequence[TrainJob]) -> list[dict[str, Any
         ).all()
     )
     subs: dict[int, list[dict[str, Any]]] = {job_id: [] for job_id in ids}
-    for sub_id, job_id, model_id, model_name, strategy, status in sub_rows:
+    for sub_id, job_id, model_id, model_name, strategy, status, error in sub_rows:
         subs[job_id].append(
             {
                 "id": sub_id,
@@ -545,6 +551,7 @@ def _jobs_json(session: Session, jobs: Sequence[TrainJob]) -> list[dict[str, Any
                 "model_name": model_name,
                 "strategy": strategy,
                 "status": JobStatus(status).value,
+                "error": error,
                 "trial_counts": _counts([counts.get(sub_id, {})]),
             }
         )
@@ -555,6 +562,7 @@ def _jobs_json(session: Session, jobs: Sequence[TrainJob]) -> list[dict[str, Any
             "app_version": job.app_version,
             "task": job.task.value,
             "status": job.status.value,
+            "error": job.error,
             "train_dataset_id": job.train_dataset_id,
             "val_dataset_id": job.val_dataset_id,
             "budget": job.budget,

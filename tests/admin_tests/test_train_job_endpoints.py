@@ -105,14 +105,14 @@ def test_create_get_and_list(app: Flask, client: FlaskClient, world: World) -> N
     zero = dict.fromkeys(STATES, 0)
     assert job == {
         "id": job["id"], "app": "fraud", "app_version": 1, "task": "TABULAR_CLASSIFICATION", "status": "PENDING",
-        "train_dataset_id": w.a_train, "val_dataset_id": w.a_val,
+        "error": None, "train_dataset_id": w.a_train, "val_dataset_id": w.a_val,
         "budget": {"GPU_COUNT": 0, "MODEL_TRIAL_COUNT": 5}, "train_args": {"target": "label", "epochs": 2},
         "owner_id": w.alice_id, "started_at": None, "finished_at": None, "trial_counts": zero, "best_score": None,
         "sub_jobs": [
             {"id": sub_ids[0], "model_id": w.a_private, "model_name": "a-private", "strategy": "tpe",
-             "status": "PENDING", "trial_counts": zero},
+             "status": "PENDING", "error": None, "trial_counts": zero},
             {"id": sub_ids[1], "model_id": w.b_public, "model_name": "b-public", "strategy": "tpe",
-             "status": "PENDING", "trial_counts": zero},
+             "status": "PENDING", "error": None, "trial_counts": zero},
         ],
     }  # fmt: skip
     with session_scope(app.extensions["baobab"].engine) as session:
