@@ -38,5 +38,8 @@ class Executor(Protocol):
         ...
 
     def close(self) -> None:
-        """Cancel what runs and release the workers."""
+        """Release the workers, killing what runs, and leave those trials' rows as they are.
+
+        A shutdown is no verdict on a trial: the next driver finds it lost and runs it again.
+        """
         ...

@@ -26,10 +26,10 @@ from typing import Any
 
 from tabulate import tabulate
 
-from baobab.advisor import TrialStatus, make_strategy
+from baobab.advisor import TrialStatus, base_knobs, make_strategy
 from baobab.exceptions import DatasetError, KnobConfigError
 from baobab.model._dev_trials import DevTrial, TrialRunner, format_knobs, indent, search
-from baobab.model._knobs import FixedKnob, KnobConfig, Knobs, PolicyKnob, searchable_knobs, validate_knobs
+from baobab.model._knobs import KnobConfig, Knobs, searchable_knobs, validate_knobs
 from baobab.model._queries import sample_queries
 from baobab.model._tasks import Task
 from baobab.model._template import check_template, load_template
@@ -77,17 +77,6 @@ def _check_overrides(config: KnobConfig, overrides: Mapping[str, Any]) -> Knobs:
         if name not in config:
             raise KnobConfigError(f"is not a knob of the template; its knobs: {', '.join(config)}", knob=name)
     return validate_knobs({name: config[name] for name in overrides}, overrides)
-
-
-def _base_knobs(config: KnobConfig) -> Knobs:
-    """The values the dev runner gives non-searchable knobs: fixed values, policies off."""
-    values: Knobs = {}
-    for name, knob in config.items():
-        if isinstance(knob, FixedKnob):
-            values[name] = knob.value
-        elif isinstance(knob, PolicyKnob):
-            values[name] = False
-    return values
 
 
 def _summary(error: str | None, width: int = 60) -> str:
@@ -184,7 +173,7 @@ def run_dev(
         template=Path(template).resolve(),
         class_name=class_name,
         config=config,
-        fixed={**_base_knobs(config), **overrides},
+        fixed={**base_knobs(config), **overrides},
         train_path=str(Path(train_path).resolve()),
         val_path=str(Path(val_path).resolve()),
         train_args=train_args,

@@ -11,14 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from baobab.advisor import Strategy, TrialRecord, TrialStatus
 from baobab.exceptions import StrategyError
 from baobab.model._child_process import ChildOutcome, run_child
 from baobab.model._context import InterimMetric
 from baobab.model._knobs import KnobConfig, Knobs, validate_knobs
-from baobab.model._trial_process import TrialSpec
+from baobab.model._trial_process import TrialSpec, trial_seed
 
 __all__ = ["DevTrial", "TrialRunner", "format_knobs", "indent", "search"]
 
@@ -42,10 +40,6 @@ class DevTrial:
     predictions: list[Any] | None = None
     metrics: tuple[InterimMetric, ...] = ()
     logs: tuple[str, ...] = ()
-
-
-def _trial_seed(seed: int, trial_id: int) -> int:
-    return int(np.random.SeedSequence([seed, trial_id]).generate_state(1)[0])
 
 
 def indent(text: str) -> str:
@@ -110,7 +104,7 @@ class TrialRunner:
             knobs=knobs,
             queries=self.queries,
             params_path=str(self.run_dir / f"{name}.params"),
-            seed=_trial_seed(self.seed, trial_id),
+            seed=trial_seed(self.seed, trial_id),
             train_path=self.train_path,
             val_path=self.val_path,
             train_args=self.train_args,

@@ -13,10 +13,16 @@ log file), so prints never mix with messages:
 A child that exits without either crashed. A line ``stop`` on the child's stdin
 asks the trial to stop early (``TrialContext.should_stop``), as the time budget ends;
 the end of its stdin means the parent is gone, and the child exits at once.
+
+The steps of a trial that every runner shares (seeding, calling into the template with
+the template's own traceback, checking the score, serialising the parameters) are
+public here: the platform's workers (:mod:`baobab.worker`) run trials the same way.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import math
 import numbers
@@ -24,7 +30,7 @@ import os
 import random
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -37,7 +43,17 @@ from baobab.model._context import InterimMetric, TrialContext, trial_context
 from baobab.model._template import load_template, template_traceback
 from baobab.store import params_from_bytes, params_to_bytes
 
-__all__ = ["TrialSpec", "main"]
+__all__ = [
+    "TrialFailed",
+    "TrialSpec",
+    "call_template",
+    "check_score",
+    "main",
+    "params_bytes",
+    "seed_globals",
+    "train_kwargs",
+    "trial_seed",
+]
 
 #: The exit status of a child whose parent went away.
 _ORPHANED = 70
@@ -69,8 +85,23 @@ class TrialSpec:
         return cls(**json.loads(text))
 
 
-class _TrialFailed(Exception):
-    """Ends the trial with a message for the author of the template: a summary line, then details."""
+class TrialFailed(Exception):
+    """Ends a trial with a message for the author of the template.
+
+    ``error`` is one line (what failed); ``details`` the rest, usually the template's
+    traceback. ``str()`` gives both, the summary first.
+    """
+
+    def __init__(self, error: str, details: str = "") -> None:
+        self.error = error
+        self.details = details
+        super().__init__(f"{error}\n{details}" if details else error)
+
+    @classmethod
+    def from_text(cls, text: str) -> TrialFailed:
+        """Its first line as the summary, the rest as details (a :class:`TemplateError`'s message)."""
+        error, _, details = text.partition("\n")
+        return cls(error, details)
 
 
 class _Channel:
@@ -94,12 +125,24 @@ class _Channel:
         self.send(event="log", message=message)
 
 
-def _call(spec: TrialSpec, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def call_template(template: str | Path, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` (a method of the template at path ``template``); an error it raises fails the trial.
+
+    A ``SystemExit`` counts as an error too: a template's ``sys.exit()`` must not end the
+    process that runs it (a worker runs many trials).
+
+    Raises:
+        TrialFailed: "``what`` raised ValueError: ..." with the template's traceback.
+    """
     try:
         return fn(*args, **kwargs)
-    except Exception as e:
+    except (Exception, SystemExit) as e:
         summary = f"{what} raised {type(e).__name__}: {e}".splitlines()[0]
-        raise _TrialFailed(f"{summary}\n{template_traceback(e, spec.template)}") from None
+        raise TrialFailed(summary, template_traceback(e, template)) from None
+
+
+def _call(spec: TrialSpec, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return call_template(spec.template, what, fn, *args, **kwargs)
 
 
 def _short(value: Any) -> str:
@@ -107,14 +150,19 @@ def _short(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def _check_score(score: Any) -> float:
+def check_score(score: Any) -> float:
+    """``score`` as a float, if ``evaluate()`` returned a finite number.
+
+    Raises:
+        TrialFailed: saying what it returned instead.
+    """
     if isinstance(score, bool) or not isinstance(score, numbers.Real):
-        raise _TrialFailed(
+        raise TrialFailed(
             f"evaluate() returned {_short(score)} (a {type(score).__name__}); "
             "it must return a finite number, higher is better"
         )
     if not math.isfinite(score):
-        raise _TrialFailed(f"evaluate() returned {score}; it must return a finite number, higher is better")
+        raise TrialFailed(f"evaluate() returned {score}; it must return a finite number, higher is better")
     return float(score)
 
 
@@ -122,14 +170,14 @@ def _predict(spec: TrialSpec, model: BaseModel) -> list[Any]:
     predictions = _call(spec, "predict()", model.predict, list(spec.queries))
     if not isinstance(predictions, list) or len(predictions) != len(spec.queries):
         got = f"a list of {len(predictions)}" if isinstance(predictions, list) else f"a {type(predictions).__name__}"
-        raise _TrialFailed(
+        raise TrialFailed(
             f"predict() returned {got} for {len(spec.queries)} queries; it must return a list with one "
             "prediction per query (call .tolist() on arrays)"
         )
     try:
         return json.loads(json.dumps(predictions, allow_nan=False))
     except (TypeError, ValueError) as e:
-        raise _TrialFailed(f"predict() must return JSON values (lists, numbers, strings): {e}") from None
+        raise TrialFailed(f"predict() must return JSON values (lists, numbers, strings): {e}") from None
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -145,7 +193,7 @@ def _check_same_predictions(expected: Sequence[Any], got: Sequence[Any], who: st
     """Raise unless ``got`` matches ``expected`` query by query (floats up to rounding)."""
     for i, (a, b) in enumerate(zip(expected, got, strict=True)):
         if not _same(a, b):
-            raise _TrialFailed(
+            raise TrialFailed(
                 f"template error: {who} predicts {_short(b)} for query {i}, where the trained model predicted "
                 f"{_short(a)}; dump_parameters() must return everything load_parameters() needs"
             )
@@ -155,33 +203,69 @@ def _load(spec: TrialSpec) -> type[BaseModel]:
     try:
         return load_template(spec.template, spec.class_name)
     except TemplateError as e:
-        raise _TrialFailed(str(e)) from None
+        raise TrialFailed.from_text(str(e)) from None
 
 
-def _seed(seed: int) -> None:
-    """Seed the global generators templates tend to use, for reproducible dev runs."""
+def trial_seed(seed: int, number: int) -> int:
+    """The seed of trial ``number`` of a search seeded with ``seed`` (a job's sub-job, a dev run)."""
+    return int(np.random.SeedSequence([seed, number]).generate_state(1)[0])
+
+
+def seed_globals(seed: int) -> None:
+    """Seed the global generators templates tend to use (random, NumPy, torch if imported).
+
+    Called before the template is instantiated, so trials are reproducible.
+    """
     random.seed(seed)
     np.random.seed(seed % 2**32)
     if "torch" in sys.modules:
         sys.modules["torch"].manual_seed(seed)
 
 
+@functools.cache
+def _takes_seed(cls: type[BaseModel]) -> bool:
+    try:
+        parameters = inspect.signature(cls.train).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "seed" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def train_kwargs(cls: type[BaseModel], train_args: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """The keyword arguments of ``train()``: ``train_args``, plus ``seed`` when train() takes it.
+
+    ``train()`` takes it when it declares a ``seed`` parameter or ``**kwargs``
+    (:class:`~baobab.model.TorchModel` pops it from there); a ``seed`` given in
+    ``train_args`` is passed as given.
+    """
+    if "seed" in train_args or not _takes_seed(cls):
+        return dict(train_args)
+    return {**train_args, "seed": seed}
+
+
+def params_bytes(template: str | Path, model: BaseModel) -> bytes:
+    """Call ``model.dump_parameters()`` and serialise what it returns (safetensors bytes).
+
+    Raises:
+        TrialFailed: the call raised, or returned parameters that cannot be stored.
+    """
+    params = call_template(template, "dump_parameters()", model.dump_parameters)
+    try:
+        check_params(params)
+        return params_to_bytes(params)
+    except TypeError as e:
+        raise TrialFailed(f"template error: dump_parameters() returned parameters that cannot be stored: {e}") from None
+
+
 def _run_trial(spec: TrialSpec, context: TrialContext) -> dict[str, Any]:
     cls = _load(spec)
-    _seed(spec.seed)
+    seed_globals(spec.seed)
     model = _call(spec, f"{spec.class_name}(**knobs)", cls, **spec.knobs)
     try:
         with trial_context(context):
-            _call(spec, "train()", model.train, spec.train_path, **spec.train_args)
-            score = _check_score(_call(spec, "evaluate()", model.evaluate, spec.val_path))
-        params = _call(spec, "dump_parameters()", model.dump_parameters)
-        try:
-            check_params(params)
-            data = params_to_bytes(params)
-        except TypeError as e:
-            raise _TrialFailed(
-                f"template error: dump_parameters() returned parameters that cannot be stored: {e}"
-            ) from None
+            _call(spec, "train()", model.train, spec.train_path, **train_kwargs(cls, spec.train_args, spec.seed))
+            score = check_score(_call(spec, "evaluate()", model.evaluate, spec.val_path))
+        data = params_bytes(spec.template, model)
         Path(spec.params_path).write_bytes(data)
         predictions = _predict(spec, model)
     finally:
@@ -228,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     threading.Thread(target=_listen_for_stop, args=(context,), daemon=True).start()
     try:
         result = _run_trial(spec, context) if spec.mode == "trial" else _run_reload(spec)
-    except _TrialFailed as e:
+    except TrialFailed as e:
         channel.send(event="failed", error=str(e))
     else:
         channel.send(event="result", **result)

@@ -68,6 +68,9 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys = ON")
     cursor.execute(f"PRAGMA busy_timeout = {_SQLITE_BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA journal_mode = WAL")
+    # In WAL mode NORMAL cannot corrupt the file; a power cut may lose the last commits,
+    # which a restart treats like lost trials. FULL costs 2-8 ms a commit, most of a trial's overhead.
+    cursor.execute("PRAGMA synchronous = NORMAL")
     cursor.close()
 
 

@@ -1,0 +1,264 @@
+"""The job driver's bookkeeping and its pure decisions.
+
+Who gets the next free slot, when a job may start no more trials, when a sub-job or a
+job has ended and with which status: these rules live here, on plain objects that the
+driver (:mod:`baobab.advisor._driver`) keeps in step with the store. Nothing here
+touches the store, the executor, the event channel or the clock (``now`` is always
+passed in, as seconds since the epoch), so every rule can be tested on its own.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
+from baobab.model import KnobConfig, Knobs
+from baobab.store import JobStatus, TrialState
+
+__all__ = [
+    "ActiveTrial",
+    "JobState",
+    "StopCause",
+    "SubJobState",
+    "first_line",
+    "pick_next",
+    "record_for",
+]
+
+#: Longest error text kept from a trial in a sub-job's or a job's message.
+_ERROR_CHARS = 500
+
+
+def first_line(text: str | None, limit: int = _ERROR_CHARS) -> str:
+    """The first non-empty line of an error, cut to ``limit`` characters (messages stay one line)."""
+    for line in (text or "").splitlines():
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= limit else line[: limit - 3] + "..."
+    return ""
+
+
+class StopCause(enum.StrEnum):
+    """Why a job takes no more trials before its trial counts are reached."""
+
+    TIME = "TIME"  # its TIME_HOURS budget ended
+    USER = "USER"  # a user stopped it
+
+
+@dataclass
+class ActiveTrial:
+    """A trial the driver submitted and has not seen finish; ``proposal`` holds its searchable knobs."""
+
+    id: int
+    number: int
+    proposal: Knobs
+
+
+@dataclass(eq=False)
+class SubJobState:
+    """The search over one template: counts, the strategy, and the trials in flight.
+
+    ``trials`` counts every trial row (errored and cancelled ones too: they spent budget).
+    ``failure`` says why the sub-job takes no more trials although its count is not
+    reached (its strategy failed, its first trials all errored); it then ends ERRORED
+    with that message, whatever trials completed before. ``history`` holds the records of
+    finished trials until the strategy is built (lazily, when the sub-job first gets a
+    slot); from then on records go to ``strategy.observe``.
+    """
+
+    id: int
+    job_id: int
+    model_name: str
+    strategy_name: str
+    seed: int
+    knob_config: KnobConfig | None
+    trial_count: int | None
+    max_errors: int
+    status: JobStatus = JobStatus.RUNNING
+    error: str | None = None
+    trials: int = 0
+    next_number: int = 0
+    completed: int = 0
+    errored: int = 0
+    cancelled: int = 0
+    last_error: str | None = None
+    failure: str | None = None
+    policies: dict[str, bool] = field(default_factory=dict)
+    searchable: frozenset[str] = frozenset()
+    strategy: Strategy | None = None
+    history: list[TrialRecord] = field(default_factory=list)
+    active: dict[int, ActiveTrial] = field(default_factory=dict)
+
+    @property
+    def ended(self) -> bool:
+        return self.status.is_finished()
+
+    def wants_trials(self) -> bool:
+        """Whether this sub-job would start another trial if it had a slot."""
+        if self.ended or self.failure is not None:
+            return False
+        return self.trial_count is None or self.trials < self.trial_count
+
+    def count(self, state: TrialState, error: str | None) -> None:
+        """Count a finished trial in ``state``."""
+        if state in (TrialState.COMPLETED, TrialState.STOPPED):
+            self.completed += 1
+        elif state is TrialState.ERRORED:
+            self.errored += 1
+            self.last_error = first_line(error) or self.last_error
+        elif state is TrialState.CANCELLED:
+            self.cancelled += 1
+
+    def broken(self) -> bool:
+        """True when the first ``max_errors`` trials all errored: the template is likely broken."""
+        return self.completed == 0 and self.errored >= self.max_errors
+
+    def broken_message(self) -> str:
+        last = f" (last error: {self.last_error})" if self.last_error else ""
+        return (
+            f"its first {self.errored} trials all errored{last}; no more trials were started: "
+            "fix the template and start a new job"
+        )
+
+    def outcome(self, cause: StopCause | None) -> tuple[JobStatus, str | None]:
+        """The status (and error message) this sub-job ends with once none of its trials runs."""
+        if cause is StopCause.USER:
+            return JobStatus.STOPPED, None
+        if self.failure is not None:
+            return JobStatus.ERRORED, self.failure
+        if self.completed:
+            return JobStatus.COMPLETED, None
+        if self.trials == 0:
+            if cause is StopCause.TIME:
+                return JobStatus.ERRORED, "no trial started before the time budget ended"
+            return JobStatus.ERRORED, "no trial started before the job's time budget was nearly spent"
+        message = f"no trial completed ({self.errored} errored, {self.cancelled} cancelled)"
+        if self.last_error:
+            message += f"; last error: {self.last_error}"
+        return JobStatus.ERRORED, message
+
+
+@dataclass(eq=False)
+class JobState:
+    """A train job the driver runs: its sub-jobs, limits and stop state.
+
+    ``cap`` is how many of its trials may run at once; ``deadline`` (epoch seconds)
+    comes from its persisted start time and TIME_HOURS. ``durations`` (sorted) are the
+    run times of its finished trials, for the median that says whether another trial
+    can still finish before the deadline.
+    """
+
+    id: int
+    created_at: float
+    cap: int
+    deadline: float | None = None
+    time_hours: float | None = None
+    sub_jobs: dict[int, SubJobState] = field(default_factory=dict)
+    durations: list[float] = field(default_factory=list)
+    stop_cause: StopCause | None = None
+    stop_reason: str = ""
+    grace_end: float | None = None
+    cancelled: bool = False
+
+    @property
+    def running(self) -> int:
+        """Trials submitted and not finished (pending in the executor or running)."""
+        return sum(len(sub.active) for sub in self.sub_jobs.values())
+
+    def add_duration(self, seconds: float) -> None:
+        if math.isfinite(seconds) and seconds >= 0:
+            bisect.insort(self.durations, seconds)
+
+    def median_duration(self) -> float:
+        n = len(self.durations)
+        if not n:
+            return 0.0
+        middle = n // 2
+        return self.durations[middle] if n % 2 else (self.durations[middle - 1] + self.durations[middle]) / 2
+
+    def deadline_near(self, now: float) -> bool:
+        """True once a trial started now would, at the median duration, end after the deadline."""
+        return self.deadline is not None and now + self.median_duration() > self.deadline
+
+    def may_start(self, now: float) -> bool:
+        """Whether this job may start new trials at all (not stopping, deadline not near)."""
+        return self.stop_cause is None and not self.deadline_near(now)
+
+    def sub_job_done(self, sub: SubJobState, now: float) -> bool:
+        """True when ``sub`` (not yet ended) ends now: nothing of it runs and it will start nothing more."""
+        return not sub.ended and not sub.active and (not sub.wants_trials() or not self.may_start(now))
+
+    def ending(self, now: float) -> tuple[list[SubJobState], bool]:
+        """The sub-jobs that end now, and whether the whole job ends with them."""
+        ending = [sub for sub in self.sub_jobs.values() if self.sub_job_done(sub, now)]
+        done = len(ending) + sum(sub.ended for sub in self.sub_jobs.values()) == len(self.sub_jobs)
+        return ending, done
+
+    def outcome(self) -> tuple[JobStatus, str | None]:
+        """The status (and error) of the job once every sub-job has ended (their ``status`` set)."""
+        if self.stop_cause is StopCause.USER:
+            return JobStatus.STOPPED, None
+        if any(sub.status is JobStatus.COMPLETED for sub in self.sub_jobs.values()):
+            return JobStatus.COMPLETED, None
+        if not self.sub_jobs:
+            return JobStatus.ERRORED, "the job has no sub-jobs (no model templates)"
+        parts = [
+            f"{sub.model_name} (sub-job {sub.id}): {sub.error or sub.status.value}" for sub in self.sub_jobs.values()
+        ]
+        return JobStatus.ERRORED, "no model template completed a trial: " + "; ".join(parts)
+
+    def stop(self, cause: StopCause, grace_end: float) -> None:
+        """Take no more trials, for ``cause``; what still runs at ``grace_end`` is to be cancelled."""
+        self.stop_cause = cause
+        self.grace_end = grace_end
+        if cause is StopCause.TIME:
+            self.stop_reason = f"the job's time budget ({self.time_hours:g} h) ended"
+        else:
+            self.stop_reason = "a user stopped the job"
+
+    def next_timer(self) -> float | None:
+        """When this job next needs the driver without an event: its deadline, or the end of its grace period."""
+        if self.stop_cause is None:
+            return self.deadline
+        if not self.cancelled:
+            return self.grace_end
+        return None
+
+
+def _pick_sub_job(job: JobState) -> SubJobState | None:
+    best: SubJobState | None = None
+    for sub in job.sub_jobs.values():
+        if sub.wants_trials() and (
+            best is None or (len(sub.active), sub.trials, sub.id) < (len(best.active), best.trials, best.id)
+        ):
+            best = sub
+    return best
+
+
+def pick_next(jobs: Iterable[JobState], now: float) -> tuple[JobState, SubJobState] | None:
+    """Who gets the next free slot: the job with the fewest running trials (ties: the oldest) among
+    those below their cap that may start trials, and within it the sub-job with the fewest running
+    trials, then the fewest trials. None when nobody wants one."""
+    best: tuple[tuple[int, float, int], JobState, SubJobState] | None = None
+    for job in jobs:
+        running = job.running
+        if running >= job.cap or not job.may_start(now):
+            continue
+        key = (running, job.created_at, job.id)
+        if best is not None and key >= best[0]:
+            continue
+        sub = _pick_sub_job(job)
+        if sub is not None:
+            best = (key, job, sub)
+    return None if best is None else (best[1], best[2])
+
+
+def record_for(trial: ActiveTrial, state: TrialState, score: float | None) -> TrialRecord:
+    """What a strategy learns from a finished trial: a score for COMPLETED and STOPPED, a failure otherwise."""
+    if state in (TrialState.COMPLETED, TrialState.STOPPED) and score is not None and math.isfinite(score):
+        return TrialRecord(trial.number, trial.proposal, TrialStatus.COMPLETED, float(score))
+    return TrialRecord(trial.number, trial.proposal, TrialStatus.FAILED)

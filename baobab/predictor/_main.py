@@ -1,0 +1,215 @@
+"""The predictor process: ``python -m baobab.predictor <inference_job_id> [options]``.
+
+Settings (database, artifacts, home) come from the ``BAOBAB_*`` environment. The
+process loads every member into an inference worker, serves HTTP with waitress on
+``--host`` and a port of its own, and once it answers prints exactly one line on
+stdout, ``{"url": "http://HOST:PORT"}``; everything else it says goes to stderr. It
+exits with status 1 and a one-line reason on stderr when the job cannot be served
+(no such job, a finished job, no member loadable), and with 0 on SIGTERM or SIGINT,
+or, with ``--exit-with-parent``, when its stdin ends (the supervisor is gone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+__all__ = ["PredictorOptions", "main"]
+
+logger = logging.getLogger("baobab.predictor")
+
+
+@dataclass(frozen=True)
+class PredictorOptions:
+    """How a predictor batches and how long it waits; each is a command-line option.
+
+    Attributes:
+        batch_window_s: how long an idle predictor waits for more queries to batch.
+        max_batch_size: the most queries sent to a member in one call.
+        member_timeout_s: how long a member has to answer one batch before it is left
+            out and restarted.
+        load_timeout_s: how long a member has to load.
+        threads: HTTP worker threads (each waits for its request's batch, so this
+            bounds how many requests are batched together).
+    """
+
+    batch_window_s: float = 0.005
+    max_batch_size: int = 64
+    member_timeout_s: float = 30.0
+    load_timeout_s: float = 180.0
+    threads: int = 32
+
+    def to_args(self) -> list[str]:
+        """The command-line options that give these values."""
+        return [
+            f"--batch-window-ms={self.batch_window_s * 1000:g}",
+            f"--max-batch-size={self.max_batch_size}",
+            f"--member-timeout-s={self.member_timeout_s:g}",
+            f"--load-timeout-s={self.load_timeout_s:g}",
+            f"--threads={self.threads}",
+        ]
+
+
+def _parser() -> argparse.ArgumentParser:
+    defaults = PredictorOptions()
+    parser = argparse.ArgumentParser(prog="python -m baobab.predictor", description=__doc__.splitlines()[0])
+    parser.add_argument("job_id", type=int, help="the inference job to serve")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (the port is chosen freely)")
+    parser.add_argument("--batch-window-ms", type=float, default=defaults.batch_window_s * 1000)
+    parser.add_argument("--max-batch-size", type=int, default=defaults.max_batch_size)
+    parser.add_argument("--member-timeout-s", type=float, default=defaults.member_timeout_s)
+    parser.add_argument("--load-timeout-s", type=float, default=defaults.load_timeout_s)
+    parser.add_argument("--threads", type=int, default=defaults.threads)
+    parser.add_argument("--exit-with-parent", action="store_true", help="exit when stdin ends")
+    return parser
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _wait_until_answering(url: str, deadline_s: float = 30.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy for our own socket
+    while True:
+        try:
+            with opener.open(f"{url}/health", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.01)
+
+
+def _watch_stdin(stop: threading.Event) -> None:
+    for _ in sys.stdin:
+        pass
+    stop.set()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    options = PredictorOptions(
+        batch_window_s=args.batch_window_ms / 1000,
+        max_batch_size=args.max_batch_size,
+        member_timeout_s=args.member_timeout_s,
+        load_timeout_s=args.load_timeout_s,
+        threads=args.threads,
+    )
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format=f"%(asctime)s predictor-{args.job_id} %(levelname)s %(message)s"
+    )
+    # The URL line keeps the original stdout; anything else printed (by a library) goes to stderr.
+    url_out: IO[str] = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    stop = threading.Event()
+    serving = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+        if not serving.is_set():  # still loading: give up at once, whatever the main thread waits for
+            raise _Interrupted(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if args.exit_with_parent:
+        threading.Thread(target=_watch_stdin, args=(stop,), name="stdin", daemon=True).start()
+    pools: list[Any] = []
+    try:
+        _serve(args, options, url_out, pools)
+        serving.set()  # from now on a signal ends the loop below
+    except _Interrupted:
+        logger.info("interrupted while starting")
+        for pool in pools:
+            pool.close()
+        return 0
+    except _StartFailed as e:
+        for pool in pools:
+            pool.close()
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 1
+    while not stop.wait(0.5):
+        pass
+    logger.info("stopping")
+    for pool in pools:
+        pool.close()
+    # The HTTP and fan-out threads may be waiting on members that are gone: do not wait for them.
+    sys.stderr.flush()
+    os._exit(0)
+
+
+class _Interrupted(BaseException):
+    """SIGTERM or SIGINT before the predictor serves."""
+
+
+class _StartFailed(Exception):
+    """The job cannot be served; the message says why."""
+
+
+def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str], pools: list[Any]) -> None:
+    """Load the members, start the HTTP server and print the URL line; ``pools`` gets the pool to close.
+
+    Raises:
+        _StartFailed: the job cannot be served (no such job, no member loads, no HTTP).
+    """
+    # Imported here: the settings, the store and Flask take a moment, and --help should not.
+    import waitress
+
+    from baobab import Settings
+    from baobab.exceptions import BaobabError
+    from baobab.predictor._batching import MicroBatcher
+    from baobab.predictor._job import load_job
+    from baobab.predictor._members import MemberPool
+    from baobab.predictor._server import create_app
+
+    try:
+        settings = Settings.from_env()
+        job = load_job(settings, args.job_id)
+        pool = MemberPool(
+            job.members,
+            job.task,
+            log_dir=settings.home / "logs" / f"inference-{job.id}",
+            member_timeout_s=options.member_timeout_s,
+            load_timeout_s=options.load_timeout_s,
+        )
+        pools.append(pool)
+        pool.start()
+    except BaobabError as e:
+        raise _StartFailed(str(e)) from None
+    batcher = MicroBatcher(pool.predict, window_s=options.batch_window_s, max_batch_size=options.max_batch_size)
+    app = create_app(job, pool, batcher)
+    try:
+        server = waitress.create_server(
+            app,
+            host=args.host,
+            port=0,
+            threads=options.threads,
+            ident="baobab-predictor",
+            clear_untrusted_proxy_headers=True,
+        )
+    except OSError as e:
+        raise _StartFailed(f"cannot listen on {args.host!r}: {e}") from None
+    port = server.effective_port
+    # Listening on every interface: clients are told the machine's name, the self-check uses loopback.
+    wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+    url = _url(socket.gethostname() if args.host in wildcard else args.host, port)
+    threading.Thread(target=server.run, name="http", daemon=True).start()
+    try:
+        _wait_until_answering(_url(wildcard.get(args.host, args.host), port))
+    except OSError as e:
+        raise _StartFailed(f"the HTTP server at {url} does not answer: {e}") from None
+    logger.info("serving inference job %d (%d members) at %s", job.id, len(pool), url)
+    url_out.write(json.dumps({"url": url}) + "\n")
+    url_out.flush()

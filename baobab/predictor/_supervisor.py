@@ -1,0 +1,369 @@
+"""The inference supervisor: one predictor process per running inference job.
+
+A thread of ``baobab up``. It follows the store, not only the events: when it starts,
+and every ``reconcile_s`` seconds, it starts a predictor for each STARTING job that
+has none (so a lost INFERENCE_CREATED only delays it) and stops the predictors of
+jobs that are finished (so does a lost INFERENCE_STOPPED). On start it also takes
+over RUNNING jobs: their predictors went with the previous supervisor, so they are
+set back to STARTING (no URL) and started again.
+
+A job's life, as stored:
+
+- STARTING → RUNNING (with ``predictor_url``) when the predictor prints its URL line;
+- STARTING → ERRORED (``error``: its last output) when it exits first, or does not
+  serve within ``start_timeout_s`` (then it is killed);
+- RUNNING → ERRORED when the predictor dies while serving. It is not restarted: a
+  predictor only runs Baobab's own code (the templates run in its workers, which it
+  restarts itself), so its death is a fault to look at, not to hide;
+- STOPPED is the admin API's to set; the supervisor then kills the process group.
+
+Every write is conditional on the state it leaves (``WHERE status IN (...)``), so a
+late writer never overwrites a STOPPED job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+
+from sqlalchemy import Engine, select, update
+
+from baobab import SETTINGS, Settings
+from baobab._settings import ENV_PREFIX
+from baobab.exceptions import StoreError
+from baobab.predictor._main import PredictorOptions
+from baobab.store import EventChannel, EventKind, InferenceJob, InferenceJobStatus, session_scope
+
+__all__ = ["InferenceSupervisor"]
+
+logger = logging.getLogger("baobab.predictor")
+
+_LIVE = (InferenceJobStatus.STARTING, InferenceJobStatus.RUNNING)
+#: How long a predictor has to exit on SIGTERM before its group is killed.
+_TERM_GRACE_S = 3.0
+#: How much of a predictor's last output goes into a job's error.
+_TAIL_LINES = 12
+_TAIL_CHARS = 4000
+
+
+class _Predictor:
+    """One predictor process and what the supervisor knows of it."""
+
+    def __init__(self, job_id: int, process: subprocess.Popen[bytes], log_path: Path, log_offset: int) -> None:
+        self.job_id = job_id
+        self.process = process
+        self.log_path = log_path
+        self.log_offset = log_offset  # where this run's output starts in the (appended) log
+        self.started = time.monotonic()
+        self.url: str | None = None
+        self.stopping = False  # killed on purpose: its exit is not an error
+        self.timed_out: float | None = None  # killed for not serving within this many seconds
+
+
+class InferenceSupervisor:
+    """Starts, watches and stops the predictor processes of inference jobs.
+
+    Call :meth:`run` in a thread of its own; it returns when ``stop`` is set (and then
+    kills every predictor). :meth:`close` does the killing from any thread.
+
+    Args:
+        engine: the metadata store.
+        events: the channel the admin API publishes INFERENCE_CREATED and INFERENCE_STOPPED on.
+        settings: handed to each predictor through its environment; logs go to
+            ``settings.home/"logs"/"predictor-<id>.log"``.
+        host: the interface predictors listen on (each picks its own port).
+        options: batching and timeouts of the predictors.
+        start_timeout_s: how long a predictor has to load its members and serve.
+        reconcile_s: how often the store is compared with the running predictors.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        events: EventChannel,
+        settings: Settings,
+        *,
+        host: str = "127.0.0.1",
+        options: PredictorOptions | None = None,
+        start_timeout_s: float = 300.0,
+        reconcile_s: float = 5.0,
+    ) -> None:
+        self._engine = engine
+        self._events = events
+        self._settings = settings
+        self._host = host
+        self._options = options if options is not None else PredictorOptions()
+        self._start_timeout_s = start_timeout_s
+        self._reconcile_s = reconcile_s
+        self._predictors: dict[int, _Predictor] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def predictor_pid(self, job_id: int) -> int | None:
+        """The process id of job ``job_id``'s predictor, if one runs (also its process group)."""
+        with self._lock:
+            predictor = self._predictors.get(job_id)
+        return predictor.process.pid if predictor is not None else None
+
+    def run(self, stop: threading.Event) -> None:
+        """Serve until ``stop`` is set, then kill every predictor."""
+        subscription = self._events.subscribe(EventKind.INFERENCE_CREATED, EventKind.INFERENCE_STOPPED)
+        try:
+            taken_over = False
+            next_reconcile = time.monotonic()
+            while not stop.is_set() and not self._closed:
+                try:
+                    if not taken_over:
+                        self._take_over()
+                        taken_over = True
+                        next_reconcile = time.monotonic() + self._reconcile_s
+                    event = subscription.get(timeout=0.2)
+                    if event is not None and event.kind is EventKind.INFERENCE_CREATED:
+                        self._start_if_wanted(event.id)
+                    elif event is not None and event.kind is EventKind.INFERENCE_STOPPED:
+                        self._stop_if_finished(event.id)
+                    self._check_start_timeouts()
+                    if time.monotonic() >= next_reconcile:
+                        self._reconcile()
+                        next_reconcile = time.monotonic() + self._reconcile_s
+                except StoreError:  # the database is away for a moment: try again shortly
+                    logger.exception("inference supervisor: the metadata store failed")
+                    stop.wait(1.0)
+        finally:
+            subscription.close()
+            self.close()
+
+    def close(self) -> None:
+        """Kill every predictor (their jobs stay as stored, to be taken over on the next start)."""
+        with self._lock:
+            self._closed = True
+            predictors = list(self._predictors.values())
+        for predictor in predictors:  # all at once, then the grace period for all
+            self._signal(predictor, signal.SIGTERM)
+        for predictor in predictors:
+            self._kill(predictor)
+
+    # -- following the store --------------------------------------------------------------
+
+    def _take_over(self) -> None:
+        with session_scope(self._engine) as session:
+            session.execute(
+                update(InferenceJob)
+                .where(InferenceJob.status == InferenceJobStatus.RUNNING)
+                .values(status=InferenceJobStatus.STARTING, predictor_url=None)
+            )
+        self._reconcile()
+
+    def _reconcile(self) -> None:
+        with session_scope(self._engine) as session:
+            starting = set(
+                session.scalars(select(InferenceJob.id).where(InferenceJob.status == InferenceJobStatus.STARTING))
+            )
+            with self._lock:
+                running = set(self._predictors)
+            live = set(
+                session.scalars(
+                    select(InferenceJob.id).where(InferenceJob.id.in_(running), InferenceJob.status.in_(_LIVE))
+                )
+            )
+        for job_id in sorted(starting - running):
+            self._start(job_id)
+        for job_id in sorted(running - live):
+            self._stop(job_id)
+
+    def _start_if_wanted(self, job_id: int) -> None:
+        with session_scope(self._engine) as session:
+            status = session.scalar(select(InferenceJob.status).where(InferenceJob.id == job_id))
+        with self._lock:
+            known = job_id in self._predictors
+        if status is InferenceJobStatus.STARTING and not known:
+            self._start(job_id)
+
+    def _stop_if_finished(self, job_id: int) -> None:
+        with session_scope(self._engine) as session:
+            status = session.scalar(select(InferenceJob.status).where(InferenceJob.id == job_id))
+        if status is None or status.is_finished():
+            self._stop(job_id)
+
+    def _check_start_timeouts(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            late = [
+                p
+                for p in self._predictors.values()
+                if p.url is None and not p.stopping and p.timed_out is None and now - p.started > self._start_timeout_s
+            ]
+            for predictor in late:
+                predictor.timed_out = self._start_timeout_s
+        for predictor in late:
+            logger.warning("predictor of inference job %d did not serve in time; killing it", predictor.job_id)
+            self._kill(predictor)
+
+    # -- processes ------------------------------------------------------------------------
+
+    def _start(self, job_id: int) -> None:
+        log_dir = self._settings.home / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / f"predictor-{job_id}.log"
+        command = [
+            sys.executable,
+            "-m",
+            "baobab.predictor",
+            str(job_id),
+            f"--host={self._host}",
+            "--exit-with-parent",
+            *self._options.to_args(),
+        ]
+        with self._lock:
+            if self._closed or job_id in self._predictors:
+                return
+            with log_path.open("ab") as log:
+                log_offset = log.tell()
+                process = subprocess.Popen(
+                    command,
+                    stdin=subprocess.PIPE,  # kept open: its end tells the predictor we are gone
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    env=_predictor_env(self._settings),
+                    start_new_session=True,  # its own process group, killed as one
+                )
+            predictor = _Predictor(job_id, process, log_path, log_offset)
+            self._predictors[job_id] = predictor
+        logger.info("started the predictor of inference job %d (pid %d)", job_id, process.pid)
+        threading.Thread(target=self._follow, args=(predictor,), name=f"predictor-{job_id}", daemon=True).start()
+
+    def _stop(self, job_id: int) -> None:
+        with self._lock:
+            predictor = self._predictors.get(job_id)
+        if predictor is not None:
+            logger.info("stopping the predictor of inference job %d", job_id)
+            self._kill(predictor)
+
+    def _signal(self, predictor: _Predictor, signum: int) -> None:
+        with self._lock:
+            if predictor.timed_out is None:
+                predictor.stopping = True
+        process = predictor.process
+        if process.returncode is None:  # not reaped: the group id is still its own
+            try:
+                os.killpg(process.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _kill(self, predictor: _Predictor) -> None:
+        """Stop a predictor's process group: SIGTERM, then SIGKILL after a grace period; reap it."""
+        self._signal(predictor, signal.SIGTERM)
+        try:
+            predictor.process.wait(_TERM_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self._signal(predictor, signal.SIGKILL)
+        predictor.process.wait()
+
+    def _follow(self, predictor: _Predictor) -> None:
+        """Read the predictor's stdout (the URL line), then record how it ended."""
+        process = predictor.process
+        assert process.stdout is not None and process.stdin is not None
+        try:
+            for line in process.stdout:
+                url = _url_of(line)
+                if url is not None and predictor.url is None:
+                    predictor.url = url
+                    try:
+                        self._record_running(predictor)
+                    except StoreError:
+                        logger.exception("inference job %d: storing its URL failed", predictor.job_id)
+        finally:
+            process.stdout.close()
+            returncode = process.wait()
+            try:
+                process.stdin.close()
+            except OSError:
+                pass
+            try:
+                self._record_exit(predictor, returncode)
+            except StoreError:  # a STARTING job is started again by the next reconcile
+                logger.exception("inference job %d: storing how its predictor ended failed", predictor.job_id)
+            finally:
+                with self._lock:
+                    if self._predictors.get(predictor.job_id) is predictor:
+                        del self._predictors[predictor.job_id]
+
+    def _record_running(self, predictor: _Predictor) -> None:
+        with session_scope(self._engine) as session:
+            changed = session.execute(
+                update(InferenceJob)
+                .where(InferenceJob.id == predictor.job_id, InferenceJob.status == InferenceJobStatus.STARTING)
+                .values(status=InferenceJobStatus.RUNNING, predictor_url=predictor.url, error=None)
+            ).rowcount
+        if changed:
+            logger.info("inference job %d is served at %s", predictor.job_id, predictor.url)
+        else:  # stopped while it started: nobody wants it
+            logger.info("inference job %d is no longer starting; stopping its predictor", predictor.job_id)
+            threading.Thread(target=self._kill, args=(predictor,), daemon=True).start()
+
+    def _record_exit(self, predictor: _Predictor, returncode: int) -> None:
+        if predictor.stopping:
+            return
+        if predictor.timed_out is not None:
+            reason = f"the predictor did not serve within {predictor.timed_out:g} s and was killed"
+        else:
+            how = (
+                f"was killed by signal {signal.Signals(-returncode).name}"
+                if returncode < 0
+                else f"exited with status {returncode}"
+            )
+            reason = f"the predictor {how} {'while serving' if predictor.url else 'before serving'}"
+        tail = _tail(predictor.log_path, predictor.log_offset)
+        error = f"{reason}; its last output ({predictor.log_path}):\n{tail}" if tail else reason
+        logger.warning("inference job %d: %s", predictor.job_id, error)
+        with session_scope(self._engine) as session:
+            session.execute(
+                update(InferenceJob)
+                .where(InferenceJob.id == predictor.job_id, InferenceJob.status.in_(_LIVE))
+                .values(
+                    status=InferenceJobStatus.ERRORED, error=error, predictor_url=None, stopped_at=datetime.now(UTC)
+                )
+            )
+
+
+def _url_of(line: bytes) -> str | None:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    url = message.get("url") if isinstance(message, dict) else None
+    return url if isinstance(url, str) else None
+
+
+def _predictor_env(settings: Settings) -> dict[str, str]:
+    """This process's environment, with ``settings`` as the only ``BAOBAB_*`` variables."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith(ENV_PREFIX)}
+    for setting in SETTINGS:
+        value = getattr(settings, setting.name)
+        if value is not None:
+            env[setting.env] = value.value if isinstance(value, StrEnum) else str(value)
+    # The predictor must find this baobab even when it is not installed (run from a checkout).
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _tail(path: Path, offset: int) -> str:
+    """The last lines of ``path`` from byte ``offset`` on."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    tail = "\n".join(text.rstrip().splitlines()[-_TAIL_LINES:])
+    return tail[-_TAIL_CHARS:]

@@ -1,0 +1,395 @@
+"""Inference workers: one process per served trial, answering predict batches over a pipe.
+
+A template is user code: it can crash the interpreter, leak, or loop forever inside
+``predict``. So each member of an inference job lives in a process of its own
+(``python -m baobab.worker._inference``), and the parent (the predictor) decides what
+a crash or a hang means; this module only reports them.
+
+The child loads the model the way a trial worker and the dev runner's reload check do:
+the template class through the worker's caches (:mod:`baobab.worker._cache`: the
+file is fetched once per checksum into ``settings.home/"cache"``, or read in place on
+a local artifact store), an instance built from the trial's knobs, then
+``load_parameters(params_from_bytes(...))``, each call into the template through
+:func:`baobab.model._trial_process.call_template`. Then it answers batches.
+
+Protocol, JSON lines:
+
+- parent → child (its stdin): first the :class:`InferenceSpec`, then one
+  ``{"queries": [...]}`` per batch. The end of stdin means the parent is done or gone:
+  the child exits.
+- child → parent (the stdout it was started with; what the template prints goes to
+  stderr, the worker's log file): ``{"event": "ready"}`` or ``{"event": "failed",
+  "error": ...}`` once loaded, then for each batch ``{"predictions": [...]}`` (one
+  JSON value per query) or ``{"error": "predict() raised ..."}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from baobab.exceptions import BaobabError
+
+__all__ = ["InferenceSpec", "InferenceWorker", "InferenceWorkerError", "main"]
+
+#: Thread pools of the numeric libraries: one thread each, set before any of them is
+#: imported. A predictor runs one worker per member on a shared machine; letting each
+#: spread over every core makes them fight (and torch would start a pool per process).
+_SINGLE_THREAD_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1",
+}
+#: How many lines of a worker's log a crash report quotes.
+_LOG_TAIL_LINES = 10
+#: The exit status of a worker whose parent went away.
+_ORPHANED = 70
+
+
+class InferenceWorkerError(BaobabError):
+    """A worker could not answer.
+
+    ``fatal`` says whether the process is gone (it crashed, hung and was killed, or
+    broke the protocol) and has to be restarted; a template that merely raised in
+    ``predict`` leaves a healthy process behind (``fatal`` False).
+    """
+
+    def __init__(self, message: str, *, fatal: bool) -> None:
+        self.fatal = fatal
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class InferenceSpec:
+    """What a worker loads: one trial's template, knobs and parameters.
+
+    Attributes:
+        trial_id: for messages.
+        artifacts_url: the artifact store holding the template file and the parameters.
+        template_key: the template file's key (``ModelTemplate.artifact_path``).
+        template_checksum: its SHA-256 (``ModelTemplate.checksum``), the cache key.
+        class_name: the template class in the file.
+        knobs: every knob value the trial trained with (``Trial.knobs``).
+        params_key: the key of the trial's parameters (``Trial.params_path``).
+        cache_dir: where template files of a remote artifact store are cached by checksum
+            (``settings.home/"cache"``).
+    """
+
+    trial_id: int
+    artifacts_url: str
+    template_key: str
+    template_checksum: str
+    class_name: str
+    knobs: dict[str, Any]
+    params_key: str
+    cache_dir: str
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> InferenceSpec:
+        return cls(**json.loads(text))
+
+
+# -- the parent -------------------------------------------------------------------------
+
+
+class InferenceWorker:
+    """The parent's handle on one worker process.
+
+    Call :meth:`start` once, then :meth:`predict` one batch at a time (the handle is
+    not meant for concurrent predicts; :meth:`close` may come from any thread and
+    makes a waiting call fail). A fatal :class:`InferenceWorkerError` leaves the
+    process killed: start a new handle to restart.
+
+    Args:
+        spec: what to load.
+        log_path: receives what the worker prints (the template's output, tracebacks).
+    """
+
+    def __init__(self, spec: InferenceSpec, *, log_path: str | os.PathLike[str]) -> None:
+        self.spec = spec
+        self.log_path = Path(log_path)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._reader: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and not self._closed and self._process.poll() is None
+
+    def start(self, *, timeout: float | None = None) -> None:
+        """Start the process and wait until the model is loaded.
+
+        Raises:
+            InferenceWorkerError: (fatal) loading failed (the template's reason), took
+                longer than ``timeout`` seconds, or the process died; it is killed.
+        """
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, **_SINGLE_THREAD_ENV, PYTHONUNBUFFERED="1")
+        # The child must find this baobab even when it is not installed (run from a checkout).
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        with self.log_path.open("ab") as log:
+            with self._lock:
+                if self._closed:
+                    raise InferenceWorkerError(f"trial {self.spec.trial_id}: the worker was closed", fatal=True)
+                self._process = subprocess.Popen(
+                    [sys.executable, "-m", "baobab.worker._inference"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    env=env,
+                    start_new_session=True,  # its own process group, killed as one
+                )
+        self._reader = threading.Thread(target=self._pump, name=f"inference-{self.spec.trial_id}", daemon=True)
+        self._reader.start()
+        try:
+            self._send(self.spec.to_json())
+            message = self._receive(timeout, "loading the model")
+        except InferenceWorkerError:
+            self.close()
+            raise
+        if message.get("event") != "ready":
+            self.close()
+            error = message.get("error") or f"unexpected message {message!r}"
+            raise InferenceWorkerError(f"trial {self.spec.trial_id}: {error}", fatal=True)
+
+    def predict(self, queries: Sequence[Any], *, timeout: float | None = None) -> list[Any]:
+        """One prediction per query, as the template returned them (JSON values).
+
+        Raises:
+            InferenceWorkerError: ``predict`` raised or returned something unusable
+                (not fatal), or the process crashed, broke the protocol or did not
+                answer within ``timeout`` seconds (fatal: it is killed).
+        """
+        try:
+            self._send(json.dumps({"queries": list(queries)}))
+            message = self._receive(timeout, "predicting")
+        except InferenceWorkerError:
+            self.close()
+            raise
+        if "predictions" in message:
+            return message["predictions"]
+        if "error" in message:
+            raise InferenceWorkerError(message["error"], fatal=False)
+        self.close()
+        raise InferenceWorkerError(f"the inference process sent an unexpected message {message!r}", fatal=True)
+
+    def close(self) -> None:
+        """Kill the process (and whatever it started) and reap it; safe to call twice, from any thread."""
+        with self._lock:
+            self._closed = True
+            process = self._process
+        if process is None:
+            return
+        if process.returncode is None:  # not reaped yet: the group id is still its own
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        process.wait()
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        if self._reader is not None and self._reader is not threading.current_thread():
+            self._reader.join()
+
+    def _pump(self) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        try:
+            for line in self._process.stdout:
+                try:
+                    self._messages.put(json.loads(line))
+                except ValueError:
+                    continue  # not a message: only the child writes to this pipe
+        except (OSError, ValueError):  # closed under us by close()
+            pass
+        self._messages.put(None)
+
+    def _send(self, line: str) -> None:
+        assert self._process is not None and self._process.stdin is not None
+        try:
+            self._process.stdin.write(line.encode() + b"\n")
+            self._process.stdin.flush()
+        except (OSError, ValueError):
+            raise InferenceWorkerError(self._gone_message("before it took the request"), fatal=True) from None
+
+    def _receive(self, timeout: float | None, doing: str) -> dict[str, Any]:
+        try:
+            message = self._messages.get(timeout=timeout)
+        except queue.Empty:
+            self.close()
+            raise InferenceWorkerError(
+                f"no answer within {timeout:g} s while {doing}; the inference process was killed", fatal=True
+            ) from None
+        if message is None:
+            self._messages.put(None)  # every later call sees the end too
+            raise InferenceWorkerError(self._gone_message(f"while {doing}"), fatal=True)
+        return message
+
+    def _gone_message(self, when: str) -> str:
+        assert self._process is not None
+        if self._closed and self._process.returncode is None:
+            return f"the inference process was stopped {when}"
+        try:
+            returncode = self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return f"the inference process closed its pipe {when}"
+        if returncode < 0:
+            how = f"was killed by signal {signal.Signals(-returncode).name}"
+        else:
+            how = f"exited with status {returncode}"
+        return f"the inference process {how} {when}"
+
+    def log_tail(self) -> str:
+        """The last lines the worker printed, for a crash report in the predictor's log."""
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-_LOG_TAIL_LINES:])
+
+
+# -- the child --------------------------------------------------------------------------
+# The child imports the model and store packages (and so NumPy) only in main(), after it
+# has pinned the thread pools; the parent, which imports this module, never needs them.
+
+
+def _load(spec: InferenceSpec) -> tuple[Any, str]:
+    """The model of ``spec`` with its parameters loaded, and the template file it comes from.
+
+    Loads as a trial worker does: the template through the worker's caches (fetched
+    once per checksum), calls into it through :func:`call_template`.
+
+    Raises:
+        TrialFailed: saying which step failed, with the template's traceback.
+    """
+    from baobab.exceptions import ArtifactError
+    from baobab.model import knobs_from_json
+    from baobab.model._trial_process import TrialFailed, call_template
+    from baobab.store import ArtifactStore, ParamsFormatError, params_from_bytes
+    from baobab.worker._cache import ArtifactCache, TemplateCache
+
+    store = ArtifactStore(spec.artifacts_url)
+    loaded = TemplateCache(ArtifactCache(store, Path(spec.cache_dir))).get(
+        spec.template_key, spec.template_checksum, spec.class_name
+    )
+    template = str(loaded.path)
+    if not spec.params_key:
+        raise TrialFailed(f"trial {spec.trial_id} has no stored parameters")
+    try:
+        params = params_from_bytes(store.get_bytes(spec.params_key))
+    except (ArtifactError, ParamsFormatError, OSError) as e:
+        raise TrialFailed(f"cannot read the parameters of trial {spec.trial_id}: {e}") from None
+    knobs = knobs_from_json(spec.knobs) if isinstance(spec.knobs, str) else dict(spec.knobs)
+    model = call_template(template, f"{spec.class_name}(**knobs)", loaded.cls, **knobs)
+    call_template(template, "load_parameters()", model.load_parameters, params)
+    if "torch" in sys.modules:  # the environment said one thread; torch's own pool listens to this
+        sys.modules["torch"].set_num_threads(1)
+    return model, template
+
+
+def _predict(model: Any, template: str, queries: list[Any]) -> str:
+    """The JSON text of ``model.predict(queries)``, checked as the dev runner checks it.
+
+    Raises:
+        TrialFailed: predict raised, or returned other than one JSON value per query.
+    """
+    from baobab.model._trial_process import TrialFailed, call_template
+
+    predictions = call_template(template, "predict()", model.predict, list(queries))
+    if not isinstance(predictions, list) or len(predictions) != len(queries):
+        got = f"a list of {len(predictions)}" if isinstance(predictions, list) else f"a {type(predictions).__name__}"
+        raise TrialFailed(
+            f"template error: predict() returned {got} for {len(queries)} queries; it must return a list with one "
+            "prediction per query (call .tolist() on arrays)"
+        )
+    try:
+        return json.dumps(predictions, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise TrialFailed(f"template error: predict() must return JSON values (lists, numbers, strings): {e}") from None
+
+
+def _send(channel: IO[str], text: str) -> None:
+    channel.write(text + "\n")
+    channel.flush()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this process once its parent is gone, even while the template is busy (or hung) in predict.
+
+    The end of stdin says the same, but only once the main thread reads it again.
+    """
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(_ORPHANED)
+
+
+def main() -> int:
+    """The worker process: read the spec, load, answer batches until stdin ends."""
+    for name, value in _SINGLE_THREAD_ENV.items():  # when started by hand; the parent sets them already
+        os.environ.setdefault(name, value)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    # Messages keep the original stdout; the template's prints, Python's and C's, go to stderr.
+    channel = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    line = sys.stdin.readline()
+    if not line:
+        return 0
+    spec = InferenceSpec.from_json(line)
+
+    from baobab.model._trial_process import TrialFailed, call_template
+
+    try:
+        model, template = _load(spec)
+    except TrialFailed as e:  # the whole text: a load failure is rare and its traceback is the point
+        print(str(e), file=sys.stderr, flush=True)
+        _send(channel, json.dumps({"event": "failed", "error": str(e)}))
+        return 1
+    except Exception:  # a bug of ours, not the template's: say so, with the traceback in the log
+        traceback.print_exc()
+        _send(channel, json.dumps({"event": "failed", "error": "loading failed: internal error (see the log)"}))
+        return 1
+    _send(channel, '{"event": "ready"}')
+    try:
+        for line in sys.stdin:
+            queries = json.loads(line)["queries"]
+            try:
+                _send(channel, '{"predictions": ' + _predict(model, template, queries) + "}")
+            except TrialFailed as e:  # the summary to the parent (it goes to API clients), details to the log
+                print(str(e), file=sys.stderr, flush=True)
+                _send(channel, json.dumps({"error": e.error}))
+    finally:
+        try:
+            call_template(template, "teardown()", model.teardown)
+        except TrialFailed as e:
+            print(str(e), file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Interim metrics and log lines, stored as they come while a trial runs.
+
+The template must not wait for the database at each ``report()``, ``log()`` or
+``print()``: a loop that logs every batch would spend its time in commits. The
+:class:`RowWriter` thread takes the rows as they come and commits whatever has piled
+up in one transaction, so one row costs one commit when rows are rare (visible in the
+API within milliseconds) and a burst of rows costs a few commits. The runner calls
+:meth:`RowWriter.flush` before it stores the trial's final state, so every row of a
+finished trial is there when ``TRIAL_FINISHED`` is published.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, Table, insert
+
+from baobab.exceptions import StoreError
+from baobab.model import InterimMetric
+from baobab.store import InterimMetric as MetricRow
+from baobab.store import TrialLog, session_scope
+from baobab.worker._capture import MAX_LINE, ignore_thread
+
+__all__ = ["RowWriter", "TrialSink"]
+
+logger = logging.getLogger("baobab.worker")
+
+
+class RowWriter:
+    """Inserts rows from a thread of its own, in batches; started on the first row."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._pending: list[tuple[Table, dict[str, Any]]] = []
+        self._added = 0
+        self._done = 0
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def add(self, table: Table, row: dict[str, Any]) -> None:
+        with self._cond:
+            self._pending.append((table, row))
+            self._added += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="baobab-trial-rows", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def flush(self) -> None:
+        """Wait until every row added so far is committed (or given up on)."""
+        with self._cond:
+            target = self._added
+            while self._done < target:
+                self._cond.wait()
+
+    def _run(self) -> None:
+        ignore_thread(threading.get_ident())
+        while True:
+            with self._cond:
+                while not self._pending:
+                    self._cond.wait()
+                batch, self._pending = self._pending, []
+            try:
+                self._write(batch)
+            except Exception as e:
+                # A lost log line is not worth failing or stopping the trial for; say so
+                # in the worker's log (a trial deleted meanwhile breaks its foreign key).
+                level = logging.WARNING if isinstance(e, StoreError) else logging.ERROR
+                logger.log(
+                    level, "dropped %d trial log/metric rows: %s", len(batch), e, exc_info=level == logging.ERROR
+                )
+            with self._cond:
+                self._done += len(batch)
+                self._cond.notify_all()
+
+    def _write(self, batch: list[tuple[Table, dict[str, Any]]]) -> None:
+        with session_scope(self._engine) as session:
+            i = 0
+            while i < len(batch):
+                # Consecutive rows of one table go in one executemany, in order (ids follow it).
+                table = batch[i][0]
+                j = i
+                while j < len(batch) and batch[j][0] is table:
+                    j += 1
+                session.execute(insert(table), [row for _, row in batch[i:j]])
+                i = j
+
+
+class TrialSink:
+    """A :class:`~baobab.model.TrialContext` sink that stores reports and logs of one trial."""
+
+    def __init__(self, writer: RowWriter, trial_id: int) -> None:
+        self._writer = writer
+        self._trial_id = trial_id
+
+    def on_report(self, metric: InterimMetric) -> bool:
+        # JSON has no NaN (PostgreSQL refuses it): a non-finite metric is stored as null.
+        values = {k: v if math.isfinite(v) else None for k, v in metric.metrics.items()}
+        row = {"trial_id": self._trial_id, "step": metric.step, "metrics": values, "time": datetime.now(UTC)}
+        self._writer.add(MetricRow.__table__, row)
+        return False  # stop requests come from the executor, through TrialContext.request_stop
+
+    def on_log(self, message: str) -> None:
+        if len(message) > MAX_LINE:
+            message = message[:MAX_LINE] + f"... ({len(message) - MAX_LINE} more characters)"
+        self._writer.add(TrialLog.__table__, {"trial_id": self._trial_id, "line": message, "time": datetime.now(UTC)})

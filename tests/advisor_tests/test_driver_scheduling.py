@@ -1,0 +1,216 @@
+"""The job driver's pure rules (who gets a slot, when jobs end and how) and the trial knob values.
+
+These run on plain objects, with no store and no clock; ``test_driver.py`` runs the same
+rules through a real driver.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from baobab.advisor import TrialStatus, base_knobs, trial_knobs, trial_policies
+from baobab.advisor._scheduling import (
+    ActiveTrial,
+    JobState,
+    StopCause,
+    SubJobState,
+    first_line,
+    pick_next,
+    record_for,
+)
+from baobab.exceptions import KnobConfigError
+from baobab.model import CategoricalKnob, FixedKnob, FloatKnob, PolicyKnob
+from baobab.store import JobStatus, TrialState
+
+NOW = 1_000_000.0
+
+
+def sub(sub_id: int, *, running: int = 0, trials: int = 0, count: int | None = 10, **fields: object) -> SubJobState:
+    state = SubJobState(
+        id=sub_id,
+        job_id=0,
+        model_name=f"m{sub_id}",
+        strategy_name="random",
+        seed=1,
+        knob_config={},
+        trial_count=count,
+        max_errors=3,
+        trials=trials + running,
+        **fields,  # type: ignore[arg-type]
+    )
+    for i in range(running):
+        trial_id = sub_id * 1000 + i
+        state.active[trial_id] = ActiveTrial(trial_id, i, {})
+    return state
+
+
+def job(job_id: int, *subs: SubJobState, cap: int = 4, created_at: float = 0.0, **fields: object) -> JobState:
+    return JobState(id=job_id, created_at=created_at, cap=cap, sub_jobs={s.id: s for s in subs}, **fields)  # type: ignore[arg-type]
+
+
+def picked(*jobs: JobState) -> tuple[int, int] | None:
+    choice = pick_next(jobs, NOW)
+    return None if choice is None else (choice[0].id, choice[1].id)
+
+
+# -- who gets the next slot ------------------------------------------------------------------------
+
+
+def test_the_job_with_the_fewest_running_trials_gets_the_slot() -> None:
+    assert picked(job(1, sub(11, running=2), created_at=1), job(2, sub(21, running=1), created_at=2)) == (2, 21)
+
+
+def test_ties_go_to_the_oldest_job_then_the_lowest_id() -> None:
+    assert picked(job(2, sub(21), created_at=5), job(1, sub(11), created_at=9)) == (2, 21)
+    assert picked(job(2, sub(21), created_at=5), job(1, sub(11), created_at=5)) == (1, 11)
+
+
+def test_jobs_at_their_cap_stopping_or_near_their_deadline_get_none() -> None:
+    full = job(1, sub(11, running=2), cap=2)
+    stopping = job(2, sub(21), stop_cause=StopCause.USER)
+    late = job(3, sub(31), deadline=NOW + 5, durations=[4.0, 6.0, 9.0])  # median 6 s: would end too late
+    assert picked(full, stopping, late) is None
+    in_time = job(4, sub(41), deadline=NOW + 7, durations=[4.0, 6.0, 9.0])
+    assert picked(full, stopping, late, in_time) == (4, 41)
+
+
+def test_within_a_job_the_sub_job_with_the_fewest_running_then_fewest_trials() -> None:
+    subs = sub(11, running=2), sub(12, running=1, trials=8), sub(13, running=1, trials=3)
+    assert picked(job(1, *subs, cap=8)) == (1, 13)
+    assert picked(job(1, sub(12, trials=4), sub(11, trials=4))) == (1, 11)
+
+
+def test_sub_jobs_that_want_no_trial_are_passed_over() -> None:
+    spent = sub(11, trials=5, count=5)
+    failed = sub(12, failure="strategy 'x' failed")
+    ended = sub(13, status=JobStatus.COMPLETED)
+    assert picked(job(1, spent, failed, ended)) is None
+    assert picked(job(1, spent, failed, ended), job(2, sub(21, running=3))) == (2, 21)
+    assert picked(job(1, sub(11, trials=10_000, count=None))) == (1, 11)  # a TIME_HOURS-only budget
+
+
+# -- time --------------------------------------------------------------------------------------------
+
+
+def test_median_duration_and_deadline_near() -> None:
+    state = job(1, deadline=NOW + 10)
+    assert state.median_duration() == 0.0 and not state.deadline_near(NOW)
+    for seconds in (9.0, 1.0, 3.0, math.nan, -1.0):
+        state.add_duration(seconds)  # NaN and negative durations (clock steps) are left out
+    assert state.durations == [1.0, 3.0, 9.0] and state.median_duration() == 3.0
+    state.add_duration(5.0)
+    assert state.median_duration() == 4.0
+    assert not state.deadline_near(NOW + 6.0) and state.deadline_near(NOW + 6.5)
+    assert not job(2).deadline_near(NOW + 1e9)  # no TIME_HOURS, no deadline
+
+
+def test_next_timer_is_the_deadline_then_the_grace_end() -> None:
+    state = job(1, deadline=NOW + 10)
+    assert state.next_timer() == NOW + 10
+    state.stop_cause, state.grace_end = StopCause.TIME, NOW + 40
+    assert state.next_timer() == NOW + 40
+    state.cancelled = True
+    assert state.next_timer() is None
+
+
+# -- endings ----------------------------------------------------------------------------------------
+
+
+def test_a_sub_job_ends_when_nothing_runs_and_it_starts_nothing_more() -> None:
+    running, spent, wanting = sub(11, running=1, count=1), sub(12, trials=1, count=1), sub(13, trials=0)
+    state = job(1, running, spent, wanting)
+    assert state.ending(NOW) == ([spent], False)
+    state.stop_cause = StopCause.USER  # now the one that wanted trials ends too
+    assert state.ending(NOW) == ([spent, wanting], False)
+    running.active.clear()
+    assert state.ending(NOW) == ([running, spent, wanting], True)
+
+
+@pytest.mark.parametrize(
+    ("fields", "cause", "expected"),
+    [
+        ({"completed": 2, "errored": 5}, None, (JobStatus.COMPLETED, None)),
+        ({"completed": 2}, StopCause.USER, (JobStatus.STOPPED, None)),
+        ({"completed": 2, "failure": "strategy 'bayes' failed"}, None, (JobStatus.ERRORED, "strategy 'bayes' failed")),
+        ({}, StopCause.TIME, (JobStatus.ERRORED, "no trial started before the time budget ended")),
+        (
+            {"trials": 3, "errored": 2, "cancelled": 1, "last_error": "ValueError: bad"},
+            None,
+            (JobStatus.ERRORED, "no trial completed (2 errored, 1 cancelled); last error: ValueError: bad"),
+        ),
+    ],
+)
+def test_sub_job_outcomes(fields: dict, cause: StopCause | None, expected: tuple) -> None:
+    state = sub(1)
+    for name, value in fields.items():
+        setattr(state, name, value)
+    assert state.outcome(cause) == expected
+
+
+def test_a_sub_job_is_broken_after_max_errors_without_a_success() -> None:
+    state = sub(1)
+    for i in range(3):
+        assert not state.broken()
+        state.count(TrialState.ERRORED, f"\n  RuntimeError: boom {i}\nTraceback ...")
+    assert state.broken() and state.last_error == "RuntimeError: boom 2"
+    assert state.broken_message().startswith("its first 3 trials all errored (last error: RuntimeError: boom 2)")
+    state.count(TrialState.STOPPED, None)
+    assert not state.broken()
+
+
+def test_job_outcomes() -> None:
+    done, failed = sub(1, status=JobStatus.COMPLETED), sub(2, status=JobStatus.ERRORED, error="boom")
+    assert job(1, done, failed).outcome() == (JobStatus.COMPLETED, None)
+    assert job(1, done, failed, stop_cause=StopCause.USER).outcome() == (JobStatus.STOPPED, None)
+    status, error = job(1, failed, sub(3, status=JobStatus.ERRORED, error="bad knobs")).outcome()
+    assert status is JobStatus.ERRORED
+    assert error == "no model template completed a trial: m2 (sub-job 2): boom; m3 (sub-job 3): bad knobs"
+    assert job(1).outcome() == (JobStatus.ERRORED, "the job has no sub-jobs (no model templates)")
+
+
+def test_records_for_strategies() -> None:
+    trial = ActiveTrial(7, 3, {"x": 0.5})
+    assert record_for(trial, TrialState.STOPPED, 0.25).status is TrialStatus.COMPLETED
+    assert record_for(trial, TrialState.COMPLETED, 0.25).trial_id == 3  # the number the strategy proposed for
+    for state, score in [
+        (TrialState.COMPLETED, math.nan),
+        (TrialState.COMPLETED, None),
+        (TrialState.ERRORED, None),
+        (TrialState.CANCELLED, None),
+    ]:
+        record = record_for(trial, state, score)
+        assert record.status is TrialStatus.FAILED and record.score is None
+
+
+def test_first_line() -> None:
+    assert first_line("\n\n  ValueError: x  \nmore") == "ValueError: x"
+    assert first_line(None) == "" and first_line("a" * 600, 10) == "aaaaaaa..."
+
+
+# -- knob values of a trial ---------------------------------------------------------------------
+
+
+def test_trial_knobs_add_fixed_and_policy_knobs() -> None:
+    config = {
+        "lr": FloatKnob(1e-3, 1.0),
+        "act": CategoricalKnob(["relu", "tanh"]),
+        "epochs": FixedKnob(3),
+        "short": PolicyKnob("EARLY_STOP"),
+        "small": PolicyKnob("DOWNSCALE"),
+    }
+    assert trial_policies(config) == {"EARLY_STOP": False, "DOWNSCALE": False}
+    assert trial_policies(config, {"EARLY_STOP": True, "SKIP_TRAIN": True}) == {"EARLY_STOP": True, "DOWNSCALE": False}
+    assert base_knobs(config) == {"epochs": 3, "short": False, "small": False}
+    assert trial_knobs(config, {"lr": 0.1, "act": "tanh"}, {"DOWNSCALE": True}) == {
+        "lr": 0.1,
+        "act": "tanh",
+        "epochs": 3,
+        "short": False,
+        "small": True,
+    }
+    with pytest.raises(KnobConfigError, match="knob 'act': has no value"):
+        trial_knobs(config, {"lr": 0.1})
+    with pytest.raises(KnobConfigError, match="knob 'lr': 5.0 is outside"):
+        trial_knobs(config, {"lr": 5.0, "act": "relu"})

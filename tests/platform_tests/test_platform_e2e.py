@@ -1,0 +1,68 @@
+"""Upload → train → serve → predict through ``baobab up``, the SDK and real HTTP, on both databases."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import requests
+
+from baobab.sdk import ApiError
+
+EXAMPLES = Path(__file__).parents[2] / "examples" / "models"
+
+
+TRIALS = 4
+
+
+def test_train_serve_predict_end_to_end(start_platform: Callable[[], Any], breast_cancer: Path) -> None:
+    platform = start_platform()
+    client = platform.client
+    train = client.create_dataset("bc train", "TABULAR", breast_cancer / "train.csv", target="target")
+    val = client.create_dataset("bc val", "TABULAR", breast_cancer / "val.csv", target="target")
+    model = client.create_model(
+        EXAMPLES / "sklearn_tabular.py", task="TABULAR_CLASSIFICATION", class_name="SkTabularClassifier"
+    )
+    job = client.create_train_job(
+        "bc", "TABULAR_CLASSIFICATION", train["id"], val["id"], [model["id"]],
+        {"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
+    )  # fmt: skip
+    job = client.wait_for_train_job("bc", job["app_version"], timeout=240, progress=False)
+    assert job["status"] == "COMPLETED", job
+    assert job["trial_counts"]["COMPLETED"] == TRIALS
+    assert job["best_score"] > 0.9
+
+    trials = client.get_trials("bc", job["app_version"])["trials"]
+    assert sorted(t["number"] for t in trials) == list(range(TRIALS))
+    assert all(t["worker"] and t["has_params"] for t in trials)
+    best = client.get_best_trials("bc", job["app_version"], k=2)
+    assert [t["score"] for t in best] == sorted((t["score"] for t in trials), reverse=True)[:2]
+
+    inference = client.create_inference_job("bc", job["app_version"], k=2)
+    served = client.wait_for_inference_job(inference["id"], timeout=120)
+    assert served["status"] == "RUNNING"
+    assert sorted(m["trial_id"] for m in served["members"]) == sorted(t["id"] for t in best)
+
+    test = pd.read_csv(breast_cancer / "test.csv")
+    queries = test.drop(columns="target").to_numpy().tolist()
+    answer = client.predict(queries, predictor_url=served["predictor_url"], api_key=inference["api_key"])
+    assert len(answer["predictions"]) == len(queries)
+    assert sorted(answer["members"]["answered"]) == sorted(t["id"] for t in best)
+    accuracy = float(np.mean(np.asarray(answer["predictions"]) == test["target"].to_numpy()))
+    assert accuracy > 0.9
+
+    with pytest.raises(ApiError) as refused:
+        client.predict(queries[:1], predictor_url=served["predictor_url"], api_key="not-the-key")
+    assert refused.value.status == 401
+
+    client.stop_inference_job(inference["id"])
+    with pytest.raises(requests.ConnectionError):
+        for _ in range(100):  # the predictor's port closes once its process is gone
+            requests.get(f"{served['predictor_url']}/health", timeout=1)
+            time.sleep(0.1)
+    assert platform.stop() == 0

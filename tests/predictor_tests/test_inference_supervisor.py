@@ -1,0 +1,198 @@
+"""The inference supervisor with real predictor processes, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+import requests
+from predictor_world import SK_IMAGES, START_TIMEOUT_S, TINY, World, children, pid_alive, wait_for
+
+from baobab.model import DatasetFormat, Task
+from baobab.predictor import InferenceSupervisor, PredictorOptions
+from baobab.store import (
+    Event,
+    EventKind,
+    InferenceJob,
+    InferenceJobStatus,
+    LocalEventChannel,
+    session_scope,
+    write_image_files,
+)
+
+Start = Callable[..., tuple[InferenceSupervisor, LocalEventChannel, Callable[[], None]]]
+
+
+@pytest.fixture
+def start(world: World) -> Iterator[Start]:
+    """Runs supervisors in threads; each is stopped at the end of the test if the test did not."""
+    stops: list[Callable[[], None]] = []
+
+    def start(**kwargs: object) -> tuple[InferenceSupervisor, LocalEventChannel, Callable[[], None]]:
+        events = LocalEventChannel()
+        supervisor = InferenceSupervisor(world.engine, events, world.settings, **kwargs)
+        stop = threading.Event()
+        thread = threading.Thread(target=supervisor.run, args=(stop,), daemon=True)
+        thread.start()
+
+        def halt() -> None:
+            stop.set()
+            thread.join(30)
+            assert not thread.is_alive()
+
+        stops.append(halt)
+        return supervisor, events, halt
+
+    yield start
+    for halt in stops:
+        halt()
+
+
+def regression_job(world: World, **kwargs: object) -> tuple[int, str]:
+    dataset_id, diabetes = world.tabular("diabetes")
+    sub_job = world.train_job(Task.TABULAR_REGRESSION, dataset_id, TINY, "TinyRegressor")
+    store_params = bool(kwargs.pop("store_params", True))
+    trial = world.trial(sub_job, TINY, "TinyRegressor", {"offset": 1.0}, diabetes, score=0.5, store_params=store_params)
+    return world.inference_job([trial.trial_id], **kwargs)
+
+
+def wait_status(world: World, job_id: int, status: InferenceJobStatus, *, old_url: str | None = None) -> InferenceJob:
+    """Wait for ``status``; RUNNING also needs a URL other than ``old_url``."""
+
+    def reached() -> InferenceJob | None:
+        job = world.job(job_id)
+        if job.status is not status:
+            return None
+        if status is InferenceJobStatus.RUNNING and job.predictor_url in (None, old_url):
+            return None
+        return job
+
+    return wait_for(reached, START_TIMEOUT_S, f"inference job {job_id} to be {status}", interval=0.1)
+
+
+def test_created_jobs_are_served_and_stopped_jobs_killed(world: World, start: Start) -> None:
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = (digits.images[:400] * 15).astype(np.uint8)
+    dataset_id, path = world.dataset(
+        write_image_files(world.work / "digits.zip", images, digits.target[:400]), DatasetFormat.IMAGE_FILES
+    )
+    sub_job = world.train_job(Task.IMAGE_CLASSIFICATION, dataset_id, SK_IMAGES, "SkImageClassifier")
+    members = [
+        world.trial(sub_job, SK_IMAGES, "SkImageClassifier", knobs, path, score=score)
+        for knobs, score in (
+            ({"components": 16, "neighbors": 7, "weights": "uniform"}, 0.8),
+            ({"components": 16, "neighbors": 3, "weights": "distance"}, 0.9),
+        )
+    ]
+    image_job, api_key = world.inference_job([m.trial_id for m in members])
+    supervisor, events, halt = start()
+    events.publish(Event(EventKind.INFERENCE_CREATED, image_job))
+    job = wait_status(world, image_job, InferenceJobStatus.RUNNING)
+    assert job.predictor_url is not None and job.error is None
+
+    # Probabilities of the two k-NN members are averaged; the better member is listed first.
+    queries = (digits.images[400:410] * 15).astype(int).tolist()
+    headers = {"Authorization": f"Bearer {api_key}"}
+    response = requests.post(f"{job.predictor_url}/predict", json={"queries": queries}, headers=headers, timeout=30)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    expected = np.mean([m.model.predict(queries) for m in members], axis=0)
+    np.testing.assert_allclose(body["predictions"], expected, rtol=1e-6)
+    assert body["members"]["answered"] == [members[1].trial_id, members[0].trial_id]
+    # An image of another size than the training images is the client's error.
+    response = requests.post(
+        f"{job.predictor_url}/predict", json={"queries": [queries[0], [[0] * 7] * 8]}, headers=headers, timeout=30
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["field"] == "queries[1]"
+    assert "expected 8 x 8 (H x W, grayscale)" in response.json()["error"]["message"]
+
+    # A predictor that dies while serving errors its job.
+    pid = supervisor.predictor_pid(image_job)
+    assert pid is not None
+    workers = children(pid)
+    assert len(workers) == 2
+    os.killpg(pid, signal.SIGKILL)
+    job = wait_status(world, image_job, InferenceJobStatus.ERRORED)
+    # Its inference workers (in process groups of their own) notice and exit.
+    wait_for(lambda: not any(pid_alive(w) for w in workers), 30, "the orphaned inference workers to exit")
+    assert job.error.startswith("the predictor was killed by signal SIGKILL while serving")
+    assert job.predictor_url is None
+    assert supervisor.predictor_pid(image_job) is None
+
+    # A stopped job's predictor is killed; the job stays STOPPED.
+    other_job, _ = regression_job(world)
+    events.publish(Event(EventKind.INFERENCE_CREATED, other_job))
+    url = wait_status(world, other_job, InferenceJobStatus.RUNNING).predictor_url
+    pid = supervisor.predictor_pid(other_job)
+    assert pid is not None
+    workers = children(pid)
+    assert len(workers) == 1
+    with session_scope(world.engine) as session:  # what the admin API does
+        stopped = session.get(InferenceJob, other_job)
+        stopped.status, stopped.stopped_at = InferenceJobStatus.STOPPED, datetime.now(UTC)
+    events.publish(Event(EventKind.INFERENCE_STOPPED, other_job))
+    wait_for(lambda: not pid_alive(pid) and not pid_alive(workers[0]), 30, "the stopped predictor to be gone")
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"{url}/health", timeout=5)
+    halt()
+    assert world.job(other_job).status is InferenceJobStatus.STOPPED
+
+
+def test_jobs_are_restarted_from_the_store(world: World, start: Start) -> None:
+    stale = "http://127.0.0.1:9"
+    running, api_key = regression_job(world, status=InferenceJobStatus.RUNNING, predictor_url=stale)
+    starting, _ = regression_job(world, public=True)  # its INFERENCE_CREATED was lost
+    stopped, _ = regression_job(world, status=InferenceJobStatus.STOPPED)
+
+    supervisor, _, halt = start()
+    first = {
+        job_id: wait_status(world, job_id, InferenceJobStatus.RUNNING, old_url=stale) for job_id in (running, starting)
+    }
+    headers = {"Authorization": f"Bearer {api_key}"}
+    response = requests.post(
+        f"{first[running].predictor_url}/predict", json={"queries": [[0.0] * 10]}, headers=headers, timeout=30
+    )
+    assert response.status_code == 200
+    assert supervisor.predictor_pid(stopped) is None
+    pids = [supervisor.predictor_pid(job_id) for job_id in (running, starting)]
+
+    # Stopping the supervisor kills its predictors but leaves the jobs to the next one.
+    halt()
+    for pid in pids:
+        assert pid is not None and not pid_alive(pid)
+    assert world.job(running).status is InferenceJobStatus.RUNNING
+
+    start()
+    for job_id in (running, starting):
+        job = wait_status(world, job_id, InferenceJobStatus.RUNNING, old_url=first[job_id].predictor_url)
+        assert requests.get(f"{job.predictor_url}/health", timeout=5).json()["members"] == 1
+    assert world.job(stopped).status is InferenceJobStatus.STOPPED
+
+
+def test_a_predictor_that_cannot_serve_errors_its_job(world: World, start: Start) -> None:
+    broken, _ = regression_job(world, store_params=False)
+    _, events, halt = start()
+    events.publish(Event(EventKind.INFERENCE_CREATED, broken))
+    job = wait_status(world, broken, InferenceJobStatus.ERRORED)
+    assert job.error.startswith("the predictor exited with status 1 before serving")
+    assert "no member could be loaded" in job.error and "has no stored parameters" in job.error
+    halt()
+
+    slow, _ = regression_job(world)
+    _, events, _ = start(start_timeout_s=0.2)
+    events.publish(Event(EventKind.INFERENCE_CREATED, slow))
+    job = wait_status(world, slow, InferenceJobStatus.ERRORED)
+    assert job.error.startswith("the predictor did not serve within 0.2 s and was killed")
+
+
+def test_options_reach_the_predictor() -> None:
+    options = PredictorOptions(batch_window_s=0.002, max_batch_size=8, member_timeout_s=1.5)
+    assert options.to_args()[:3] == ["--batch-window-ms=2", "--max-batch-size=8", "--member-timeout-s=1.5"]

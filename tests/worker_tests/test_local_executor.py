@@ -1,0 +1,358 @@
+"""LocalExecutor with real worker processes, on SQLite and PostgreSQL.
+
+Each test starts its own executor (one or two workers) on its own database, submits
+PENDING trials of the probe template (templates/probe.py) and waits for
+``TRIAL_FINISHED``, which must come exactly once per trial.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import pytest
+from worker_world import Platform, wait_until
+
+from baobab.store import EventKind, LocalEventChannel, TrialState, params_from_bytes
+from baobab.worker import LocalExecutor
+
+MakeExecutor = Callable[..., LocalExecutor]
+
+
+class Finished:
+    """The TRIAL_FINISHED events of one test, counted per trial."""
+
+    def __init__(self, events: LocalEventChannel) -> None:
+        self._subscription = events.subscribe(EventKind.TRIAL_FINISHED)
+        self.counts: Counter[int] = Counter()
+
+    def wait(self, *trial_ids: int, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not all(self.counts[t] for t in trial_ids):
+            if time.monotonic() > deadline:
+                pytest.fail(f"no TRIAL_FINISHED within {timeout} s for trials {trial_ids}: {self.counts}")
+            self._take(deadline - time.monotonic())
+
+    def assert_once(self) -> None:
+        """Every trial seen finished exactly once (a late duplicate would arrive within the drain)."""
+        while self._take(0.2):
+            pass
+        assert set(self.counts.values()) <= {1}, self.counts
+
+    def _take(self, timeout: float) -> bool:
+        event = self._subscription.get(max(timeout, 0.0))
+        if event is not None:
+            self.counts[event.id] += 1
+        return event is not None
+
+
+@pytest.fixture
+def events() -> LocalEventChannel:
+    return LocalEventChannel()
+
+
+@pytest.fixture
+def finished(events: LocalEventChannel) -> Finished:
+    return Finished(events)
+
+
+@pytest.fixture
+def make_executor(platform: Platform, events: LocalEventChannel) -> Iterator[MakeExecutor]:
+    executors: list[LocalExecutor] = []
+
+    def make(workers: int = 1, trial_timeout_s: float | None = None) -> LocalExecutor:
+        settings = dataclasses.replace(platform.settings, trial_timeout_s=trial_timeout_s)
+        executors.append(LocalExecutor(settings, events, workers=workers))
+        return executors[-1]
+
+    yield make
+    for executor in executors:
+        executor.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _pid(platform: Platform, trial_id: int) -> int:
+    """The worker process of a running probe trial, once its log line is stored."""
+    wait_until(lambda: any(line.startswith("probe ") for line in platform.logs(trial_id)), what="the probe line")
+    return int(platform.probe_line(trial_id)["pid"])
+
+
+def _usable_cpus() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def test_a_trial_runs_in_a_worker_process_and_its_progress_shows_while_it_runs(
+    platform: Platform, make_executor: MakeExecutor, finished: Finished
+) -> None:
+    executor = make_executor(workers=1)
+    trial_id = platform.add_trial("wait", 0.25)
+
+    executor.submit(trial_id)
+    executor.submit(trial_id)  # already held: ignored
+
+    assert executor.slots == 1 and executor.active() == {trial_id}
+    wait_until(lambda: (platform.signal_dir / "started-0.25").exists(), what="the trial to start")
+    wait_until(lambda: "step one done" in platform.logs(trial_id), what="the trial's log lines")
+    assert platform.metrics(trial_id) == [(1, {"loss": 0.5, "accuracy": None})]
+    running = platform.trial(trial_id)
+    assert running.status is TrialState.RUNNING and running.attempts == 1
+    assert re.fullmatch(r".+:local-0:\d+", running.worker)
+    probe = platform.probe_line(trial_id)
+    assert int(probe["pid"]) != os.getpid() and running.worker.endswith(f":{probe['pid']}")
+    assert probe["threads"] == str(_usable_cpus())  # one worker gets every core
+
+    (platform.signal_dir / "go-0.25").touch()
+    finished.wait(trial_id)
+
+    trial = platform.trial(trial_id)
+    assert trial.status is TrialState.COMPLETED and trial.score == 0.25
+    assert params_from_bytes(platform.artifacts.get_bytes(trial.params_path))["x"].tolist() == [0.25]
+    assert executor.active() == set()
+    # What the template printed is in the trial's log and in the worker's own log file.
+    worker_log = (platform.settings.home / "logs" / "worker-0.log").read_text()
+    assert f"probe pid={probe['pid']}" in worker_log
+    finished.assert_once()
+
+
+def test_a_failing_or_dying_template_errors_and_a_dead_worker_is_replaced(
+    platform: Platform, make_executor: MakeExecutor, finished: Finished
+) -> None:
+    executor = make_executor(workers=1)
+    raising, exiting, after_exit = platform.add_trial("raise"), platform.add_trial("exit"), platform.add_trial("ok")
+    for trial_id in (raising, exiting, after_exit):
+        executor.submit(trial_id)
+    finished.wait(raising, exiting, after_exit)
+
+    trial = platform.trial(raising)
+    assert trial.status is TrialState.ERRORED and trial.error == "train() raised ValueError: x=0.5 is a bad value"
+    assert re.search(r'\.py", line \d+, in train\n +raise ValueError', trial.traceback)
+    trial = platform.trial(exiting)
+    assert trial.status is TrialState.ERRORED
+    assert trial.error == "the worker process exited with status 3 while running the trial"
+    assert "last lines of the worker's log" in trial.traceback and trial.traceback.endswith("about to exit")
+    assert platform.trial(after_exit).status is TrialState.COMPLETED
+    # Log rows still in flight when the process died are lost; its log file's tail has them.
+    exit_pid = re.search(r"probe pid=(\d+)", trial.traceback).group(1)
+    assert platform.probe_line(raising)["pid"] == exit_pid  # a template error keeps the worker...
+    assert platform.probe_line(after_exit)["pid"] != exit_pid  # ...a dead one is replaced
+
+    # A segfault in C code: faulthandler's dump of the template's stack is in the report.
+    segfault = platform.add_trial("segfault")
+    executor.submit(segfault)
+    finished.wait(segfault)
+    crashed = platform.trial(segfault)
+    assert crashed.error == "the worker process was killed by signal SIGSEGV while running the trial"
+    assert "Fatal Python error: Segmentation fault" in crashed.traceback
+    assert re.search(r'File "[^"]+\.py", line \d+ in train', crashed.traceback)  # faulthandler's stack
+
+    # The OOM killer's SIGKILL, from outside, in the middle of a trial.
+    waiting = platform.add_trial("wait", 0.75)
+    executor.submit(waiting)
+    wait_until(lambda: (platform.signal_dir / "started-0.75").exists(), what="the trial to start")
+    os.kill(_pid(platform, waiting), signal.SIGKILL)
+    finished.wait(waiting)
+    trial = platform.trial(waiting)
+    assert trial.status is TrialState.ERRORED
+    assert trial.error == "the worker process was killed by signal SIGKILL (out of memory?) while running the trial"
+    last = platform.add_trial("ok", 0.9)
+    executor.submit(last)
+    finished.wait(last)
+    assert platform.trial(last).status is TrialState.COMPLETED
+    finished.assert_once()
+
+
+def test_a_trial_past_the_time_limit_is_killed_and_errored(
+    platform: Platform, make_executor: MakeExecutor, finished: Finished
+) -> None:
+    executor = make_executor(workers=1, trial_timeout_s=1.5)
+    hanging, after = platform.add_trial("hang"), platform.add_trial("ok")
+    executor.submit(hanging)
+    executor.submit(after)
+    finished.wait(hanging, after)
+
+    trial = platform.trial(hanging)
+    assert trial.status is TrialState.ERRORED and trial.error == "exceeded the per-trial time limit of 1.5 s"
+    assert 1.5 <= (trial.finished_at - trial.started_at).total_seconds() < 30
+    assert trial.traceback.startswith("killed; last lines of the worker's log")
+    assert not _alive(int(platform.probe_line(hanging)["pid"]))
+    assert platform.trial(after).status is TrialState.COMPLETED  # on a fresh worker
+    finished.assert_once()
+
+
+def test_cancel_drops_a_pending_trial_and_kills_a_running_one(
+    platform: Platform, make_executor: MakeExecutor, finished: Finished
+) -> None:
+    executor = make_executor(workers=1)
+    running, pending = platform.add_trial("wait", 0.5), platform.add_trial("ok")
+    executor.submit(running)
+    executor.submit(pending)
+    wait_until(lambda: (platform.signal_dir / "started-0.5").exists(), what="the trial to start")
+
+    executor.cancel(pending, "the job was stopped")
+
+    trial = platform.trial(pending)  # stored before cancel() returns
+    assert trial.status is TrialState.CANCELLED and trial.error == "the job was stopped"
+    assert trial.attempts == 0 and trial.started_at is None and trial.finished_at is not None
+    assert executor.active() == {running}
+    pid = _pid(platform, running)
+
+    executor.cancel(running, "its grace period is over")
+
+    trial = platform.trial(running)
+    assert trial.status is TrialState.CANCELLED and trial.error == "its grace period is over"
+    assert not _alive(pid) and executor.active() == set()
+    finished.wait(pending, running)
+    after = platform.add_trial("ok", 0.75)
+    executor.submit(after)
+    finished.wait(after)
+    assert platform.trial(after).status is TrialState.COMPLETED
+    executor.cancel(after, "too late")  # finished already: nothing changes, nothing is published
+    assert platform.trial(after).status is TrialState.COMPLETED
+    finished.assert_once()
+    assert set(finished.counts) == {pending, running, after}
+
+
+def test_request_stop_ends_a_running_or_queued_trial_stopped_with_its_score(
+    platform: Platform, make_executor: MakeExecutor, finished: Finished
+) -> None:
+    executor = make_executor(workers=1)
+    first, queued = platform.add_trial("until_stop", 0.3), platform.add_trial("until_stop", 0.4)
+    executor.submit(first)
+    executor.submit(queued)
+    wait_until(lambda: (platform.signal_dir / "started-0.3").exists(), what="the trial to start")
+
+    executor.request_stop(queued, "the time budget is spent")  # reaches it when it starts
+    executor.request_stop(first, "the time budget is spent")
+    finished.wait(first, queued)
+
+    for trial_id, score in ((first, 0.3), (queued, 0.4)):
+        trial = platform.trial(trial_id)
+        assert trial.status is TrialState.STOPPED and trial.score == score and trial.params_path is not None
+        assert platform.logs(trial_id)[-1] == "stopped early: the time budget is spent"
+    finished.assert_once()
+
+
+def test_two_workers_run_two_trials_at_once(
+    platform: Platform, make_executor: MakeExecutor, finished: Finished
+) -> None:
+    executor = make_executor(workers=2)
+    first, second = platform.add_trial("wait", 0.1), platform.add_trial("wait", 0.2)
+    executor.submit(first)
+    executor.submit(second)
+
+    # Each waits for a file the test creates only once both have started.
+    wait_until(
+        lambda: all((platform.signal_dir / f"started-{x}").exists() for x in (0.1, 0.2)), what="both trials to start"
+    )
+    assert executor.slots == 2 and executor.active() == {first, second}
+    for x in (0.1, 0.2):
+        (platform.signal_dir / f"go-{x}").touch()
+    finished.wait(first, second)
+
+    trials = [platform.trial(t) for t in (first, second)]
+    assert [t.status for t in trials] == [TrialState.COMPLETED] * 2
+    assert {t.worker.split(":")[1] for t in trials} == {"local-0", "local-1"}
+    assert platform.probe_line(first)["threads"] == str(max(1, _usable_cpus() // 2))
+    finished.assert_once()
+
+
+def test_a_worker_keeps_its_template_and_datasets_across_trials_and_jobs(
+    platform: Platform, make_executor: MakeExecutor, finished: Finished
+) -> None:
+    executor = make_executor(workers=1)
+    trials = [platform.add_trial("ok", 0.1), platform.add_trial("ok", 0.2)]
+    trials.append(platform.add_trial("ok", 0.3, train_args={"other_job": True}))  # another train job
+    for trial_id in trials:
+        executor.submit(trial_id)
+    finished.wait(*trials)
+
+    assert [platform.trial(t).status for t in trials] == [TrialState.COMPLETED] * 3
+    probes = [platform.probe_line(t) for t in trials]
+    assert len({p["pid"] for p in probes}) == 1  # one process
+    assert {p["imports"] for p in probes} == {"1"}  # the template imported once
+    assert len({p["data"] for p in probes}) == 1  # the dataset decoded once
+    # A local artifact store is read in place: nothing was copied to the cache.
+    cache = platform.settings.home / "cache"
+    assert not cache.exists() or not any(cache.iterdir())
+    finished.assert_once()
+
+
+def test_close_kills_the_workers_and_leaves_the_trials_for_the_next_start(
+    platform: Platform, make_executor: MakeExecutor, finished: Finished
+) -> None:
+    executor = make_executor(workers=1)
+    running, queued = platform.add_trial("wait", 0.6), platform.add_trial("ok")
+    executor.submit(running)
+    executor.submit(queued)
+    wait_until(lambda: (platform.signal_dir / "started-0.6").exists(), what="the trial to start")
+    pid = _pid(platform, running)
+
+    executor.close()
+
+    assert platform.trial(running).status is TrialState.RUNNING  # a shutdown is no verdict on a trial
+    assert platform.trial(queued).status is TrialState.PENDING
+    assert not _alive(pid)
+    assert executor.active() == set()
+    finished.assert_once()
+    assert not finished.counts  # nothing finished
+    with pytest.raises(RuntimeError, match="closed"):
+        executor.submit(platform.add_trial())
+    executor.close()  # twice is fine
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # about the processes, not the database
+def test_queued_trials_error_when_no_worker_process_can_start(
+    platform: Platform, events: LocalEventChannel, finished: Finished
+) -> None:
+    # The executor writes to the test's database; its workers get a URL they cannot use.
+    settings = dataclasses.replace(platform.settings, database_url="nosuchdriver://nowhere")
+    trial_id = platform.add_trial()
+    with LocalExecutor(settings, events, workers=1, engine=platform.engine) as executor:
+        executor.submit(trial_id)
+        finished.wait(trial_id)
+
+    trial = platform.trial(trial_id)
+    assert trial.status is TrialState.ERRORED
+    assert trial.error.startswith("no worker process can start: the last one exited with status 1 while starting")
+    assert "cannot use database URL" in trial.traceback  # the worker's own last words, from its log
+    finished.assert_once()
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_the_overhead_of_a_trial_is_a_few_milliseconds(
+    platform: Platform, make_executor: MakeExecutor, finished: Finished
+) -> None:
+    """Submit → TRIAL_FINISHED for trials that do nothing (templates/noop.py), two workers.
+
+    The bound is loose (the machine is shared); the figure is printed (``pytest -s``).
+    SQLite's commit (an fsync each) is most of it.
+    """
+    executor = make_executor(workers=2)
+    warm = [platform.add_trial(file="noop.py") for _ in range(2)]
+    for trial_id in warm:
+        executor.submit(trial_id)
+    finished.wait(*warm)
+    trials = [platform.add_trial(file="noop.py") for _ in range(100)]
+
+    start = time.perf_counter()
+    for trial_id in trials:
+        executor.submit(trial_id)
+    finished.wait(*trials)
+    per_trial = (time.perf_counter() - start) / len(trials)
+
+    print(f"\n{len(trials)} no-op trials on 2 workers: {per_trial * 1000:.2f} ms per trial")
+    assert per_trial < 0.05
+    assert {platform.trial(t).status for t in trials} == {TrialState.COMPLETED}
+    finished.assert_once()

@@ -1,0 +1,176 @@
+"""run_trial in this process: claim, train, store, on SQLite and PostgreSQL.
+
+The local executor's worker processes call the same function; their tests
+(test_local_executor.py) cover what only processes can show.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from worker_world import Platform, wait_until
+
+from baobab.model import TrialContext
+from baobab.model._trial_process import trial_seed
+from baobab.store import ArtifactStore, TrialState, params_from_bytes
+from baobab.worker import WorkerResources, params_key, run_trial
+
+
+@pytest.fixture
+def resources(platform: Platform) -> Iterator[WorkerResources]:
+    resources = WorkerResources.from_settings(platform.settings, name="test-worker")
+    yield resources
+    resources.close()
+
+
+def test_a_good_trial_completes_with_score_params_metrics_and_logs(
+    platform: Platform, resources: WorkerResources
+) -> None:
+    platform.add_trial("ok", 0.1)  # number 0
+    trial_id = platform.add_trial("ok", 0.75)  # number 1
+
+    outcome = run_trial(trial_id, resources)
+
+    assert outcome.ran and outcome.status is TrialState.COMPLETED and outcome.score == 0.75
+    trial = platform.trial(trial_id)
+    assert trial.status is TrialState.COMPLETED and trial.score == 0.75
+    assert trial.worker == "test-worker" and trial.attempts == 1
+    assert trial.started_at is not None and trial.finished_at is not None and trial.started_at <= trial.finished_at
+    assert trial.error is None and trial.traceback is None
+    assert trial.params_path == params_key(trial_id) == f"params/trial-{trial_id}.safetensors"
+    params = params_from_bytes(platform.artifacts.get_bytes(trial.params_path))
+    assert params["mode"] == "ok" and params["x"].tolist() == [0.75]
+    # NaN is stored as null: JSON (and PostgreSQL) has no NaN.
+    assert platform.metrics(trial_id) == [(1, {"loss": 0.5, "accuracy": None})]
+    logs = platform.logs(trial_id)
+    assert logs[1:] == ["progress 100%", "step one done"]  # a print, a progress bar on stderr, context.log
+    # The seed comes from (sub-job seed, trial number); train() takes a `seed`, so it gets it,
+    # and the global NumPy generator was seeded with it before the template was built.
+    probe = platform.probe_line(trial_id)
+    seed = trial_seed(1234, 1)
+    assert int(probe["seed"]) == seed
+    assert int(probe["draw"]) == np.random.RandomState(seed % 2**32).randint(2**31)
+
+
+@pytest.mark.parametrize(
+    ("mode", "error"),
+    [
+        ("raise", "train() raised ValueError: x=0.5 is a bad value"),
+        ("memory", "train() raised MemoryError: cannot allocate 1 TB"),
+        ("nan", "evaluate() returned nan; it must return a finite number, higher is better"),
+    ],
+)
+def test_a_failing_template_ends_the_trial_errored(
+    platform: Platform, resources: WorkerResources, mode: str, error: str
+) -> None:
+    trial_id = platform.add_trial(mode)
+
+    outcome = run_trial(trial_id, resources)
+
+    assert outcome.status is TrialState.ERRORED and outcome.error == error
+    trial = platform.trial(trial_id)
+    assert trial.status is TrialState.ERRORED and trial.error == error
+    assert trial.score is None and trial.params_path is None and trial.finished_at is not None
+    assert not platform.artifacts.exists(params_key(trial_id))
+    assert "step one done" in platform.logs(trial_id)  # what it logged before failing is kept
+    if mode == "raise":
+        # The template's traceback, from its own frame on: the file and line that raised.
+        source = (Path(__file__).parent / "templates" / "probe.py").read_text().splitlines()
+        line = source.index('            raise ValueError(f"x={x} is a bad value")') + 1
+        assert trial.traceback.startswith("Traceback (most recent call last):\n")
+        assert re.search(rf'File "[^"]+\.py", line {line}, in train\n', trial.traceback)
+        assert "_trial_process.py" not in trial.traceback
+        assert trial.traceback.endswith("ValueError: x=0.5 is a bad value")
+
+
+def test_a_template_that_does_not_import_errors_with_its_traceback(
+    platform: Platform, resources: WorkerResources
+) -> None:
+    trial_id = platform.add_trial(file="broken.py")
+
+    outcome = run_trial(trial_id, resources)
+
+    trial = platform.trial(trial_id)
+    assert outcome.status is TrialState.ERRORED
+    assert trial.error.startswith("cannot load the template: ") and "importing the template failed" in trial.error
+    # The file imported is the template's artifact (templates/<sha256>.py), line 3 of it.
+    assert re.search(r'File "[^"]*/templates/[0-9a-f]{64}\.py", line 3, in <module>', trial.traceback)
+    assert "ImportError: this template needs a package that is not installed" in trial.traceback
+
+
+@pytest.mark.parametrize("status", [TrialState.CANCELLED, TrialState.RUNNING, TrialState.COMPLETED])
+def test_only_a_pending_trial_is_run(platform: Platform, resources: WorkerResources, status: TrialState) -> None:
+    trial_id = platform.add_trial()
+    platform.set_status(trial_id, status)
+
+    outcome = run_trial(trial_id, resources)
+
+    assert not outcome.ran and outcome.status is status
+    trial = platform.trial(trial_id)
+    assert trial.status is status and trial.attempts == 0 and trial.worker is None and trial.started_at is None
+    assert platform.logs(trial_id) == []
+    missing = run_trial(trial_id + 1000, resources)
+    assert not missing.ran and missing.status is None
+
+
+def test_progress_shows_while_running_and_a_stop_request_from_another_thread_ends_it_stopped(
+    platform: Platform, resources: WorkerResources
+) -> None:
+    trial_id = platform.add_trial("until_stop", 0.25)
+    context = TrialContext()
+    outcomes = []
+    runner = threading.Thread(target=lambda: outcomes.append(run_trial(trial_id, resources, context=context)))
+    runner.start()
+    try:
+        wait_until(lambda: (platform.signal_dir / "started-0.25").exists(), what="the trial to start")
+        # Committed as they came, while train() still runs.
+        wait_until(lambda: "step one done" in platform.logs(trial_id), what="the log line")
+        assert platform.metrics(trial_id) == [(1, {"loss": 0.5, "accuracy": None})]
+        running = platform.trial(trial_id)
+        assert running.status is TrialState.RUNNING and running.finished_at is None
+    finally:
+        context.request_stop("the job's time budget is spent")
+        runner.join(30)
+
+    (outcome,) = outcomes
+    assert outcome.status is TrialState.STOPPED and outcome.score == 0.25
+    trial = platform.trial(trial_id)
+    assert trial.status is TrialState.STOPPED and trial.score == 0.25 and trial.params_path == params_key(trial_id)
+    assert platform.logs(trial_id)[-2:] == [
+        "stopping: the job's time budget is spent",
+        "stopped early: the job's time budget is spent",
+    ]
+
+
+def test_remote_artifacts_are_downloaded_once_checked_and_the_template_imported_once(
+    platform: Platform, tmp_path: Path
+) -> None:
+    first, second = platform.add_trial("ok", 0.1), platform.add_trial("ok", 0.2, train_args={"other": 1})
+    remote = ArtifactStore(f"memory://worker-tests-{uuid.uuid4().hex}")
+    local = platform.artifacts
+    for path in local.fs.find(local.url):  # the template and the datasets, under the same keys
+        remote.put_bytes(Path(path).relative_to(local.url).as_posix(), local.fs.cat_file(path))
+    cache = tmp_path / "cache"
+    resources = WorkerResources(engine=platform.engine, artifacts=remote, cache_dir=cache, name="remote-worker")
+
+    assert run_trial(first, resources).status is TrialState.COMPLETED
+    assert run_trial(second, resources).status is TrialState.COMPLETED  # another job, same template and data
+
+    assert resources.files.downloads == 3 and resources.templates.imports == 1
+    assert len([p for p in cache.rglob("*") if p.is_file()]) == 3
+    assert platform.probe_line(first)["data"] == platform.probe_line(second)["data"]  # decoded once
+    assert remote.exists(params_key(first)) and not local.exists(params_key(first))
+
+    # A worker with an empty cache checks what it downloads against the registered checksum.
+    remote.put_bytes(platform.dataset_key(0), b"a,b,y\n1,2,3\n")
+    fresh = WorkerResources(engine=platform.engine, artifacts=remote, cache_dir=tmp_path / "empty", name="fresh")
+    outcome = run_trial(platform.add_trial("ok", 0.3), fresh)
+    assert outcome.status is TrialState.ERRORED
+    assert outcome.error.startswith("cannot fetch the training dataset: artifact 'datasets/")
+    assert "was replaced after it was registered" in outcome.error

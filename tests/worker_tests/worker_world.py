@@ -1,0 +1,174 @@
+"""Helpers of the worker tests: a platform's rows (a user, two datasets, template rows, jobs, trials).
+
+Everything is real: the database at ``db_url`` (SQLite and PostgreSQL) upgraded to the
+head revision, dataset and template artifacts in an artifact store, ORM rows that point
+at them. Templates are the files in ``templates/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sqlalchemy import Engine, select
+
+from baobab import Settings
+from baobab.model import Task, check_template, knob_config_to_json, load_template
+from baobab.store import (
+    ArtifactStore,
+    Dataset,
+    InterimMetric,
+    ModelAccess,
+    ModelTemplate,
+    SubJob,
+    TrainJob,
+    Trial,
+    TrialLog,
+    TrialState,
+    session_scope,
+)
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+@dataclass
+class Platform:
+    """The rows and stores of one test; :meth:`add_trial` makes PENDING trials of the probe template."""
+
+    settings: Settings
+    engine: Engine
+    artifacts: ArtifactStore
+    signal_dir: Path
+    owner_id: int = 0
+    datasets: tuple[int, int] = (0, 0)
+    _templates: dict[str, int] = field(default_factory=dict)
+    _sub_jobs: dict[tuple[str, str], int] = field(default_factory=dict)
+    _numbers: dict[int, int] = field(default_factory=dict)
+
+    def template(self, file: str = "probe.py", class_name: str | None = None) -> int:
+        """The id of a ModelTemplate row for ``templates/<file>`` (stored once); the class is named after the file."""
+        if file in self._templates:
+            return self._templates[file]
+        class_name = class_name or Path(file).stem.title().replace("_", "")
+        source = (TEMPLATES / file).read_bytes()
+        checksum = hashlib.sha256(source).hexdigest()
+        key = f"templates/{checksum}.py"
+        self.artifacts.put_bytes(key, source)
+        try:
+            config = knob_config_to_json(check_template(load_template(TEMPLATES / file, class_name)))
+        except Exception:
+            config = "{}"  # a broken template: the worker finds out
+        with session_scope(self.engine) as session:
+            row = ModelTemplate(
+                owner_id=self.owner_id,
+                name=file,
+                task=Task.TABULAR_CLASSIFICATION,
+                class_name=class_name,
+                artifact_path=key,
+                checksum=checksum,
+                access=ModelAccess.PRIVATE,
+                knob_config=config,
+            )
+            session.add(row)
+            session.flush()
+            self._templates[file] = row.id
+        return self._templates[file]
+
+    def sub_job(self, file: str = "probe.py", train_args: dict[str, Any] | None = None) -> int:
+        """A sub-job of the template ``file`` in a train job with ``train_args`` (one per pair)."""
+        train_args = {"target": "y", "signal_dir": str(self.signal_dir), **(train_args or {})}
+        key = (file, repr(sorted(train_args.items())))
+        if key not in self._sub_jobs:
+            template_id = self.template(file)
+            with session_scope(self.engine) as session:
+                job = TrainJob(
+                    owner_id=self.owner_id,
+                    app=f"app-{uuid.uuid4().hex[:8]}",
+                    app_version=1,
+                    task=Task.TABULAR_CLASSIFICATION,
+                    train_dataset_id=self.datasets[0],
+                    val_dataset_id=self.datasets[1],
+                    budget={"MODEL_TRIAL_COUNT": 100},
+                    train_args=train_args,
+                )
+                session.add(job)
+                session.flush()
+                sub_job = SubJob(train_job_id=job.id, model_template_id=template_id, strategy="random", seed=1234)
+                session.add(sub_job)
+                session.flush()
+                self._sub_jobs[key] = sub_job.id
+        return self._sub_jobs[key]
+
+    def add_trial(
+        self, mode: str = "ok", x: float = 0.5, *, file: str = "probe.py", train_args: dict[str, Any] | None = None
+    ) -> int:
+        """A PENDING trial (knobs mode, x, quick=False); returns its id."""
+        sub_job_id = self.sub_job(file, train_args)
+        number = self._numbers.get(sub_job_id, 0)
+        self._numbers[sub_job_id] = number + 1
+        with session_scope(self.engine) as session:
+            trial = Trial(
+                sub_job_id=sub_job_id,
+                number=number,
+                knobs={"mode": mode, "x": x, "quick": False},
+                policies={"EARLY_STOP": False},
+            )
+            session.add(trial)
+            session.flush()
+            return trial.id
+
+    def trial(self, trial_id: int) -> Trial:
+        with session_scope(self.engine) as session:
+            return session.get_one(Trial, trial_id)
+
+    def logs(self, trial_id: int) -> list[str]:
+        with session_scope(self.engine) as session:
+            return list(
+                session.scalars(select(TrialLog.line).where(TrialLog.trial_id == trial_id).order_by(TrialLog.id))
+            )
+
+    def metrics(self, trial_id: int) -> list[tuple[int, dict[str, Any]]]:
+        query = select(InterimMetric.step, InterimMetric.metrics).where(InterimMetric.trial_id == trial_id)
+        with session_scope(self.engine) as session:
+            return [(step, metrics) for step, metrics in session.execute(query.order_by(InterimMetric.id))]
+
+    def probe_line(self, trial_id: int) -> dict[str, str]:
+        """What the probe template printed about its process: pid, imports, data, seed, draw."""
+        (line,) = [line for line in self.logs(trial_id) if line.startswith("probe ")]
+        return dict(part.split("=", 1) for part in line.split()[1:])
+
+    def dataset_key(self, index: int) -> str:
+        """The artifact key of the training (0) or validation (1) dataset."""
+        with session_scope(self.engine) as session:
+            return session.get_one(Dataset, self.datasets[index]).artifact_path
+
+    def set_status(self, trial_id: int, status: TrialState) -> None:
+        with session_scope(self.engine) as session:
+            session.get_one(Trial, trial_id).status = status
+
+
+def wait_until(predicate: Callable[[], Any], *, timeout: float = 30.0, what: str = "the condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def tabular_frame(rows: int, seed: int) -> pd.DataFrame:
+    """A small TABULAR dataset: features a, b; target y = (a > 0)."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=rows)
+    return pd.DataFrame({"a": a, "b": rng.normal(size=rows), "y": (a > 0).astype(int)})
