@@ -77,8 +77,12 @@ class Platform:
             driver = JobDriver(engine, executor, events, self.settings)
             supervisor = InferenceSupervisor(engine, events, self.settings, host=self.host)
             self._parts["supervisor"] = supervisor
-            server = waitress.create_server(app, host=self.host, port=self.port, threads=_API_THREADS)
+            # Our own socket map: stopping closes the idle keep-alive connections in it too,
+            # which would otherwise keep the server's loop (and the shutdown) waiting.
+            sockets: dict[int, Any] = {}
+            server = waitress.create_server(app, map=sockets, host=self.host, port=self.port, threads=_API_THREADS)
             self._parts["server"] = server
+            self._parts["sockets"] = sockets
             # A wildcard address is where it listens, not where a client connects.
             shown = "127.0.0.1" if self.host in ("", "0.0.0.0") else self.host
             self.url = f"http://{shown}:{server.effective_port}"
@@ -104,7 +108,10 @@ class Platform:
         self._stop.set()
         server = self._parts.pop("server", None)
         if server is not None:
-            server.close()
+            from waitress import wasyncore
+
+            server.task_dispatcher.shutdown()  # lets requests in progress finish
+            wasyncore.close_all(self._parts.pop("sockets"))
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=30)
