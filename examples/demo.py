@@ -51,7 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=4000, help="train + validation images (default 4000)")
     parser.add_argument("--minutes", type=float, default=3.0, help="the train job's time budget (default 3)")
-    parser.add_argument("--trials", type=int, default=8, help="trials per template at most (default 8)")
+    parser.add_argument("--trials", type=int, default=20, help="trials per template at most (default 20)")
     parser.add_argument("--workers", type=int, default=2, help="trials at once (default 2)")
     parser.add_argument("--out", type=Path, default=ROOT / "data" / "demo", help="folder for data and home")
     args = parser.parse_args()
