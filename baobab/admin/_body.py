@@ -1,4 +1,4 @@
-"""Reading JSON request bodies: every bad field is a 400 that names it."""
+"""Reading request bodies (JSON objects, multipart uploads): every bad field is a 400 that names it."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ from collections.abc import Collection
 from typing import Any, TypeVar
 
 from flask import request
+from werkzeug.datastructures import FileStorage
+from werkzeug.exceptions import RequestEntityTooLarge
 
+from baobab.admin._state import admin_state
 from baobab.exceptions import RequestError
 
-__all__ = ["enum_field", "json_object", "string_field"]
+__all__ = ["enum_field", "json_object", "multipart_upload", "string_field"]
 
 E = TypeVar("E", bound=enum.Enum)
 
@@ -29,6 +32,37 @@ def json_object(*, fields: Collection[str]) -> dict[str, Any]:
         if name not in fields:
             raise RequestError(f"unknown field {name!r}; known fields: {', '.join(fields)}", field=name)
     return body
+
+
+def multipart_upload(*, fields: Collection[str], what: str) -> tuple[dict[str, str], FileStorage | None]:
+    """The form fields of a multipart upload (all among ``fields``) and its ``file`` part, or None.
+
+    Args:
+        fields: the known text fields.
+        what: the thing uploaded, for the messages ("the dataset").
+
+    Raises:
+        RequestEntityTooLarge: the upload is over ``BAOBAB_MAX_UPLOAD_MB`` (a JSON 413).
+        RequestError: not multipart, an unknown field, or the file sent as a text field.
+    """
+    try:
+        form, files = request.form, request.files
+    except RequestEntityTooLarge:
+        limit = admin_state().settings.max_upload_mb
+        raise RequestEntityTooLarge(
+            f"the upload is larger than the server's limit of {limit} MiB (BAOBAB_MAX_UPLOAD_MB)"
+        ) from None
+    if not request.mimetype.startswith("multipart/form-data"):
+        raise RequestError(f"send {what} as 'Content-Type: multipart/form-data' with fields {', '.join(fields)}, file")
+    for name in form:
+        if name == "file":
+            raise RequestError("'file' came as a text field; send it as a file part (with a filename)", field="file")
+        if name not in fields:
+            raise RequestError(f"unknown field {name!r}; known fields: {', '.join(fields)}, file", field=name)
+    for name in files:
+        if name != "file":
+            raise RequestError(f"unknown file field {name!r}; send {what} as 'file'", field=name)
+    return form.to_dict(), files.get("file")
 
 
 def string_field(body: dict[str, Any], name: str) -> str:

@@ -31,14 +31,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from flask import Blueprint, request
+from flask import Blueprint
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
-from werkzeug.exceptions import RequestEntityTooLarge
 
 from baobab.admin._auth import current_user, require_roles
-from baobab.admin._body import enum_field, string_field
+from baobab.admin._body import enum_field, multipart_upload, string_field
 from baobab.admin._state import admin_state
 from baobab.admin._users import ADMIN_ROLES
 from baobab.exceptions import ConflictError, DatasetError, NotFoundError, RequestError
@@ -76,7 +75,7 @@ def dataset_json(dataset: Dataset) -> dict[str, Any]:
 @require_roles(*_ROLES)
 def create_dataset() -> tuple[dict[str, Any], int]:
     """201 with the new dataset; 400 naming the field (``file`` for a dataset that does not decode)."""
-    form, upload = _multipart()
+    form, upload = multipart_upload(fields=_FORM_FIELDS, what="the dataset")
     name = string_field(form, "name")
     if len(name) > _MAX_NAME_LENGTH:
         raise RequestError(f"'name' has {len(name)} characters, at most {_MAX_NAME_LENGTH} are allowed", field="name")
@@ -153,28 +152,6 @@ def delete_dataset(dataset_id: int) -> tuple[str, int]:
             ) from None
     admin_state().artifacts.delete(key)
     return "", 204
-
-
-def _multipart() -> tuple[dict[str, str], Any]:
-    """The form fields (all among :data:`_FORM_FIELDS`) and the ``file`` upload, or None."""
-    try:
-        form, files = request.form, request.files
-    except RequestEntityTooLarge:
-        limit = admin_state().settings.max_upload_mb
-        raise RequestEntityTooLarge(
-            f"the upload is larger than the server's limit of {limit} MiB (BAOBAB_MAX_UPLOAD_MB)"
-        ) from None
-    if not request.mimetype.startswith("multipart/form-data"):
-        raise RequestError("send the dataset as 'Content-Type: multipart/form-data' with fields name, format, file")
-    for name in form:
-        if name == "file":
-            raise RequestError("'file' came as a text field; send it as a file part (with a filename)", field="file")
-        if name not in _FORM_FIELDS:
-            raise RequestError(f"unknown field {name!r}; known fields: {', '.join(_FORM_FIELDS)}, file", field=name)
-    for name in files:
-        if name != "file":
-            raise RequestError(f"unknown file field {name!r}; send the dataset as 'file'", field=name)
-    return form.to_dict(), files.get("file")
 
 
 def _validate(store: ArtifactStore, key: str, data_format: DatasetFormat, target: str | None, *, shown_as: str) -> None:

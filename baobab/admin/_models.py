@@ -36,7 +36,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.utils import secure_filename
 
 from baobab.admin._auth import current_user, require_roles
-from baobab.admin._body import enum_field, string_field
+from baobab.admin._body import enum_field, multipart_upload, string_field
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._state import admin_state
 from baobab.admin._users import ADMIN_ROLES
@@ -160,7 +160,7 @@ def create_model() -> tuple[dict[str, Any], int]:
     time limit; a template that fails is refused with 400 on ``file`` and its traceback,
     and nothing is stored.
     """
-    form, upload = _multipart()
+    form, upload = multipart_upload(fields=_FORM_FIELDS, what="the template")
     name = string_field(form, "name")
     if len(name) > _MAX_NAME_LENGTH:
         raise RequestError(f"'name' has {len(name)} characters, at most {_MAX_NAME_LENGTH} are allowed", field="name")
@@ -311,30 +311,6 @@ def delete_model(model_id: int) -> tuple[str, int]:
             ) from None
     admin_state().artifacts.delete(key)
     return "", 204
-
-
-def _multipart() -> tuple[dict[str, str], Any]:
-    """The form fields (all among :data:`_FORM_FIELDS`) and the ``file`` upload, or None."""
-    try:
-        form, files = request.form, request.files
-    except RequestEntityTooLarge:
-        limit = admin_state().settings.max_upload_mb
-        raise RequestEntityTooLarge(
-            f"the upload is larger than the server's limit of {limit} MiB (BAOBAB_MAX_UPLOAD_MB)"
-        ) from None
-    if not request.mimetype.startswith("multipart/form-data"):
-        raise RequestError(
-            "send the template as 'Content-Type: multipart/form-data' with fields file, name, task, class_name"
-        )
-    for name in form:
-        if name == "file":
-            raise RequestError("'file' came as a text field; send it as a file part (with a filename)", field="file")
-        if name not in _FORM_FIELDS:
-            raise RequestError(f"unknown field {name!r}; known fields: {', '.join(_FORM_FIELDS)}, file", field=name)
-    for name in files:
-        if name != "file":
-            raise RequestError(f"unknown file field {name!r}; send the template as 'file'", field=name)
-    return form.to_dict(), files.get("file")
 
 
 def _class_name(form: dict[str, str]) -> str:

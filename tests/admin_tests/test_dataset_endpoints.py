@@ -116,7 +116,7 @@ def test_bad_uploads_are_refused_and_leave_nothing(
         assert settings.artifacts_url not in error["message"]  # no server path leaks
     as_json = client.post("/api/v1/datasets", json={"name": "d", "format": "TABULAR"}, headers=dev)
     assert (as_json.status_code, as_json.json["error"]["message"]) == (
-        400, "send the dataset as 'Content-Type: multipart/form-data' with fields name, format, file"
+        400, "send the dataset as 'Content-Type: multipart/form-data' with fields name, format, target, file"
     )  # fmt: skip
     assert stored_files(settings) == []
 

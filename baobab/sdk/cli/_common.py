@@ -196,8 +196,16 @@ def print_json(data: Any) -> None:
 Column = tuple[str, str | Callable[[Mapping[str, Any]], Any]]
 
 
-def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], *, empty: str) -> None:
-    """Rows as a plain table with ``columns`` (header, key or function of the row); ``empty`` when none."""
+def print_table(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], *, empty: str, as_json: bool = False
+) -> None:
+    """Rows as a plain table with ``columns`` (header, key or function of the row); ``empty`` when none.
+
+    With ``as_json`` (the commands' ``--json``), the rows as the API gave them instead.
+    """
+    if as_json:
+        print_json(rows)
+        return
     if not rows:
         click.echo(empty)
         return
@@ -205,8 +213,11 @@ def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], *,
     click.echo(tabulate(body, headers=[header for header, _ in columns], tablefmt="simple", disable_numparse=True))
 
 
-def print_record(row: Mapping[str, Any], fields: Sequence[Column]) -> None:
-    """One object as ``name  value`` lines."""
+def print_record(row: Mapping[str, Any], fields: Sequence[Column], *, as_json: bool = False) -> None:
+    """One object as ``name  value`` lines; with ``as_json``, as the API gave it."""
+    if as_json:
+        print_json(row)
+        return
     body = [[f"{header}:", _cell(row, get)] for header, get in fields]
     click.echo(tabulate(body, tablefmt="plain", disable_numparse=True))
 

@@ -81,10 +81,7 @@ def upload(
 def list_datasets(client: Client, as_json: bool) -> None:
     """List your datasets (every dataset for an admin), newest first."""
     found = client.list_datasets()
-    if as_json:
-        print_json(found)
-    else:
-        print_table(found, _COLUMNS, empty="no datasets; upload one with `baobab datasets upload FILE`")
+    print_table(found, _COLUMNS, empty="no datasets; upload one with `baobab datasets upload FILE`", as_json=as_json)
 
 
 @datasets.command()
@@ -94,10 +91,7 @@ def list_datasets(client: Client, as_json: bool) -> None:
 def show(client: Client, dataset_id: int, as_json: bool) -> None:
     """Show one dataset."""
     dataset: dict[str, Any] = client.get_dataset(dataset_id)
-    if as_json:
-        print_json(dataset)
-    else:
-        print_record(dataset, _FIELDS)
+    print_record(dataset, _FIELDS, as_json=as_json)
 
 
 @datasets.command()

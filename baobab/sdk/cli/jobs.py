@@ -202,10 +202,7 @@ def create(
 def list_jobs(client: Client, app: str | None, as_json: bool) -> None:
     """List your train jobs (all for an admin), newest first."""
     found = client.list_train_jobs(app)
-    if as_json:
-        print_json(found)
-    else:
-        print_table(found, _JOB_COLUMNS, empty="no train jobs; create one with `baobab jobs create`")
+    print_table(found, _JOB_COLUMNS, empty="no train jobs; create one with `baobab jobs create`", as_json=as_json)
 
 
 @jobs.command()
@@ -315,10 +312,7 @@ def trials(
 def best(client: Client, app: str, version: int | None, k: int, as_json: bool) -> None:
     """List a job's best trials (those with parameters), best first."""
     found = client.get_best_trials(app, version, k=k)
-    if as_json:
-        print_json(found)
-    else:
-        print_table(found, _TRIAL_COLUMNS[:-1], empty="no trial with parameters yet")
+    print_table(found, _TRIAL_COLUMNS[:-1], empty="no trial with parameters yet", as_json=as_json)
 
 
 @jobs.command()

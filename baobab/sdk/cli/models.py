@@ -110,10 +110,7 @@ def upload(
 def list_models(client: Client, task: str | None, as_json: bool) -> None:
     """List your templates and the public ones (all for an admin)."""
     found = client.list_models(task=task.upper() if task else None)
-    if as_json:
-        print_json(found)
-    else:
-        print_table(found, _COLUMNS, empty="no models; upload one with `baobab models upload FILE`")
+    print_table(found, _COLUMNS, empty="no models; upload one with `baobab models upload FILE`", as_json=as_json)
 
 
 @models.command()

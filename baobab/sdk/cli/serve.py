@@ -132,10 +132,7 @@ def stop(client: Client, inference_job_id: int) -> None:
 def list_jobs(client: Client, app: str | None, as_json: bool) -> None:
     """List your inference jobs (all for an admin)."""
     found = client.list_inference_jobs(app)
-    if as_json:
-        print_json(found)
-    else:
-        print_table(found, _COLUMNS, empty="no inference jobs; start one with `baobab serve APP`")
+    print_table(found, _COLUMNS, empty="no inference jobs; start one with `baobab serve APP`", as_json=as_json)
 
 
 @serve.command()
@@ -145,7 +142,4 @@ def list_jobs(client: Client, app: str | None, as_json: bool) -> None:
 def show(client: Client, inference_job_id: int, as_json: bool) -> None:
     """Show one inference job."""
     job = client.get_inference_job(inference_job_id)
-    if as_json:
-        print_json(job)
-    else:
-        print_record(job, _FIELDS)
+    print_record(job, _FIELDS, as_json=as_json)
