@@ -30,10 +30,6 @@ import json
 import multiprocessing
 import os
 import platform
-import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -45,6 +41,7 @@ import optuna
 from baobab.model import load_template
 from baobab.sdk import Client
 from baobab.store import params_to_bytes
+from baobab.testing import LocalPlatform
 
 HERE = Path(__file__).parent
 TEMPLATE = HERE / "templates" / "sleeper.py"
@@ -109,22 +106,6 @@ def run_optuna(workload: Workload, folder: Path) -> float:
     start = time.perf_counter()
     study.optimize(objective, n_trials=workload.trials, n_jobs=WORKERS)
     return time.perf_counter() - start
-
-
-def start_baobab(home: Path) -> tuple[subprocess.Popen[str], Client]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BAOBAB_")}
-    env.update(BAOBAB_HOME=str(home), BAOBAB_ADMIN_EMAIL=EMAIL, BAOBAB_ADMIN_PASSWORD=PASSWORD)
-    env["BAOBAB_CPU_SLOTS"] = str(WORKERS)
-    command = [sys.executable, "-m", "baobab", "up", "--port", "0", "--workers", str(WORKERS)]
-    log = (home.parent / "baobab-up.log").open("w")
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
-    assert process.stdout is not None
-    url = process.stdout.readline().strip()
-    if not url.startswith("http"):
-        raise SystemExit(f"baobab up did not start; see {log.name}")
-    client = Client(url)
-    client.login(EMAIL, PASSWORD)
-    return process, client
 
 
 def run_baobab(client: Client, dataset_id: int, model_id: int, workload: Workload) -> float:
@@ -196,8 +177,10 @@ def main() -> None:
         folder = Path(tmp)
         data = folder / "data.csv"
         data.write_text("a,target\n1.0,0.5\n2.0,0.25\n")
-        process, client = start_baobab(folder / "home")
-        try:
+        settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD, "BAOBAB_CPU_SLOTS": str(WORKERS)}
+        with LocalPlatform(folder / "home", workers=WORKERS, settings=settings) as baobab:
+            client = Client(baobab.url)
+            client.login(EMAIL, PASSWORD)
             dataset = client.create_dataset("tiny", "TABULAR", data)
             model = client.create_model(TEMPLATE, task="TABULAR_REGRESSION", class_name="Sleeper")
             for workload in workloads:
@@ -210,10 +193,6 @@ def main() -> None:
                 for m in measures[-3:]:
                     row = f"{m.wall_s:7.2f} s {m.overhead_ms:6.1f} ms {m.utilisation:6.1%}"
                     print(f"{m.workload:9} {m.system:31} {row}")
-        finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=120)
-        shutil.rmtree(folder / "home", ignore_errors=True)
     write_report(measures, args.quick)
     print(f"wrote {RESULTS / 'overhead.md'}")
 

@@ -12,17 +12,14 @@ Run it by hand with ``python examples/demo.py --help``.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from baobab.sdk import Client
 from baobab.store import build_fashion_mnist, read_image_files
+from baobab.testing import LocalPlatform
 
 ROOT = Path(__file__).resolve().parent.parent
 EMAIL = "demo@example.com"
@@ -32,19 +29,6 @@ MODELS = (
     ("examples/models/sklearn_images.py", "SkImageClassifier"),
 )
 BATCH = 100
-
-
-def start_platform(home: Path, workers: int) -> tuple[subprocess.Popen[str], str]:
-    """``baobab up`` on a free port; its first line of stdout is the URL."""
-    env = {**os.environ, "BAOBAB_HOME": str(home), "BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD}
-    command = [sys.executable, "-m", "baobab", "up", "--port", "0", "--workers", str(workers)]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    url = process.stdout.readline().strip()
-    if not url.startswith("http"):
-        process.wait()
-        raise SystemExit(f"baobab up exited with status {process.returncode} before answering")
-    return process, url
 
 
 def main() -> None:
@@ -62,9 +46,10 @@ def main() -> None:
     home = args.out / "home"
     shutil.rmtree(home, ignore_errors=True)  # a fresh platform each run
 
-    process, url = start_platform(home, args.workers)
-    try:
-        client = Client(url)
+    settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD}
+    with LocalPlatform(home, workers=args.workers, settings=settings) as platform:
+        print(f"baobab up at {platform.url}; its log: {platform.log}", flush=True)
+        client = Client(platform.url)
         client.login(EMAIL, PASSWORD)
         train = client.create_dataset("fashion-mnist train", "IMAGE_FILES", data / "train.zip")
         val = client.create_dataset("fashion-mnist val", "IMAGE_FILES", data / "val.zip")
@@ -93,9 +78,6 @@ def main() -> None:
             predicted = np.argmax(np.asarray(answer["predictions"]), axis=1)
             correct += int((predicted == test.labels[start : start + BATCH]).sum())
         client.stop_inference_job(inference["id"])
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=120)
     print(f"test accuracy: {correct / len(test.labels):.4f}")
 
 

@@ -91,6 +91,4 @@ def check_params(params: Mapping[str, Any]) -> None:
         if not isinstance(key, str):
             raise TypeError(f"parameter names must be str, got {key!r}")
         if not isinstance(value, (np.ndarray, int, float, str, bool)):
-            raise TypeError(
-                f"parameter {key!r} is a {type(value).__name__}; use NumPy arrays or str, int, float, bool"
-            )
+            raise TypeError(f"parameter {key!r} is a {type(value).__name__}; use NumPy arrays or str, int, float, bool")

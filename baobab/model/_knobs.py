@@ -64,9 +64,7 @@ def _check_scalars(values: Sequence[Any], what: str) -> None:
         raise ValueError(f"{what} is empty; give at least one choice")
     for value in values:
         if not _is_scalar(value):
-            raise ValueError(
-                f"{what} holds {value!r}; choices must be str, int, finite float, bool or None"
-            )
+            raise ValueError(f"{what} holds {value!r}; choices must be str, int, finite float, bool or None")
     seen: list[Any] = []
     for value in values:
         if any(type(value) is type(other) and value == other for other in seen):

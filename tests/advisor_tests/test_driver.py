@@ -58,6 +58,7 @@ from baobab.store import (
     session_scope,
     upgrade_database,
 )
+from baobab.testing import wait_until
 
 CONFIG: KnobConfig = {"x": FloatKnob(0.0, 1.0), "epochs": FixedKnob(3), "early": PolicyKnob("EARLY_STOP")}
 BROKEN: KnobConfig = {"x": FloatKnob(0.0, 1.0), "broken": FixedKnob(True)}
@@ -66,17 +67,6 @@ FLAKY: KnobConfig = {"x": FloatKnob(0.0, 1.0), "flaky": FixedKnob(True)}
 
 def now() -> datetime:
     return datetime.now(UTC)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
 
 
 # -- the stand-in executor ---------------------------------------------------------------------
@@ -373,8 +363,10 @@ def trials(engine: Engine, job_id: int) -> list[Trial]:
 
 
 def wait_finished(engine: Engine, job_id: int, timeout: float = 20.0) -> TrainJob:
-    return wait_for(
-        lambda: (job := job_row(engine, job_id)).status.is_finished() and job, timeout, f"job {job_id} to finish"
+    return wait_until(
+        lambda: (job := job_row(engine, job_id)).status.is_finished() and job,
+        timeout=timeout,
+        what=f"job {job_id} to finish",
     )
 
 
@@ -449,7 +441,7 @@ def test_two_jobs_share_the_slots_fairly(engine: Engine, events: LocalEventChann
     budget = {"MODEL_TRIAL_COUNT": 50, "GPU_COUNT": 4}
     with running(engine, executor, events, settings):
         first = make_job(engine, events, budget)
-        wait_for(lambda: len(executor.held(first)) == 4, what="the first job to take every slot")
+        wait_until(lambda: len(executor.held(first)) == 4, what="the first job to take every slot")
         second = make_job(engine, events, budget)
         time.sleep(0.2)
         assert len(executor.held(second)) == 0  # no slot is free: running trials are never preempted
@@ -459,8 +451,8 @@ def test_two_jobs_share_the_slots_fairly(engine: Engine, events: LocalEventChann
             released = [executor.held(job_id)[0] for job_id in job_ids]
             for trial_id in released:
                 executor.release(trial_id)
-            wait_for(lambda: not set(released) & executor.active(), what="the released trials to end")
-            wait_for(lambda: len(executor.held()) == 4, what="every slot taken again")
+            wait_until(lambda: not set(released) & executor.active(), what="the released trials to end")
+            wait_until(lambda: len(executor.held()) == 4, what="every slot taken again")
             return len(executor.held(first)), len(executor.held(second))
 
         assert release(first) == (3, 1)  # the freed slot goes to the job with the fewest running trials
@@ -497,7 +489,7 @@ def test_at_the_deadline_trials_are_asked_to_stop_then_cancelled(
     hours, grace = 0.8 / 3600, 0.4
     with running(engine, executor, events, settings, grace_s=grace):
         job_id = make_job(engine, events, {"TIME_HOURS": hours, "GPU_COUNT": 2})
-        wait_for(lambda: job_row(engine, job_id).status is JobStatus.STOPPING, what="STOPPING at the deadline")
+        wait_until(lambda: job_row(engine, job_id).status is JobStatus.STOPPING, what="STOPPING at the deadline")
         job = wait_finished(engine, job_id)
     assert job.status is JobStatus.COMPLETED
     deadline = (job.started_at + timedelta(hours=hours)).timestamp()
@@ -520,7 +512,7 @@ def test_a_user_stop_stops_then_cancels_and_ends_the_job_stopped(
     executor = StandInExecutor(engine, events, slots=4, hold=True, honour_stop=lambda number: number == 0)
     with running(engine, executor, events, settings, grace_s=0.3):
         job_id = make_job(engine, events, {"MODEL_TRIAL_COUNT": 10})
-        wait_for(lambda: len(executor.held(job_id)) == 2)
+        wait_until(lambda: len(executor.held(job_id)) == 2)
         with session_scope(engine) as session:  # what POST .../stop does
             session.execute(update(TrainJob).where(TrainJob.id == job_id).values(status=JobStatus.STOPPING))
         asked = time.time()
@@ -633,10 +625,10 @@ def test_a_restarted_driver_finishes_the_job_with_the_same_proposals(
     thread.start()
     job_id = make_job(engine, events, {"MODEL_TRIAL_COUNT": 6}, configs=(CONFIG, CONFIG), seeds=seeds)
     for _ in range(5):
-        trial_id = wait_for(lambda: executor_held_two(first, job_id), what="two trials running")
+        trial_id = wait_until(lambda: executor_held_two(first, job_id), what="two trials running")
         first.release(trial_id)
-        wait_for(lambda released=trial_id: released not in first.active())
-    wait_for(lambda: len(first.held(job_id)) == 2)
+        wait_until(lambda released=trial_id: released not in first.active())
+    wait_until(lambda: len(first.held(job_id)) == 2)
     # The platform dies: the driver thread stops, the executor vanishes with two trials RUNNING.
     stop.set()
     thread.join(10)
@@ -742,7 +734,7 @@ def test_the_driver_wakes_on_events_and_is_idle_otherwise(
         assert statements == []
         created = time.monotonic()
         job_id = make_job(engine, events, {"MODEL_TRIAL_COUNT": 1})
-        wait_for(lambda: trials(engine, job_id), timeout=2.0)
+        wait_until(lambda: trials(engine, job_id), timeout=2.0)
         assert time.monotonic() - created < 0.5
         wait_finished(engine, job_id)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,11 +12,20 @@ import pytest
 import requests
 
 from baobab.sdk import ApiError
+from baobab.testing import wait_until
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "models"
 
 
 TRIALS = 4
+
+
+def _answers(url: str) -> bool:
+    try:
+        requests.get(f"{url}/health", timeout=1)
+    except requests.ConnectionError:
+        return False
+    return True
 
 
 def test_train_serve_predict_end_to_end(start_platform: Callable[[], Any], breast_cancer: Path) -> None:
@@ -61,8 +69,5 @@ def test_train_serve_predict_end_to_end(start_platform: Callable[[], Any], breas
     assert refused.value.status == 401
 
     client.stop_inference_job(inference["id"])
-    with pytest.raises(requests.ConnectionError):
-        for _ in range(100):  # the predictor's port closes once its process is gone
-            requests.get(f"{served['predictor_url']}/health", timeout=1)
-            time.sleep(0.1)
+    wait_until(lambda: not _answers(served["predictor_url"]), what="the stopped predictor's port to close")
     assert platform.stop() == 0

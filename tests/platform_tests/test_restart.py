@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from baobab.testing import wait_until
 
 TEMPLATES = Path(__file__).parent / "templates"
 TRIALS = 8
@@ -23,10 +24,12 @@ def test_killed_platform_finishes_the_job_after_a_restart(
         "restart", "TABULAR_REGRESSION", data["id"], data["id"], [model["id"]],
         {"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0}, train_args={"sleep_s": 0.7},
     )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while len(finished := client.get_trials("restart", status="COMPLETED")["trials"]) < 3:
-        assert time.monotonic() < deadline, "three trials did not finish before the kill"
-        time.sleep(0.1)
+    finished = wait_until(
+        lambda: (done := client.get_trials("restart", status="COMPLETED")["trials"]) and len(done) >= 3 and done,
+        timeout=120,
+        what="three trials to finish before the kill",
+        interval=0.1,
+    )
     first.kill()
 
     second = start_platform()

@@ -16,14 +16,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pytest
 import requests
 from sqlalchemy import Engine
 
@@ -51,6 +48,7 @@ from baobab.store import (
     upgrade_database,
     write_tabular,
 )
+from baobab.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(__file__).resolve().parent / "templates" / "predictor_tiny.py"
@@ -264,21 +262,11 @@ class Predictor:
             stream.close()
 
 
-def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail naming ``what`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
-
-
 def wait_ready(url: str, members: int, timeout: float = 30.0) -> None:
     """Wait until all ``members`` of the predictor at ``url`` are up (after a restart)."""
-    wait_for(lambda: requests.get(f"{url}/health", timeout=5).json()["ready"] == members, timeout, "members up")
+    wait_until(
+        lambda: requests.get(f"{url}/health", timeout=5).json()["ready"] == members, timeout=timeout, what="members up"
+    )
 
 
 def pid_alive(pid: int) -> bool:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 import requests
-from predictor_world import SK_IMAGES, START_TIMEOUT_S, TINY, World, children, pid_alive, wait_for
+from predictor_world import SK_IMAGES, START_TIMEOUT_S, TINY, World, children, pid_alive
 
 from baobab.model import DatasetFormat, Task
 from baobab.predictor import InferenceSupervisor, PredictorOptions
@@ -24,6 +24,7 @@ from baobab.store import (
     session_scope,
     write_image_files,
 )
+from baobab.testing import wait_until
 
 Start = Callable[..., tuple[InferenceSupervisor, LocalEventChannel, Callable[[], None]]]
 
@@ -72,7 +73,7 @@ def wait_status(world: World, job_id: int, status: InferenceJobStatus, *, old_ur
             return None
         return job
 
-    return wait_for(reached, START_TIMEOUT_S, f"inference job {job_id} to be {status}", interval=0.1)
+    return wait_until(reached, timeout=START_TIMEOUT_S, what=f"inference job {job_id} to be {status}", interval=0.1)
 
 
 def test_created_jobs_are_served_and_stopped_jobs_killed(world: World, start: Start) -> None:
@@ -122,7 +123,7 @@ def test_created_jobs_are_served_and_stopped_jobs_killed(world: World, start: St
     os.killpg(pid, signal.SIGKILL)
     job = wait_status(world, image_job, InferenceJobStatus.ERRORED)
     # Its inference workers (in process groups of their own) notice and exit.
-    wait_for(lambda: not any(pid_alive(w) for w in workers), 30, "the orphaned inference workers to exit")
+    wait_until(lambda: not any(pid_alive(w) for w in workers), what="the orphaned inference workers to exit")
     assert job.error.startswith("the predictor was killed by signal SIGKILL while serving")
     assert job.predictor_url is None
     assert supervisor.predictor_pid(image_job) is None
@@ -139,7 +140,7 @@ def test_created_jobs_are_served_and_stopped_jobs_killed(world: World, start: St
         stopped = session.get(InferenceJob, other_job)
         stopped.status, stopped.stopped_at = InferenceJobStatus.STOPPED, datetime.now(UTC)
     events.publish(Event(EventKind.INFERENCE_STOPPED, other_job))
-    wait_for(lambda: not pid_alive(pid) and not pid_alive(workers[0]), 30, "the stopped predictor to be gone")
+    wait_until(lambda: not pid_alive(pid) and not pid_alive(workers[0]), what="the stopped predictor to be gone")
     with pytest.raises(requests.ConnectionError):
         requests.get(f"{url}/health", timeout=5)
     halt()

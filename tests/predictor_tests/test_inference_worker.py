@@ -7,10 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from predictor_world import TINY, pid_alive, tabular_frame, wait_for
+from predictor_world import TINY, pid_alive, tabular_frame
 
 from baobab.model import load_template
 from baobab.store import ArtifactStore, params_to_bytes, write_tabular
+from baobab.testing import wait_until
 from baobab.worker._inference import InferenceSpec, InferenceWorker, InferenceWorkerError
 
 
@@ -82,7 +83,7 @@ def test_a_hanging_predict_is_killed_after_the_timeout(worker: InferenceWorker, 
     with pytest.raises(InferenceWorkerError, match=r"no answer within 0.5 s while predicting; .* killed") as caught:
         worker.predict([[888.0] + rows[0][1:]], timeout=0.5)
     assert caught.value.fatal is True
-    wait_for(lambda: not pid_alive(pid), 10, "the hanging worker to be gone")
+    wait_until(lambda: not pid_alive(pid), timeout=10, what="the hanging worker to be gone")
 
 
 @pytest.mark.parametrize(

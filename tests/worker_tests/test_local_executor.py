@@ -16,9 +16,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
-from worker_world import Platform, wait_until
+from worker_world import Platform
 
 from baobab.store import EventKind, LocalEventChannel, TrialState, params_from_bytes
+from baobab.testing import wait_until
 from baobab.worker import LocalExecutor
 
 MakeExecutor = Callable[..., LocalExecutor]

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from worker_world import Platform, wait_until
+from worker_world import Platform
 
 from baobab.model import TrialContext
 from baobab.model._trial_process import trial_seed
 from baobab.store import ArtifactStore, TrialState, params_from_bytes
+from baobab.testing import wait_until
 from baobab.worker import WorkerResources, params_key, run_trial
 
 

@@ -8,16 +8,13 @@ at them. Templates are the files in ``templates/``.
 from __future__ import annotations
 
 import hashlib
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import pytest
 from sqlalchemy import Engine, select
 
 from baobab import Settings
@@ -153,18 +150,6 @@ class Platform:
     def set_status(self, trial_id: int, status: TrialState) -> None:
         with session_scope(self.engine) as session:
             session.get_one(Trial, trial_id).status = status
-
-
-def wait_until(predicate: Callable[[], Any], *, timeout: float = 30.0, what: str = "the condition") -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def tabular_frame(rows: int, seed: int) -> pd.DataFrame:
