@@ -60,18 +60,17 @@ class Platform:
         from baobab.admin import create_app
         from baobab.advisor import JobDriver
         from baobab.predictor import InferenceSupervisor
-        from baobab.store import LocalEventChannel, create_engine_from_url, upgrade_database
+        from baobab.store import LocalEventChannel, upgrade_database
         from baobab.worker import LocalExecutor
 
         self.settings.check()
         self.settings.home.mkdir(parents=True, exist_ok=True)
         upgrade_database(self.settings.database_url)
         events = LocalEventChannel()
-        engine = create_engine_from_url(self.settings.database_url)
+        app = create_app(self.settings, events)
+        engine = app.extensions["baobab"].engine  # one connection pool for every part
         self._parts["engine"] = engine
         try:
-            app = create_app(self.settings, events)
-            self._parts["app_engine"] = app.extensions["baobab"].engine
             executor = LocalExecutor(self.settings, events, workers=self.workers, engine=engine)
             self._parts["executor"] = executor
             driver = JobDriver(engine, executor, events, self.settings)
@@ -104,7 +103,7 @@ class Platform:
         self._stop.set()
 
     def stop(self) -> None:
-        """Stop serving and release every process; safe to call twice and from a signal handler's thread."""
+        """Stop serving and release every process; safe to call twice."""
         self._stop.set()
         server = self._parts.pop("server", None)
         if server is not None:
@@ -120,10 +119,9 @@ class Platform:
             part = self._parts.pop(name, None)
             if part is not None:
                 part.close()
-        for name in ("app_engine", "engine"):
-            engine = self._parts.pop(name, None)
-            if engine is not None:
-                engine.dispose()
+        engine = self._parts.pop("engine", None)
+        if engine is not None:
+            engine.dispose()
 
     def _spawn(self, name: str, target: Any, *args: Any) -> None:
         thread = threading.Thread(target=self._guard, args=(name, target, *args), name=name, daemon=True)
