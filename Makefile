@@ -4,7 +4,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint demo fashion-mnist bench-strategies bench-overhead clean
+# The web UI (web/, React + Vite) is built into the package (baobab/admin/web_dist), where
+# the API serves it from at /; npm ci runs again only when the lock file changes.
+WEB_DEPS := web/node_modules/.package-lock.json
+WEB_DIST := baobab/admin/web_dist/index.html
+WEB_SRC  := web/package.json web/index.html web/vite.config.ts web/tsconfig.json $(shell find web/src -type f 2>/dev/null)
+
+.PHONY: images install test lint demo fashion-mnist chromium web web-test bench-strategies bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,10 +18,24 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[torch,dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) web
 
-test: $(STAMP) fashion-mnist
+$(WEB_DEPS): web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund
+	touch $(WEB_DEPS)
+
+$(WEB_DIST): $(WEB_DEPS) $(WEB_SRC)
+	cd web && npm run build
+
+web: $(WEB_DIST)
+
+# Component tests of the UI (vitest, jsdom).
+web-test: $(WEB_DEPS)
+	cd web && npm test
+
+test: $(STAMP) fashion-mnist web chromium
 	$(BIN)/ruff check baobab tests examples bench
+	cd web && npm test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -30,11 +50,45 @@ fashion-mnist:
 	@dpkg -s dataset-fashion-mnist >/dev/null 2>&1 || \
 		(export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist)
 
+# The browser tests drive Debian's Chromium through playwright (which may not download browsers here).
+chromium:
+	@test -x /usr/bin/chromium || \
+		(export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq chromium)
+
 bench-strategies: $(STAMP)
 	$(BIN)/python bench/strategies.py
 
 bench-overhead: $(STAMP)
 	$(BIN)/python bench/overhead.py
 
+# Cluster mode against a bare Celery worker; needs PostgreSQL and Redis on this machine.
+bench-overhead-celery: $(STAMP)
+	$(BIN)/python bench/overhead.py --executor celery
+
+# Container images (README "Deploying with containers"). The host's pip fills docker/wheels/ and
+# the builds use it alone (PIP_NO_INDEX=1): no registry is reached from inside a build.
+# BASE_IMAGE: any image with python3 3.11 and python3-venv; docker/base.sh makes one with no registry.
+BASE_IMAGE ?= python:3.11-slim-bookworm
+IMAGE_TAG  ?= 0.1.0
+TORCH      ?= torch==2.13.0+cpu
+images: $(STAMP)
+	$(BIN)/pip wheel --quiet --wheel-dir docker/wheels '.[torch]' 'setuptools>=68' 'async-timeout>=4.0.3' '$(TORCH)'
+	docker build -f docker/Dockerfile.api --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg PIP_NO_INDEX=1 -t baobab-api:$(IMAGE_TAG) .
+	docker build -f docker/Dockerfile.worker --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg PIP_NO_INDEX=1 \
+		--build-arg TORCH='$(TORCH)' -t baobab-worker:$(IMAGE_TAG) .
+
+bench-web: $(STAMP) web chromium
+	$(BIN)/python bench/web_large_job.py
+
+# Warm start from the model zoo against training from scratch (Fashion-MNIST), and parent selection among 1,000 models.
+bench-warm-start: $(STAMP) fashion-mnist
+	$(BIN)/python bench/warm_start.py
+
+bench-enas: $(STAMP) fashion-mnist
+	$(BIN)/python bench/enas_fashion_mnist.py
+
+bench-early-stopping: $(STAMP) fashion-mnist
+	$(BIN)/python bench/early_stopping.py
+
 clean:
-	rm -rf $(VENV) build *.egg-info data
+	rm -rf $(VENV) build *.egg-info data web/node_modules baobab/admin/web_dist test-artifacts

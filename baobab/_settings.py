@@ -168,6 +168,23 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_upload_mb", int, 512, "largest accepted upload, in MiB", minimum=1),
     Setting("cpu_slots", int, _default_cpu_slots(), "trials run at once on CPUs (default: usable cores)", minimum=1),
     Setting("trial_timeout_s", float, None, "wall-clock limit of one trial in seconds (default: none)", minimum=0.001),
+    Setting("api_url", str, None, "URL of the admin API that cluster workers report to; required by baobab worker"),
+    Setting("heartbeat_s", float, 5.0, "seconds between the heartbeats of a cluster worker's trial", minimum=0.01),
+    Setting(
+        "heartbeat_timeout_s",
+        float,
+        60.0,
+        "a cluster trial whose worker is silent this long is handed to another worker",
+        minimum=0.01,
+    ),
+    Setting(
+        "redelivery_s",
+        float,
+        3600.0,
+        "a trial message unacknowledged this long (its worker died holding it) is delivered again (Redis)",
+        minimum=0.01,
+    ),
+    Setting("lease_s", float, 30.0, "how long an advisor's hold on a job lasts unless renewed", minimum=0.01),
 )
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
 _BY_ENV = {setting.env: setting for setting in SETTINGS}
@@ -192,6 +209,11 @@ class Settings:
     max_upload_mb: int
     cpu_slots: int
     trial_timeout_s: float | None
+    api_url: str | None
+    heartbeat_s: float
+    heartbeat_timeout_s: float
+    redelivery_s: float
+    lease_s: float
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -250,6 +272,12 @@ class Settings:
         return f"Settings({', '.join(shown)})"
 
     def check(self) -> None:
+        if self.heartbeat_timeout_s <= 2 * self.heartbeat_s:
+            raise SettingsError(
+                f"BAOBAB_HEARTBEAT_TIMEOUT_S={self.heartbeat_timeout_s:g} must be more than twice "
+                f"BAOBAB_HEARTBEAT_S={self.heartbeat_s:g}, or one late heartbeat hands a live trial to another worker",
+                setting="BAOBAB_HEARTBEAT_TIMEOUT_S",
+            )
         if self.executor is Executor.CELERY and self.broker_url is None:
             raise SettingsError(
                 "BAOBAB_EXECUTOR=celery needs a broker: set BAOBAB_BROKER_URL (e.g. redis://host:6379/0)",

@@ -18,8 +18,15 @@ Two workloads, each run three ways on the same machine in the same run:
 Overhead per trial = (wall time - bare wall time) x 2 workers / trials; utilisation =
 the bare loop's busy time / (2 x wall time).
 
-    .venv/bin/python bench/overhead.py            # full run, about four minutes
-    .venv/bin/python bench/overhead.py --quick    # 100 + 20 trials
+With ``--executor celery`` Baobab runs in cluster mode instead (``baobab api``,
+``advisor`` and two ``worker`` machines of one slot each, on PostgreSQL and Redis, see
+:class:`baobab.testing.LocalCluster`), the peer is a bare Celery worker on the same Redis
+doing the same calls per task (``bench/celery_peer.py``), and the one-second workload
+also runs on one worker machine, for the speedup from one to two.
+
+    .venv/bin/python bench/overhead.py                      # full run, about four minutes
+    .venv/bin/python bench/overhead.py --quick              # 100 + 20 trials
+    .venv/bin/python bench/overhead.py --executor celery    # cluster mode; needs PostgreSQL and Redis
 """
 
 from __future__ import annotations
@@ -30,18 +37,25 @@ import json
 import multiprocessing
 import os
 import platform
+import subprocess
+import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import optuna
+import redis
+from sqlalchemy import create_engine, text
 
 from baobab.model import load_template
 from baobab.sdk import Client
 from baobab.store import params_to_bytes
-from baobab.testing import LocalPlatform
+from baobab.testing import LocalCluster, LocalPlatform, wait_until
 
 HERE = Path(__file__).parent
 TEMPLATE = HERE / "templates" / "sleeper.py"
@@ -123,6 +137,93 @@ def run_baobab(client: Client, dataset_id: int, model_id: int, workload: Workloa
     return (finished - started).total_seconds()
 
 
+def run_celery_peer(workload: Workload, broker_url: str, workers: int) -> float:
+    """Wall time of the trials as bare Celery tasks on ``workers`` processes, first send to last done."""
+    env = {**os.environ, "BENCH_BROKER_URL": broker_url, "PYTHONPATH": str(HERE)}
+    command = [sys.executable, "-m", "celery", "-A", "celery_peer", "worker", f"--concurrency={workers}",
+               "--pool=prefork", "--loglevel=WARNING", "--without-gossip", "--without-mingle"]  # fmt: skip
+    counter = redis.Redis.from_url(broker_url)
+    process = subprocess.Popen(command, env=env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        sys.path.insert(0, str(HERE))
+        os.environ["BENCH_BROKER_URL"] = broker_url
+        import celery_peer
+
+        counter.delete(celery_peer.COUNTER)
+        for _ in range(workers):  # warm: the template loaded in every process before the clock starts
+            celery_peer.trial.delay(0.5, 0.0)
+        wait_until(lambda: int(counter.get(celery_peer.COUNTER) or 0) >= workers, timeout=60, what="warm-up")
+        counter.delete(celery_peer.COUNTER)
+        xs = np.random.default_rng(0).random(workload.trials)
+        start = time.perf_counter()
+        for x in xs:
+            celery_peer.trial.delay(float(x), workload.sleep_s)
+        wait_until(
+            lambda: int(counter.get(celery_peer.COUNTER) or 0) >= workload.trials,
+            timeout=3600,
+            what="the peer's tasks",
+            interval=0.002,
+        )
+        return time.perf_counter() - start
+    finally:
+        process.terminate()
+        process.wait()
+
+
+@contextmanager
+def postgres_database(server_url: str) -> Iterator[str]:
+    """A fresh database on the PostgreSQL server of ``server_url``, dropped afterwards."""
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    name = f"baobab_bench_{uuid.uuid4().hex[:8]}"
+    with admin.connect() as connection:
+        connection.execute(text(f"CREATE DATABASE {name}"))
+    try:
+        yield admin.url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
+        admin.dispose()
+
+
+def run_cluster(
+    workloads: list[Workload], folder: Path, server_url: str, broker_url: str
+) -> tuple[list[Measure], dict[str, float]]:
+    """Baobab in cluster mode and a bare Celery worker, per workload; and the one-to-two-worker speedup."""
+    measures: list[Measure] = []
+    speedup: dict[str, float] = {}
+    settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD, "BAOBAB_CPU_SLOTS": str(WORKERS)}
+    for machines in (WORKERS, 1):
+        redis.Redis.from_url(broker_url).flushdb()
+        with postgres_database(server_url) as database_url, LocalCluster(
+            folder / f"cluster-{machines}", database_url=database_url, broker_url=broker_url,
+            workers=machines, slots=1, settings=settings,
+        ) as cluster:  # fmt: skip
+            client = Client(cluster.url)
+            client.login(EMAIL, PASSWORD)
+            dataset = client.create_dataset("tiny", "TABULAR", folder / "data.csv")
+            model = client.create_model(TEMPLATE, task="TABULAR_REGRESSION", class_name="Sleeper")
+            for workload in workloads if machines == WORKERS else [w for w in workloads if w.sleep_s]:
+                if machines == 1:
+                    wall = run_baobab(client, dataset["id"], model["id"], workload)
+                    two = next(m.wall_s for m in measures if m.workload == workload.name and m.system == "Baobab")
+                    speedup[workload.name] = round(wall / two, 3)
+                    print(
+                        f"{workload.name:9} Baobab on 1 worker {wall:7.2f} s: speedup 1 -> 2 workers {wall / two:.2f}x"
+                    )
+                    continue
+                bare_wall, busy = run_bare(workload)
+                measures.append(measure(workload, "bare loop", bare_wall, bare_wall, busy))
+                wall = run_baobab(client, dataset["id"], model["id"], workload)
+                measures.append(measure(workload, "Baobab", wall, bare_wall, busy))
+                redis.Redis.from_url(broker_url).delete("bench:done")
+                wall = run_celery_peer(workload, broker_url, WORKERS)
+                measures.append(measure(workload, "bare Celery worker (Redis)", wall, bare_wall, busy))
+                for m in measures[-3:]:
+                    row = f"{m.wall_s:7.2f} s {m.overhead_ms:6.1f} ms {m.utilisation:6.1%}"
+                    print(f"{m.workload:9} {m.system:31} {row}")
+    return measures, speedup
+
+
 def measure(workload: Workload, system: str, wall: float, bare_wall: float, busy: float) -> Measure:
     return Measure(
         workload=workload.name,
@@ -134,6 +235,18 @@ def measure(workload: Workload, system: str, wall: float, bare_wall: float, busy
     )
 
 
+def _table(measures: list[Measure]) -> list[str]:
+    lines = [
+        "| workload | system | trials | wall s | overhead ms/trial | utilisation |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for m in measures:
+        lines.append(
+            f"| {m.workload} | {m.system} | {m.trials} | {m.wall_s:.2f} | {m.overhead_ms:.1f} | {m.utilisation:.1%} |"
+        )
+    return lines
+
+
 def write_report(measures: list[Measure], quick: bool) -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "overhead.json").write_text(json.dumps([asdict(m) for m in measures], indent=2) + "\n")
@@ -143,14 +256,7 @@ def write_report(measures: list[Measure], quick: bool) -> None:
         f"`bench/overhead.py{' --quick' if quick else ''}`, {datetime.date.today()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}, {WORKERS} workers, SQLite.",
         "",
-        "| workload | system | trials | wall s | overhead ms/trial | utilisation |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
-    for m in measures:
-        lines.append(
-            f"| {m.workload} | {m.system} | {m.trials} | {m.wall_s:.2f} | {m.overhead_ms:.1f} | {m.utilisation:.1%} |"
-        )
-    lines += [
+        *_table(measures),
         "",
         "Overhead per trial = (wall - bare wall) x workers / trials. Utilisation = the bare loop's busy "
         "time / (workers x wall). Baobab's wall time is the train job's `started_at` → `finished_at` and "
@@ -164,9 +270,37 @@ def write_report(measures: list[Measure], quick: bool) -> None:
     (RESULTS / "overhead.md").write_text("\n".join(lines) + "\n")
 
 
+def write_cluster_report(measures: list[Measure], speedup: dict[str, float], quick: bool) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    data = {"measures": [asdict(m) for m in measures], "speedup_1_to_2_workers": speedup}
+    (RESULTS / "overhead-celery.json").write_text(json.dumps(data, indent=2) + "\n")
+    lines = [
+        "# Per-trial overhead and worker utilisation, cluster mode (Celery)",
+        "",
+        f"`bench/overhead.py --executor celery{' --quick' if quick else ''}`, {datetime.date.today()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}: `baobab api` (gunicorn), `baobab advisor`, "
+        f"{WORKERS} `baobab worker` machines of one slot, PostgreSQL, Redis, all on this one machine.",
+        "",
+        *_table(measures),
+        "",
+        *(f"Speedup from 1 to {WORKERS} worker machines on `{name}`: {ratio:.2f}x." for name, ratio in speedup.items()),
+        "",
+        "Baobab's wall time is the train job's `started_at` → `finished_at`: per trial, a trial row, a Celery "
+        "message, a claim, the template's calls, parameters written to the shared artifact folder, the outcome "
+        "reported through the admin API and an event back to the advisor. The bare Celery worker does the same "
+        "template calls per task with the same delivery rules (acks late, one task at a time) and nothing else.",
+    ]
+    (RESULTS / "overhead-celery.md").write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="100 no-op and 20 one-second trials")
+    parser.add_argument("--executor", choices=("local", "celery"), default="local")
+    parser.add_argument(
+        "--postgres", default="postgresql+psycopg2://postgres@127.0.0.1:5432/postgres", help="server (celery)"
+    )
+    parser.add_argument("--broker", default="redis://127.0.0.1:6379/14", help="Redis database (celery); flushed")
     args = parser.parse_args()
     workloads = [Workload("noop", 500, 0.0), Workload("sleep-1s", 100, 1.0)]
     if args.quick:
@@ -177,6 +311,11 @@ def main() -> None:
         folder = Path(tmp)
         data = folder / "data.csv"
         data.write_text("a,target\n1.0,0.5\n2.0,0.25\n")
+        if args.executor == "celery":
+            measures, speedup = run_cluster(workloads, folder, args.postgres, args.broker)
+            write_cluster_report(measures, speedup, args.quick)
+            print(f"wrote {RESULTS / 'overhead-celery.md'}")
+            return
         settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD, "BAOBAB_CPU_SLOTS": str(WORKERS)}
         with LocalPlatform(folder / "home", workers=WORKERS, settings=settings) as baobab:
             client = Client(baobab.url)

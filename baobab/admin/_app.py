@@ -5,7 +5,19 @@ from __future__ import annotations
 from flask import Flask
 
 from baobab import Settings
-from baobab.admin import _datasets, _inference_jobs, _models, _openapi, _tokens, _train_jobs, _trials, _users
+from baobab.admin import (
+    _datasets,
+    _inference_jobs,
+    _models,
+    _openapi,
+    _tokens,
+    _train_jobs,
+    _trials,
+    _users,
+    _web,
+    _worker_api,
+    _zoo,
+)
 from baobab.admin._auth import authenticate, token_serializer
 from baobab.admin._bootstrap import bootstrap_superadmin
 from baobab.admin._errors import register_error_handlers
@@ -22,7 +34,10 @@ _BLUEPRINTS = (
     _train_jobs.blueprint,
     _trials.blueprint,
     _inference_jobs.blueprint,
+    _worker_api.blueprint,
+    _zoo.blueprint,
     _openapi.blueprint,
+    _web.blueprint,
 )
 
 

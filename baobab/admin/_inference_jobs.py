@@ -11,26 +11,42 @@ so a plain hash is as strong as a slow one and the predictor checks it cheaply.
 
 Visibility follows the train jobs: everyone sees and stops their own inference jobs,
 admins all; someone else's answers 404 like a missing one.
+
+``POST /<id>/predict`` relays queries to the job's predictor from the API's own origin,
+for the web UI's playground: a page cannot call the predictor on its other port (CORS),
+and an uploaded image is turned here into the query the predictor reads.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
+import json
 import secrets
+import zipfile
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import Blueprint, request
+import numpy as np
+import requests
+from flask import Blueprint, Response, request
+from PIL import Image, UnidentifiedImageError
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
+from werkzeug.datastructures import FileStorage
+from werkzeug.exceptions import BadGateway, RequestEntityTooLarge
 
 from baobab.admin._auth import current_user, require_roles
 from baobab.admin._body import json_object, string_field
+from baobab.admin._openapi import api_doc
 from baobab.admin._state import admin_state
-from baobab.admin._train_jobs import MAX_ID, best_trials, find_train_job, trial_json, trial_query
+from baobab.admin._train_jobs import MAX_ID, best_trials, check_query_args, find_train_job, trial_json, trial_query
 from baobab.admin._users import ADMIN_ROLES
-from baobab.exceptions import ConflictError, NotFoundError, RequestError
+from baobab.exceptions import ConflictError, NotFoundError, PermissionDeniedError, RequestError
+from baobab.model import Task
 from baobab.store import (
+    IMAGES_CSV,
     Event,
     EventKind,
     InferenceJob,
@@ -44,7 +60,7 @@ from baobab.store import (
     session_scope,
 )
 
-__all__ = ["DEFAULT_K", "MAX_MEMBERS", "blueprint", "hash_api_key", "inference_job_json"]
+__all__ = ["API_KEY_HEADER", "DEFAULT_K", "MAX_MEMBERS", "blueprint", "hash_api_key", "inference_job_json"]
 
 DEFAULT_K = 2
 MAX_MEMBERS = 20  # each member is a model loaded in its own inference worker process
@@ -52,6 +68,11 @@ _SERVABLE = (TrialState.COMPLETED, TrialState.STOPPED)
 _FINISHED = [status for status in InferenceJobStatus if status.is_finished()]
 _ROLES = (UserRole.APP_DEVELOPER, UserRole.MODEL_DEVELOPER, *ADMIN_ROLES)
 _FIELDS = ("app", "app_version", "k", "trial_ids", "public")
+#: The header that carries the inference job's API key to :func:`predict`.
+API_KEY_HEADER = "X-Api-Key"
+_MAX_IMAGES = 64
+#: Seconds to connect to the predictor, and to wait for its answer (a cold member may load first).
+_PREDICT_TIMEOUT_S = (5.0, 120.0)
 
 blueprint = Blueprint("inference_jobs", __name__, url_prefix="/api/v1/inference_jobs")
 
@@ -170,6 +191,117 @@ def stop_inference_job(job_id: int) -> dict[str, Any]:
     return answer
 
 
+@blueprint.post("/<int:job_id>/predict")
+@require_roles(*_ROLES)
+@api_doc(
+    body={
+        "type": "object",
+        "required": ["queries"],
+        "properties": {"queries": {"type": "array", "description": "as the predictor's POST /predict takes them"}},
+    },
+    responses={
+        200: ("the predictor's answer", {"type": "object", "required": ["predictions"]}),
+        400: "the body or a query is bad (field names it: queries[i], or file[i] for an image)",
+        403: f"the job is not public and {API_KEY_HEADER} is missing or wrong (field api_key)",
+        409: "the job is not RUNNING",
+        502: "the predictor does not answer",
+    },
+)
+def predict(job_id: int) -> Response:
+    """Relay ``{"queries": [...]}`` to the job's predictor; its answer comes back as it is.
+
+    The body is JSON as the predictor takes it, or, for an IMAGE_CLASSIFICATION job,
+    ``multipart/form-data`` with one or more image ``file`` parts (any format Pillow
+    reads), each converted to the size and mode of the training images. The job's API
+    key goes in the ``X-Api-Key`` header unless the job is public; a missing or wrong
+    key answers 403 on ``api_key`` (a 401 would read as "your session expired").
+    """
+    check_query_args(())
+    with session_scope(admin_state().engine) as session:
+        job = _get_visible(session, job_id)
+        status, url, task = job.status, job.predictor_url, job.train_job.task
+        train_key = job.train_job.train_dataset.artifact_path
+    if status is not InferenceJobStatus.RUNNING or url is None:
+        raise ConflictError(f"inference job {job_id} is {status.value}; it answers predictions once it is RUNNING")
+    if request.mimetype == "application/json":
+        body = request.get_data()
+    elif request.mimetype == "multipart/form-data":
+        body = json.dumps({"queries": _image_queries(job_id, task, train_key)}).encode()
+    else:
+        raise RequestError(
+            "send JSON {\"queries\": [...]} as application/json, or image files as multipart/form-data field 'file'"
+        )
+    headers = {"Content-Type": "application/json"}
+    api_key = request.headers.get(API_KEY_HEADER, "").strip()
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    try:
+        answer = requests.post(f"{url}/predict", data=body, headers=headers, timeout=_PREDICT_TIMEOUT_S)
+    except requests.RequestException as e:
+        raise BadGateway(f"the predictor of inference job {job_id} does not answer ({type(e).__name__})") from None
+    if answer.status_code == 401:
+        message = _error_message(answer) or "the API key is missing or wrong"
+        raise PermissionDeniedError(f"{message} (send it in the {API_KEY_HEADER} header)", field="api_key")
+    return Response(answer.content, status=answer.status_code, mimetype="application/json")
+
+
+def _error_message(answer: requests.Response) -> str | None:
+    try:
+        return str(answer.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _image_queries(job_id: int, task: Task, train_key: str) -> list[Any]:
+    """The uploaded ``file`` parts as image queries of the training images' size and mode."""
+    try:
+        files, form = request.files, request.form
+    except RequestEntityTooLarge:
+        limit = admin_state().settings.max_upload_mb
+        raise RequestEntityTooLarge(f"the upload is larger than the server's limit of {limit} MiB") from None
+    for name in [*form, *files]:
+        if name != "file":
+            raise RequestError(f"unknown field {name!r}; send the images as 'file' parts", field=name)
+    if task is not Task.IMAGE_CLASSIFICATION:
+        raise RequestError(
+            f"inference job {job_id} serves a {task.value} job, which takes JSON queries, not image files", field="file"
+        )
+    uploads: list[FileStorage] = files.getlist("file")
+    if not uploads:
+        raise RequestError("no image: send one or more 'file' parts", field="file")
+    if len(uploads) > _MAX_IMAGES:
+        raise RequestError(f"{len(uploads)} images; at most {_MAX_IMAGES} go in one request", field="file")
+    mode, size = _training_image_format(train_key)
+    queries = []
+    for index, upload in enumerate(uploads):
+        try:
+            with Image.open(upload.stream) as image:
+                converted = image.convert(mode)
+        except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError) as e:
+            raise RequestError(
+                f"file[{index}] ({upload.filename or 'unnamed'}) is not an image Pillow can read: {e}",
+                field=f"file[{index}]",
+            ) from None
+        if converted.size != size:
+            converted = converted.resize(size, Image.Resampling.BILINEAR)
+        queries.append(np.asarray(converted, dtype=np.uint8).tolist())
+    return queries
+
+
+def _training_image_format(key: str) -> tuple[str, tuple[int, int]]:
+    """The mode (``L`` or ``RGB``) and ``(width, height)`` of the first image of a stored IMAGE_FILES dataset.
+
+    The predictor checks image queries against the same first image, so a converted
+    upload always fits.
+    """
+    with admin_state().artifacts.open(key) as f, zipfile.ZipFile(f) as zf:
+        rows = csv.reader(io.StringIO(zf.read(IMAGES_CSV).decode("utf-8-sig")))
+        header = [column.strip() for column in next(rows)]
+        first = next(row for row in rows if row)
+        with Image.open(io.BytesIO(zf.read(first[header.index("path")].strip()))) as image:
+            return ("RGB" if image.mode in ("RGB", "P") else "L"), image.size
+
+
 def _get_visible(session: Session, job_id: int) -> InferenceJob:
     me = current_user()
     job = session.get(InferenceJob, job_id) if job_id <= MAX_ID else None  # a larger id would overflow SQLite
@@ -211,6 +343,12 @@ def _servable_trials(session: Session, train_job: TrainJob, trial_ids: list[int]
         if trial.params_path is None:
             raise RequestError(
                 f"{field}: trial {trial_id} is {trial.status.value} but stored no parameters, so it cannot be served",
+                field=field,
+            )
+        if not trial.servable:
+            raise RequestError(
+                f"{field}: trial {trial_id} ran with {', '.join(k for k, v in trial.policies.items() if v)} "
+                "(downscaled, quick-evaluated or untrained), so it is not a final model and cannot be served",
                 field=field,
             )
     return [found[trial_id] for trial_id in trial_ids]

@@ -20,18 +20,20 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, request
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import Select, case, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, joinedload
 
 from baobab.admin._auth import current_user, require_roles
 from baobab.admin._body import enum_field, json_object, string_field
+from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._state import admin_state
 from baobab.admin._users import ADMIN_ROLES
-from baobab.advisor import STRATEGIES, parse_budget
+from baobab.advisor import STRATEGIES, JobOptionsError, parse_budget, parse_job_options
 from baobab.exceptions import BudgetError, ConflictError, NotFoundError, RequestError
 from baobab.model import Task
 from baobab.store import (
@@ -77,10 +79,16 @@ _CREATE_ATTEMPTS = 5
 MAX_ID = 2**63 - 1
 
 _SCORED = (TrialState.COMPLETED, TrialState.STOPPED)
-_SORTS = ("-score", "score", "number", "-number", "created_at", "-created_at")
+_SORTS = (
+    "-score", "score", "number", "-number", "created_at", "-created_at",
+    "duration", "-duration", "status", "-status", "worker", "-worker",
+)  # fmt: skip
 _TRIAL_ARGS = ("page", "per_page", "sort", "status", "model_id")
 _MAX_PER_PAGE = 500
 _MAX_K = 100
+#: ``trials/changes``: the most trials one answer holds, and the most ``open`` ids a poll may name.
+_MAX_CHANGES = 10_000
+_MAX_OPEN = 1_000
 
 
 # -- the shared lookups ---------------------------------------------------------------------
@@ -125,6 +133,7 @@ def best_trials(session: Session, job: TrainJob, k: int) -> list[Trial]:
             Trial.status.in_(_SCORED),
             Trial.params_path.is_not(None),
             Trial.score.is_not(None),
+            Trial.servable.is_(True),  # not downscaled, quick-evaluated or untrained: never a final model
         )
         .order_by(Trial.score.desc(), Trial.id)
         .limit(k)
@@ -163,6 +172,8 @@ def trial_json(trial: Trial, *, traceback: bool = False) -> dict[str, Any]:
         "attempts": trial.attempts,
         "error": trial.error,
         "has_params": trial.params_path is not None,
+        "parent_zoo_model_id": trial.parent_zoo_model_id,
+        "similarity": trial.similarity,
     }
     if traceback:
         data["traceback"] = trial.traceback
@@ -214,8 +225,43 @@ def check_query_args(known: Iterable[str]) -> None:
 # -- routes --------------------------------------------------------------------------------
 
 
+_CREATE_SCHEMA = {
+    "type": "object",
+    "required": ["app", "task", "train_dataset_id", "val_dataset_id", "model_ids", "budget"],
+    "properties": {
+        "app": {"type": "string", "pattern": f"^{_APP.pattern}$", "description": "each job is a new version of it"},
+        "task": {"enum": [task.value for task in Task]},
+        "train_dataset_id": {"type": "integer"},
+        "val_dataset_id": {"type": "integer"},
+        "model_ids": {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": _MAX_MODELS},
+        "budget": {
+            "type": "object",
+            "description": "GPU_COUNT (0: CPU slots), TIME_HOURS and/or MODEL_TRIAL_COUNT (per template)",
+            "properties": {
+                "GPU_COUNT": {"type": "integer", "minimum": 0},
+                "TIME_HOURS": {"type": "number", "exclusiveMinimum": 0},
+                "MODEL_TRIAL_COUNT": {"type": "integer", "minimum": 1},
+            },
+        },
+        "train_args": {
+            "type": "object",
+            "description": "keyword arguments of train(), and the job options 'early_stopping' "
+            '(e.g. {"rule": "asha", "eta": 3}) and \'policies\' (e.g. {"EARLY_STOP": true, "SHARE_PARAMS": "best"})',
+        },
+        "strategy": {"enum": list(STRATEGIES), "default": "auto", "description": "the advisor's search strategy"},
+    },
+}
+
+
 @blueprint.post("")
 @require_roles(*_ROLES)
+@api_doc(
+    body=_CREATE_SCHEMA,
+    responses={
+        201: ("the new job, PENDING", {"type": "object"}),
+        400: "a field is bad; field names it (budget keys as budget.TIME_HOURS, templates as model_ids[i])",
+    },
+)
 def create_train_job() -> tuple[dict[str, Any], int]:
     """201 with the new job (PENDING, one sub-job per template); JOB_CREATED is published after the commit."""
     body = json_object(fields=_FIELDS)
@@ -230,6 +276,10 @@ def create_train_job() -> tuple[dict[str, Any], int]:
     model_ids = _model_ids(body)
     budget = _budget(body)
     train_args = _train_args(body)
+    try:
+        parse_job_options(train_args, trial_count=budget.get("MODEL_TRIAL_COUNT"))
+    except JobOptionsError as e:
+        raise RequestError(str(e), field=e.field) from None
     strategy = _strategy(body)
     me = current_user()
 
@@ -330,6 +380,16 @@ def stop_train_job(app: str, app_version: int) -> dict[str, Any]:
 
 @blueprint.get("/<app>/<int:app_version>/trials")
 @require_roles(*_ROLES)
+@api_doc(
+    query={
+        "page": {"type": "integer", "minimum": 1, "default": 1},
+        "per_page": {"type": "integer", "minimum": 1, "maximum": _MAX_PER_PAGE, "default": 50},
+        "sort": {"enum": list(_SORTS), "default": "-score", "description": "'-' sorts descending"},
+        "status": {"type": "string", "description": "comma-separated states, e.g. COMPLETED,STOPPED"},
+        "model_id": {"type": "integer", "description": "only the trials of this template"},
+    },
+    responses={200: ("one page of trials", {"type": "object", "required": ["trials", "total", "page", "per_page"]})},
+)
 def list_trials(app: str, app_version: int) -> dict[str, Any]:
     """``{"trials", "total", "page", "per_page"}``; see PLATFORM.md for the parameters.
 
@@ -356,9 +416,97 @@ def list_trials(app: str, app_version: int) -> dict[str, Any]:
         offset = (page - 1) * per_page
         trials: Sequence[Trial] = []
         if offset < total:
-            query = trial_query().join(Trial.sub_job).where(*conditions).order_by(*_order(sort))
+            order = _order(sort, session.get_bind().dialect.name)
+            query = trial_query().join(Trial.sub_job).where(*conditions).order_by(*order)
             trials = session.scalars(query.offset(offset).limit(per_page)).unique().all()
         return {"trials": [trial_json(t) for t in trials], "total": total, "page": page, "per_page": per_page}
+
+
+_TRIAL_POINT_SCHEMA = register_schema(
+    "TrialPoint",
+    {
+        "type": "object",
+        "description": "a trial as the job page's charts need it (no timestamps of creation, errors or paths)",
+        "properties": {
+            "id": {"type": "integer"},
+            "number": {"type": "integer"},
+            "model_id": {"type": "integer"},
+            "status": {"enum": [state.value for state in TrialState]},
+            "score": {"type": ["number", "null"]},
+            "started_at": {"type": ["string", "null"], "format": "date-time"},
+            "finished_at": {"type": ["string", "null"], "format": "date-time"},
+            "knobs": {"type": "object"},
+            "policies": {"type": "object"},
+            "worker": {"type": ["string", "null"]},
+        },
+    },
+)
+
+
+@blueprint.get("/<app>/<int:app_version>/trials/changes")
+@require_roles(*_ROLES)
+@api_doc(
+    query={
+        "after_id": {"type": "integer", "minimum": 0, "description": "the last_id of the previous answer (0 at first)"},
+        "open": {
+            "type": "string",
+            "description": f"comma-separated ids of trials last seen PENDING or RUNNING (at most {_MAX_OPEN})",
+            "example": "41,42",
+        },
+        "limit": {"type": "integer", "minimum": 1, "maximum": _MAX_CHANGES, "description": "most new trials"},
+    },
+    responses={
+        200: (
+            "the trials above after_id (in id order, at most limit; more says whether others follow) and the "
+            "open ones as they are now",
+            {
+                "type": "object",
+                "required": ["trials", "last_id", "more"],
+                "properties": {
+                    "trials": {"type": "array", "items": _TRIAL_POINT_SCHEMA},
+                    "last_id": {"type": "integer", "description": "after_id for the next poll"},
+                    "more": {"type": "boolean"},
+                },
+            },
+        ),
+        400: "a parameter is not a whole number in range, or open names too many ids",
+        404: "no such job that the caller may see",
+    },
+)
+def trial_changes(app: str, app_version: int) -> dict[str, Any]:
+    """What changed in a job's trials since the last poll: the job page polls this instead of every trial.
+
+    A finished trial never changes again, so a poll needs only the trials created since
+    (ids above ``after_id``) and the ones that were not finished then (``open``). The
+    trials of a job are inserted one at a time by the one driver that holds the job, so
+    their ids grow in the order they are committed and none is skipped.
+    """
+    check_query_args(("after_id", "open", "limit"))
+    after_id = int_query_arg("after_id", 0, 0, MAX_ID)
+    limit = int_query_arg("limit", _MAX_CHANGES, 1, _MAX_CHANGES)
+    assert after_id is not None and limit is not None
+    open_ids = _open_ids(request.args.get("open"))
+    with session_scope(admin_state().engine) as session:
+        job = find_train_job(session, app, app_version)
+        points = (
+            select(
+                Trial.id, Trial.number, SubJob.model_template_id, Trial.status, Trial.score, Trial.started_at,
+                Trial.finished_at, Trial.knobs, Trial.policies, Trial.worker,
+            )
+            .join(Trial.sub_job)
+            .where(SubJob.train_job_id == job.id)
+        )  # fmt: skip
+        new = session.execute(points.where(Trial.id > after_id).order_by(Trial.id).limit(limit + 1)).all()
+        again = []
+        if open_ids:
+            again = session.execute(points.where(Trial.id.in_(open_ids), Trial.id <= after_id)).all()
+    more = len(new) > limit
+    new = new[:limit]
+    return {
+        "trials": [_trial_point(row) for row in [*again, *new]],
+        "last_id": new[-1].id if new else after_id,
+        "more": more,
+    }
 
 
 @blueprint.get("/<app>/<int:app_version>/best_trials")
@@ -384,6 +532,41 @@ def _iso(value: Any) -> str | None:
     return None if value is None else value.isoformat()
 
 
+def _trial_point(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "number": row.number,
+        "model_id": row.model_template_id,
+        "status": TrialState(row.status).value,
+        "score": row.score,
+        "started_at": _iso(row.started_at),
+        "finished_at": _iso(row.finished_at),
+        "knobs": row.knobs,
+        "policies": row.policies,
+        "worker": row.worker,
+    }
+
+
+def _open_ids(raw: str | None) -> list[int]:
+    """The ``open`` query parameter: distinct trial ids, comma-separated."""
+    if raw is None or not raw.strip():
+        return []
+    parts = raw.split(",")
+    if len(parts) > _MAX_OPEN:
+        raise RequestError(
+            f"query parameter 'open' names {len(parts)} trials, at most {_MAX_OPEN} are allowed", field="open"
+        )
+    ids = set()
+    for part in parts:
+        part = part.strip()
+        if not re.fullmatch(r"[0-9]{1,19}", part) or not 1 <= int(part) <= MAX_ID:
+            raise RequestError(
+                f"query parameter 'open' holds {part!r}; give comma-separated trial ids, e.g. open=41,42", field="open"
+            )
+        ids.add(int(part))
+    return sorted(ids)
+
+
 def _statuses(raw: str | None) -> list[TrialState] | None:
     if raw is None:
         return None
@@ -400,14 +583,31 @@ def _statuses(raw: str | None) -> list[TrialState] | None:
     return statuses
 
 
-def _order(sort: str) -> list[Any]:
-    if sort in ("-score", "score"):
-        # Trials without a score last either way (SQLite and PostgreSQL place NULLs differently).
-        return [Trial.score.is_(None), Trial.score.desc() if sort == "-score" else Trial.score, Trial.id]
-    column = Trial.number if sort.endswith("number") else Trial.created_at
-    if sort.startswith("-"):
-        return [column.desc(), Trial.id.desc()]
-    return [column, Trial.id]
+#: ``sort=status`` goes through the life of a trial: what runs now first, what never ran last.
+_STATUS_ORDER = (
+    TrialState.RUNNING, TrialState.PENDING, TrialState.COMPLETED, TrialState.STOPPED, TrialState.ERRORED,
+    TrialState.CANCELLED,
+)  # fmt: skip
+
+
+def _order(sort: str, dialect: str) -> list[Any]:
+    """ORDER BY for ``sort``; rows without the value (no score, no duration, no worker) last either way, ties by id."""
+    key = sort.lstrip("-")
+    descending = sort.startswith("-")
+    if key == "status":
+        rank = case({state: i for i, state in enumerate(_STATUS_ORDER)}, value=Trial.status)
+        return [rank.desc() if descending else rank, Trial.id]
+    if key in ("number", "created_at"):
+        column = Trial.number if key == "number" else Trial.created_at
+        return [column.desc(), Trial.id.desc()] if descending else [column, Trial.id]
+    value: Any = {"score": Trial.score, "worker": Trial.worker}.get(key)
+    if value is None:  # duration: SQLite keeps times as text, PostgreSQL subtracts timestamps
+        if dialect == "sqlite":
+            value = func.julianday(Trial.finished_at) - func.julianday(Trial.started_at)
+        else:
+            value = Trial.finished_at - Trial.started_at
+    # SQLite and PostgreSQL place NULLs differently, hence the explicit IS NULL first.
+    return [value.is_(None), value.desc() if descending else value, Trial.id]
 
 
 def _id_field(body: Mapping[str, Any], name: str) -> int:
@@ -542,6 +742,7 @@ def _jobs_json(session: Session, jobs: Sequence[TrainJob]) -> list[dict[str, Any
             .group_by(SubJob.train_job_id)
         ).all()
     )
+    now = datetime.now(UTC)
     subs: dict[int, list[dict[str, Any]]] = {job_id: [] for job_id in ids}
     for sub_id, job_id, model_id, model_name, strategy, status, error in sub_rows:
         subs[job_id].append(
@@ -573,10 +774,30 @@ def _jobs_json(session: Session, jobs: Sequence[TrainJob]) -> list[dict[str, Any
             "finished_at": _iso(job.finished_at),
             "trial_counts": _counts([counts.get(sub["id"], {}) for sub in subs[job.id]]),
             "best_score": best.get(job.id),
+            "budget_used": _budget_used(
+                job, sum(sum(counts.get(sub["id"], {}).values()) for sub in subs[job.id]), len(subs[job.id]), now
+            ),
             "sub_jobs": subs[job.id],
         }
         for job in jobs
     ]
+
+
+def _budget_used(job: TrainJob, trials: int, sub_jobs: int, now: datetime) -> dict[str, Any]:
+    """What the job has spent of its budget, as the job driver counts it.
+
+    Time runs from the job's start to its end (or now); trials are trial rows, since
+    MODEL_TRIAL_COUNT bounds the rows of each sub-job. A limit is null when the budget has no such key.
+    """
+    time_hours = job.budget.get("TIME_HOURS")
+    per_model = job.budget.get("MODEL_TRIAL_COUNT")
+    started, finished = job.started_at, job.finished_at
+    return {
+        "time_s": 0.0 if started is None else max(0.0, ((finished or now) - started).total_seconds()),
+        "time_limit_s": None if time_hours is None else float(time_hours) * 3600,
+        "trials": trials,
+        "trial_limit": None if per_model is None else int(per_model) * sub_jobs,
+    }
 
 
 def _counts(parts: Iterable[Mapping[str, int]]) -> dict[str, int]:

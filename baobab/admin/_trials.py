@@ -1,7 +1,7 @@
 """``/api/v1/trials``: one trial, its logs, its interim metrics and its parameters.
 
 A trial is visible when its train job is (its owner, or an admin); otherwise it answers
-404 like a missing one. Every role may read what it sees.
+404 like a missing one. Every role may read what it sees, and stop a trial it sees.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from baobab.admin._auth import current_user, require_roles
+from baobab.admin._openapi import api_doc
 from baobab.admin._state import admin_state
 from baobab.admin._train_jobs import MAX_ID, check_query_args, int_query_arg, trial_json, trial_query
 from baobab.admin._users import ADMIN_ROLES
-from baobab.exceptions import ArtifactNotFoundError, NotFoundError
-from baobab.store import InterimMetric, SubJob, TrainJob, Trial, TrialLog, UserRole, session_scope
+from baobab.exceptions import ArtifactNotFoundError, ConflictError, NotFoundError
+from baobab.store import Event, EventKind, InterimMetric, SubJob, TrainJob, Trial, TrialLog, UserRole, session_scope
 
 __all__ = ["blueprint", "find_trial"]
 
@@ -111,3 +112,31 @@ def get_trial_params(trial_id: int) -> Response:
         download_name=f"trial-{trial_id}.safetensors",
         conditional=False,
     )
+
+
+@blueprint.post("/<int:trial_id>/stop")
+@require_roles(*_ROLES)
+@api_doc(
+    responses={
+        202: ("the trial as it is now; the job driver stops it shortly", {"type": "object"}),
+        404: "no such trial that the caller may see",
+        409: "the trial has finished already",
+    }
+)
+def stop_trial(trial_id: int) -> tuple[dict[str, Any], int]:
+    """Ask for one trial to stop: 202, then TRIAL_STOP_REQUESTED is published for the job driver.
+
+    The driver owns a trial's state (it stops a running trial like one past the job's
+    deadline, and drops a pending one), so nothing is written here; the trial's status
+    says when it is done. A finished trial answers 409.
+    """
+    check_query_args(())
+    with session_scope(admin_state().engine) as session:
+        trial = find_trial(session, trial_id)
+        if trial.status.is_finished():
+            raise ConflictError(
+                f"trial {trial_id} is {trial.status.value} already; only a PENDING or RUNNING trial can be stopped"
+            )
+        answer = trial_json(trial)
+    admin_state().events.publish(Event(EventKind.TRIAL_STOP_REQUESTED, trial_id))
+    return answer, 202

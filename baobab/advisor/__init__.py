@@ -8,13 +8,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from baobab.advisor._asha import AshaRule
 from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
 from baobab.advisor._bayes import BayesStrategy
 from baobab.advisor._budget import Budget, BudgetKey, parse_budget
+from baobab.advisor._enas import EnasStrategy
+from baobab.advisor._enas_phases import PHASE_POLICIES, EnasPhase, EnasPlanner, EnasProgress, EnasStep, phase_policies
 from baobab.advisor._executor import Executor
 from baobab.advisor._factory import STRATEGIES, choose_strategy, make_strategy
+from baobab.advisor._job_options import JobOptions, JobOptionsError, parse_job_options
+from baobab.advisor._median import MedianRule
 from baobab.advisor._random import RandomStrategy
 from baobab.advisor._space import Dimension, DimensionKind, FlatPoint, SearchSpace
+from baobab.advisor._stopping import DEFAULT_METRICS, Action, Decision, Finish, NoStopping, Report, StoppingRule
+from baobab.advisor._stopping_factory import STOPPING_RULES, make_stopping_rule
 from baobab.advisor._tpe import TpeStrategy
 from baobab.advisor._trial_knobs import base_knobs, trial_knobs, trial_policies
 
@@ -22,25 +29,46 @@ if TYPE_CHECKING:
     from baobab.advisor._driver import JobDriver
 
 __all__ = [
+    "DEFAULT_METRICS",
+    "PHASE_POLICIES",
+    "STOPPING_RULES",
+    "JobOptions",
+    "JobOptionsError",
+    "parse_job_options",
     "STRATEGIES",
+    "Action",
+    "AshaRule",
     "BayesStrategy",
     "Budget",
     "BudgetKey",
+    "Decision",
     "Dimension",
     "DimensionKind",
+    "EnasPhase",
+    "EnasPlanner",
+    "EnasProgress",
+    "EnasStep",
+    "EnasStrategy",
     "Executor",
+    "Finish",
     "FlatPoint",
     "JobDriver",
+    "MedianRule",
+    "NoStopping",
     "RandomStrategy",
+    "Report",
     "SearchSpace",
+    "StoppingRule",
     "Strategy",
     "TpeStrategy",
     "TrialRecord",
     "TrialStatus",
     "base_knobs",
     "choose_strategy",
+    "make_stopping_rule",
     "make_strategy",
     "parse_budget",
+    "phase_policies",
     "trial_knobs",
     "trial_policies",
 ]

@@ -27,6 +27,12 @@ trials; TIME_HOURS from the job's start: no trial starts once one would not end 
 (at the median duration of the job's finished trials), running ones are asked to stop
 at the deadline and cancelled ``grace_s`` later. A user's stop does the same at once.
 
+Several drivers may run (one per ``baobab advisor``): with ``lease_s`` set, a driver takes
+up only jobs no other driver holds (``train_jobs.driver``, ``lease_expires_at``), renews
+its leases every third of ``lease_s``, and drops a job whose lease another driver took
+after it lapsed. A driver killed without a word loses its jobs to the others within
+``lease_s``; one that stops cleanly hands them over at once.
+
 An error while handling one job ends that job ERRORED (its ``error`` says why) and the
 driver goes on; a store error instead drops the job from memory, to be taken up again
 by the next rescan (after ``_STORE_RETRIES`` such errors in a row, the job ends ERRORED).
@@ -37,19 +43,26 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, Row, insert, or_, select, update
+from sqlalchemy import ColumnElement, Engine, Row, insert, or_, select, update
 
 from baobab._settings import Settings
 from baobab.advisor._base import Strategy
 from baobab.advisor._budget import parse_budget
+from baobab.advisor._enas import EnasStrategy
+from baobab.advisor._enas_phases import EnasPlanner
 from baobab.advisor._executor import Executor
 from baobab.advisor._factory import choose_strategy, make_strategy
+from baobab.advisor._job_options import JobOptions, parse_job_options
+from baobab.advisor._plans import PlanStep, make_plan, servable
 from baobab.advisor._scheduling import (
     ActiveTrial,
     JobState,
@@ -59,6 +72,7 @@ from baobab.advisor._scheduling import (
     pick_next,
     record_for,
 )
+from baobab.advisor._stopping import Finish, Report, StoppingEvent
 from baobab.advisor._trial_knobs import trial_knobs, trial_policies
 from baobab.exceptions import BaobabError, StoreError
 from baobab.model import knob_config_from_json, knobs_from_json, knobs_to_json, searchable_knobs
@@ -66,6 +80,7 @@ from baobab.store import (
     Event,
     EventChannel,
     EventKind,
+    InterimMetric,
     JobStatus,
     ModelTemplate,
     SubJob,
@@ -83,6 +98,8 @@ _UNFINISHED_JOB = (JobStatus.PENDING, JobStatus.RUNNING, JobStatus.STOPPING)
 _UNFINISHED_TRIAL = (TrialState.PENDING, TrialState.RUNNING)
 #: Store errors in a row on one job before it is given up as ERRORED rather than retried.
 _STORE_RETRIES = 3
+#: Phases that run past the time budget (see :mod:`baobab.advisor._plans`).
+_FINAL_PHASES = frozenset({"final", "final_evaluate", "final_train"})
 #: Events handled before the driver looks at its timers and free slots again.
 _EVENT_BATCH = 256
 #: Ids per ``IN (...)`` list, well below SQLite's and PostgreSQL's limits.
@@ -99,6 +116,9 @@ _TRIAL_COLUMNS = (
     Trial.started_at,
     Trial.finished_at,
     Trial.error,
+    Trial.phase,
+    Trial.policies,
+    Trial.params_path,
 )
 
 
@@ -130,6 +150,12 @@ class JobDriver:
         max_attempts: a trial lost this many times (counted by ``Trial.attempts``) is not run again.
         rescan_s: how often the store is read again in case an event was lost.
         stop_check_s: the longest the thread waits before it looks at its stop flag.
+        lease_s: hold jobs by a lease of this many seconds, so that several drivers can
+            share a store; None (one driver per store): no leases.
+        metrics_s: how often the interim metrics of trials watched by an early-stopping rule
+            are read (local workers write them to the store without an event; cluster
+            workers' ``TRIAL_METRICS`` events make the driver read at once).
+        name: how this driver appears in ``train_jobs.driver``; ``<host>:<pid>:<random>`` by default.
     """
 
     def __init__(
@@ -144,7 +170,12 @@ class JobDriver:
         max_attempts: int = 3,
         rescan_s: float = 30.0,
         stop_check_s: float = 0.5,
+        lease_s: float | None = None,
+        name: str | None = None,
+        metrics_s: float = 0.5,
     ) -> None:
+        if lease_s is not None and lease_s <= 0:
+            raise ValueError(f"JobDriver needs lease_s > 0 or None; got {lease_s=}")
         if grace_s < 0 or rescan_s <= 0 or stop_check_s <= 0 or max_errors < 1 or max_attempts < 1:
             raise ValueError(
                 f"JobDriver needs grace_s >= 0, rescan_s > 0, stop_check_s > 0, max_errors >= 1 and "
@@ -166,12 +197,27 @@ class JobDriver:
         self._suspects: set[int] = set()
         self._store_failures: dict[int, int] = {}
         self._next_rescan = 0.0
+        self.lease_s = lease_s
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._next_renewal = 0.0
+        self.metrics_s = float(metrics_s)
+        self._next_metrics = 0.0
+        #: The last interim-metric row id read, per watched active trial.
+        self._metric_cursor: dict[int, int] = {}
+        #: Watched trials already asked to stop by their rule.
+        self._stop_asked: set[int] = set()
 
     # -- the thread ----------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
         """The thread body: runs jobs until ``stop`` is set. Errors are logged, never raised."""
-        subscription = self.events.subscribe(EventKind.JOB_CREATED, EventKind.JOB_STOPPED, EventKind.TRIAL_FINISHED)
+        subscription = self.events.subscribe(
+            EventKind.JOB_CREATED,
+            EventKind.JOB_STOPPED,
+            EventKind.TRIAL_FINISHED,
+            EventKind.TRIAL_METRICS,
+            EventKind.TRIAL_STOP_REQUESTED,
+        )
         self._next_rescan = 0.0  # subscribed first, then the store is read: nothing falls in between
         try:
             while not stop.is_set():
@@ -186,6 +232,7 @@ class JobDriver:
                     event = subscription.get(timeout=0)
         finally:
             subscription.close()
+            self._safely(self.release_leases)
 
     def step(self, now: float | None = None) -> None:
         """Fire what is due (rescan, deadlines, grace ends) and fill free slots."""
@@ -196,6 +243,10 @@ class JobDriver:
         """Seconds until the next timer (at most ``stop_check_s``)."""
         now = time.time() if now is None else now
         due = min(self._next_rescan, now + self.stop_check_s)
+        if self.lease_s is not None and self._jobs:
+            due = min(due, self._next_renewal)
+        if self._metric_cursor:
+            due = min(due, self._next_metrics)
         for job in self._jobs.values():
             timer = job.next_timer()
             if timer is not None and timer < due:
@@ -219,6 +270,12 @@ class JobDriver:
         """React to one event (the store is read for what it names)."""
         if event.kind is EventKind.TRIAL_FINISHED:
             self._on_trial_finished(event.id)
+        elif event.kind is EventKind.TRIAL_STOP_REQUESTED:
+            if event.id in self._owners:  # a user stopped this one trial: it ends early, its score counts
+                self._tell(self.executor.request_stop, event.id, "stopped by a user")
+        elif event.kind is EventKind.TRIAL_METRICS:
+            if event.id in self._metric_cursor:
+                self.read_metrics()
         elif event.kind is EventKind.JOB_CREATED:
             if event.id not in self._jobs:
                 self.adopt([event.id])
@@ -238,9 +295,14 @@ class JobDriver:
     def tick(self, now: float | None = None) -> None:
         """Rescan the store when due; stop jobs whose deadline came; cancel what outlived a grace period."""
         now = time.time() if now is None else now
+        if self.lease_s is not None and now >= self._next_renewal:
+            self._next_renewal = now + self.lease_s / 3
+            self._safely(self.renew_leases, now)
         if now >= self._next_rescan:
             self._next_rescan = now + self.rescan_s
             self._safely(self.rescan)
+        if self._metric_cursor and now >= self._next_metrics:
+            self._safely(self.read_metrics)
         for job in list(self._jobs.values()):
             if job.stop_cause is None and job.deadline is not None and now >= job.deadline:
                 with self._guard(job):
@@ -257,11 +319,12 @@ class JobDriver:
         """Give free slots to the jobs that want them, one new trial per slot; returns how many started."""
         if not self._jobs:
             return 0
-        free = self.executor.slots - len(self._owners)
+        ahead = getattr(self.executor, "queue_ahead", 0)
+        free = self.executor.slots * (1 + ahead) - len(self._owners)
         started = 0
         now = time.time()
         while free > 0:
-            picked = pick_next(self._jobs.values(), now)
+            picked = pick_next(self._jobs.values(), now, ahead=ahead)
             if picked is None:
                 break
             job, sub = picked
@@ -294,13 +357,23 @@ class JobDriver:
 
     def _start_trial(self, job: JobState, sub: SubJobState, now: float) -> bool:
         """Propose, insert (committed), submit. False when the sub-job's strategy failed instead."""
+        step = sub.next_step(job, now)
+        if not isinstance(step, PlanStep):
+            return False
         strategy = self._strategy(sub)
         number = sub.next_number
         if strategy is not None:
             try:
-                proposal = strategy.propose(number, [t.proposal for t in sub.active.values()])
+                pending = [t.proposal for t in sub.active.values()]
+                if step.proposal is not None:
+                    proposal = step.proposal
+                elif step.phase is not None and isinstance(strategy, EnasStrategy):
+                    proposal = strategy.propose_for(step.phase, number, pending)
+                else:
+                    proposal = strategy.propose(number, pending)
                 assert sub.knob_config is not None
-                stored = _json_knobs(trial_knobs(sub.knob_config, proposal, sub.policies))
+                policies = trial_policies(sub.knob_config, step.policies)
+                stored = _json_knobs(trial_knobs(sub.knob_config, proposal, policies))
             except Exception as e:
                 sub.failure = f"strategy {strategy.name!r} failed to propose trial {number}: {type(e).__name__}: {e}"
                 strategy = None
@@ -308,6 +381,7 @@ class JobDriver:
             logger.warning("job %s, sub-job %s: %s", job.id, sub.id, sub.failure)
             self._check_end(job, now)
             return False
+        sharing = bool(policies.get("SHARE_PARAMS"))
         with session_scope(self.engine) as session:
             trial_id = session.execute(
                 insert(Trial)
@@ -315,12 +389,25 @@ class JobDriver:
                     sub_job_id=sub.id,
                     number=number,
                     knobs=stored,
-                    policies=dict(sub.policies),
+                    policies=policies,
+                    phase=step.phase,
+                    servable=servable(policies),
+                    shared_params_path=sub.shared_params() if sharing else None,
                     status=TrialState.PENDING,
+                    submitted_at=_utc(now),
                 )
                 .returning(Trial.id)
             ).scalar_one()
-        trial = ActiveTrial(trial_id, number, {k: v for k, v in stored.items() if k in sub.searchable})
+        trial = ActiveTrial(
+            trial_id,
+            number,
+            {k: v for k, v in stored.items() if k in sub.searchable},
+            phase=step.phase,
+            final=step.final,
+            shares=sharing and step.phase in self._share_phases(sub),
+        )
+        sub.add_started(trial)
+        self._watch(sub, trial)
         sub.next_number = number + 1
         sub.trials += 1
         sub.active[trial_id] = trial
@@ -343,7 +430,8 @@ class JobDriver:
                 self._apply_row(rows[0], time.time())
 
     def _apply_row(self, row: Row[Any], now: float) -> None:
-        self._finish_trial(row.id, row.status, row.score, _seconds(row.started_at, row.finished_at), row.error, now)
+        duration = _seconds(row.started_at, row.finished_at)
+        self._finish_trial(row.id, row.status, row.score, duration, row.error, now, row.params_path)
 
     def _finish_trial(
         self,
@@ -353,8 +441,10 @@ class JobDriver:
         duration: float | None,
         error: str | None,
         now: float,
+        params: str | None = None,
     ) -> None:
-        """Account for a trial that reached a final state: counts, durations, the strategy, endings."""
+        """Account for a trial that reached a final state: counts, durations, the strategy, the stopping rule,
+        endings."""
         owner = self._owners.pop(trial_id, None)
         if owner is None:
             return
@@ -364,8 +454,15 @@ class JobDriver:
         sub.count(state, error)
         if duration is not None and state is not TrialState.CANCELLED:
             job.add_duration(duration)
+        sub.add_finished(trial, state, score, duration, params)
+        self._stop_asked.discard(trial_id)
+        if self._metric_cursor.pop(trial_id, None) is not None and sub.rule is not None:
+            good = state in (TrialState.COMPLETED, TrialState.STOPPED)
+            sub.rule.finished(trial.number, score if good else None)
         record = record_for(trial, state, score)
-        if sub.strategy is None:
+        if not sub.observes(trial):
+            pass  # a final retraining: the search it ends is over
+        elif sub.strategy is None:
             sub.history.append(record)
         else:
             try:
@@ -394,7 +491,12 @@ class JobDriver:
                     .values(status=JobStatus.STOPPING)
                 )
         logger.info("job %s: %s; %d trials running", job.id, job.stop_reason, job.running)
-        ids = [trial_id for sub in job.sub_jobs.values() for trial_id in sub.active]
+        ids = [
+            trial_id
+            for sub in job.sub_jobs.values()
+            for trial_id, trial in sub.active.items()
+            if not (trial.final and cause is StopCause.TIME)  # a final phase runs past the time budget
+        ]
         for row in self._trial_rows(ids):
             if row.status is TrialState.RUNNING:
                 self._tell(self.executor.request_stop, row.id, job.stop_reason)
@@ -408,8 +510,9 @@ class JobDriver:
         job.cancelled = True
         reason = f"{job.stop_reason}, and the trial still ran {self.grace_s:g} s later"
         for sub in job.sub_jobs.values():
-            for trial_id in list(sub.active):
-                self._tell(self.executor.cancel, trial_id, reason)
+            for trial_id, trial in list(sub.active.items()):
+                if not (trial.final and job.stop_cause is StopCause.TIME):
+                    self._tell(self.executor.cancel, trial_id, reason)
         self._check_end(job, now)
 
     def _tell(self, method: Callable[[int, str], None], trial_id: int, reason: str) -> None:
@@ -462,6 +565,8 @@ class JobDriver:
             for trial_id in sub.active:
                 self._owners.pop(trial_id, None)
                 self._suspects.discard(trial_id)
+                self._metric_cursor.pop(trial_id, None)
+                self._stop_asked.discard(trial_id)
 
     @contextlib.contextmanager
     def _guard(self, job: JobState) -> Iterator[None]:
@@ -581,7 +686,12 @@ class JobDriver:
             changed = session.execute(
                 update(Trial)
                 .where(Trial.id == row.id, Trial.status.in_(_UNFINISHED_TRIAL))
-                .values(status=state, error=error, finished_at=None if state is TrialState.PENDING else _utc(now))
+                .values(
+                    status=state,
+                    error=error,
+                    finished_at=None if state is TrialState.PENDING else _utc(now),
+                    submitted_at=_utc(now),
+                )
             ).rowcount
         if not changed:
             return  # it finished meanwhile; its event follows
@@ -603,6 +713,8 @@ class JobDriver:
     def adopt(self, job_ids: Iterable[int] | None = None) -> None:
         """Take up the unfinished jobs of the store (only ``job_ids`` when given) that the driver does not run."""
         query = select(TrainJob).where(TrainJob.status.in_(_UNFINISHED_JOB)).order_by(TrainJob.created_at, TrainJob.id)
+        if self.lease_s is not None:
+            query = query.where(self._leasable(_utc(time.time())))
         if job_ids is not None:
             ids = [i for i in job_ids if i not in self._jobs]
             if not ids:
@@ -620,6 +732,8 @@ class JobDriver:
                 self._fail_job(row.id, e, self._jobs.get(row.id))
 
     def _adopt_job(self, row: TrainJob, held: set[int], now: float) -> None:
+        if self.lease_s is not None and not self._take_lease(row.id, now):
+            return  # another driver took it meanwhile
         status, started_at = row.status, row.started_at
         if status is JobStatus.PENDING:
             started_at = _utc(now)
@@ -643,9 +757,11 @@ class JobDriver:
         deadline = None
         if budget.time_hours is not None and started_at is not None:
             deadline = started_at.timestamp() + budget.time_hours * 3600
+        options = parse_job_options(row.train_args, trial_count=budget.model_trial_count)
         job = JobState(
             id=row.id,
             created_at=row.created_at.timestamp(),
+            started_at=started_at.timestamp() if started_at is not None else now,
             cap=budget.gpu_count or self.settings.cpu_slots,
             deadline=deadline,
             time_hours=budget.time_hours,
@@ -668,7 +784,7 @@ class JobDriver:
             ).all()
         for sub_row, model_name, knob_config_text in subs:
             job.sub_jobs[sub_row.id] = self._sub_job_state(
-                sub_row, model_name, knob_config_text, budget.model_trial_count
+                sub_row, model_name, knob_config_text, job, options, budget.model_trial_count
             )
 
         lost: list[tuple[Row[Any], TrialState, str | None]] = []
@@ -677,13 +793,23 @@ class JobDriver:
             sub.trials += 1
             sub.next_number = max(sub.next_number, trial.number + 1)
             knobs = trial.knobs if isinstance(trial.knobs, Mapping) else knobs_from_json(trial.knobs)
-            active = ActiveTrial(trial.id, trial.number, {k: v for k, v in knobs.items() if k in sub.searchable})
+            active = ActiveTrial(
+                trial.id,
+                trial.number,
+                {k: v for k, v in knobs.items() if k in sub.searchable},
+                phase=trial.phase,
+                final=trial.phase in _FINAL_PHASES,
+                shares=bool((trial.policies or {}).get("SHARE_PARAMS")) and trial.phase in self._share_phases(sub),
+            )
+            sub.add_started(active)
             if trial.status.is_finished():
                 sub.count(trial.status, trial.error)
                 duration = _seconds(trial.started_at, trial.finished_at)
                 if duration is not None and trial.status is not TrialState.CANCELLED:
                     job.add_duration(duration)
-                sub.history.append(record_for(active, trial.status, trial.score))
+                sub.add_finished(active, trial.status, trial.score, duration, trial.params_path)
+                if sub.observes(active):
+                    sub.history.append(record_for(active, trial.status, trial.score))
             elif trial.id in held:
                 sub.active[trial.id] = active
             else:
@@ -693,7 +819,9 @@ class JobDriver:
                     sub.active[trial.id] = active
                 else:
                     sub.count(state, error)
-                    sub.history.append(record_for(active, state, None))
+                    sub.add_finished(active, state, None, None, None)
+                    if sub.observes(active):
+                        sub.history.append(record_for(active, state, None))
 
         if lost:
             stamp = _utc(now)
@@ -702,13 +830,19 @@ class JobDriver:
                     changed = session.execute(
                         update(Trial)
                         .where(Trial.id == trial.id, Trial.status.in_(_UNFINISHED_TRIAL))
-                        .values(status=state, error=error, finished_at=None if state is TrialState.PENDING else stamp)
+                        .values(
+                            status=state,
+                            error=error,
+                            finished_at=None if state is TrialState.PENDING else stamp,
+                            submitted_at=stamp,
+                        )
                     ).rowcount
                     if not changed:  # it finished meanwhile: its own state counts, not ours
                         raise StoreError(f"trial {trial.id} changed while job {row.id} was taken up; trying again")
         for sub in job.sub_jobs.values():
             if sub.failure is None and not sub.ended and sub.broken():
                 sub.failure = sub.broken_message()
+        self._rebuild_rules(job, trials)
         self._jobs[job.id] = job
         for sub in job.sub_jobs.values():
             for trial_id in sub.active:
@@ -722,8 +856,68 @@ class JobDriver:
         else:
             self._check_end(job, now)
 
+    # -- leases --------------------------------------------------------------------------------
+
+    def _leasable(self, now: datetime) -> ColumnElement[bool]:
+        return or_(TrainJob.driver.is_(None), TrainJob.driver == self.name, TrainJob.lease_expires_at < now)
+
+    def _take_lease(self, job_id: int, now: float) -> bool:
+        assert self.lease_s is not None
+        stamp = _utc(now)
+        with session_scope(self.engine) as session:
+            taken = session.execute(
+                update(TrainJob)
+                .where(TrainJob.id == job_id, self._leasable(stamp))
+                .values(driver=self.name, lease_expires_at=stamp + timedelta(seconds=self.lease_s))
+            ).rowcount
+        if taken:
+            logger.info("job %s: leased by %s", job_id, self.name)
+        return bool(taken)
+
+    def renew_leases(self, now: float | None = None) -> None:
+        """Extend the leases of the jobs this driver runs; forget those another driver took."""
+        if self.lease_s is None or not self._jobs:
+            return
+        now = time.time() if now is None else now
+        ids = list(self._jobs)
+        until = _utc(now) + timedelta(seconds=self.lease_s)
+        with session_scope(self.engine) as session:
+            for chunk in _chunks(ids):
+                session.execute(
+                    update(TrainJob)
+                    .where(TrainJob.id.in_(chunk), TrainJob.driver == self.name)
+                    .values(lease_expires_at=until)
+                )
+            mine = set()
+            for chunk in _chunks(ids):
+                mine.update(
+                    session.scalars(select(TrainJob.id).where(TrainJob.id.in_(chunk), TrainJob.driver == self.name))
+                )
+        for job_id in ids:
+            job = self._jobs.get(job_id)
+            if job is not None and job_id not in mine:
+                logger.warning("job %s: another advisor holds it now; letting it go", job_id)
+                self._forget(job)
+
+    def release_leases(self) -> None:
+        """Hand this driver's jobs back at once (a clean stop), so another driver takes them up."""
+        if self.lease_s is None:
+            return
+        with session_scope(self.engine) as session:
+            session.execute(
+                update(TrainJob)
+                .where(TrainJob.driver == self.name, TrainJob.status.in_(_UNFINISHED_JOB))
+                .values(driver=None, lease_expires_at=None)
+            )
+
     def _sub_job_state(
-        self, row: SubJob, model_name: str, knob_config_text: str, trial_count: int | None
+        self,
+        row: SubJob,
+        model_name: str,
+        knob_config_text: str,
+        job: JobState,
+        options: JobOptions,
+        trial_count: int | None,
     ) -> SubJobState:
         sub = SubJobState(
             id=row.id,
@@ -736,6 +930,7 @@ class JobDriver:
             max_errors=self.max_errors,
             status=row.status if row.status.is_finished() else JobStatus.RUNNING,
             error=row.error,
+            options=options,
         )
         try:
             sub.knob_config = knob_config_from_json(knob_config_text)
@@ -744,7 +939,104 @@ class JobDriver:
             return sub
         sub.policies = trial_policies(sub.knob_config)
         sub.searchable = frozenset(searchable_knobs(sub.knob_config))
+        planner = None
+        if row.strategy == "enas":
+            try:
+                planner = EnasPlanner(
+                    sub.knob_config,
+                    trial_budget=trial_count,
+                    time_budget_s=None if job.time_hours is None else job.time_hours * 3600,
+                    workers=job.cap,
+                )
+            except Exception as e:
+                sub.failure = f"strategy 'enas': {type(e).__name__}: {e}"
+        sub.plan = make_plan(row.strategy, options, planner)
         return sub
+
+    # -- early stopping --------------------------------------------------------------------------
+
+    @staticmethod
+    def _share_phases(sub: SubJobState) -> frozenset[str | None]:
+        return frozenset({None}) if sub.plan is None else sub.plan.share_phases
+
+    @staticmethod
+    def _ruled(sub: SubJobState, phase: str | None) -> bool:
+        return sub.options.stopping_rule != "none" and sub.plan is not None and phase in sub.plan.ruled_phases
+
+    def _watch(self, sub: SubJobState, trial: ActiveTrial, cursor: int = 0) -> None:
+        """Read the interim metrics of ``trial`` from now on, when its sub-job's stopping rule watches it."""
+        if self._ruled(sub, trial.phase):
+            if sub.rule is None:
+                sub.rule = sub.options.stopping_rule_for()
+            self._metric_cursor[trial.id] = cursor
+
+    def _rebuild_rules(self, job: JobState, trials: Sequence[Row[Any]]) -> None:
+        """Each sub-job's stopping rule, replayed from its trials' stored metrics and ends, in time order."""
+        ruled = {t.id: t for t in trials if self._ruled(job.sub_jobs[t.sub_job_id], t.phase)}
+        if not ruled:
+            return
+        rows: list[Row[Any]] = []
+        with session_scope(self.engine) as session:
+            for chunk in _chunks(list(ruled)):
+                query = select(InterimMetric.id, InterimMetric.trial_id, InterimMetric.step, InterimMetric.metrics)
+                rows.extend(
+                    session.execute(
+                        query.add_columns(InterimMetric.time).where(InterimMetric.trial_id.in_(chunk))
+                    ).all()
+                )
+        events: dict[int, list[tuple[datetime, int, StoppingEvent]]] = {}
+        last: dict[int, int] = {}
+        probe = {sub_id: sub.options.stopping_rule_for() for sub_id, sub in job.sub_jobs.items()}
+        for metric in rows:
+            trial = ruled[metric.trial_id]
+            value = probe[trial.sub_job_id].value_of(metric.metrics or {})
+            events.setdefault(trial.sub_job_id, []).append(
+                (metric.time, metric.id, Report(trial.number, metric.step, value))
+            )
+            last[metric.trial_id] = max(last.get(metric.trial_id, 0), metric.id)
+        for trial in ruled.values():
+            if trial.status.is_finished() and trial.finished_at is not None:
+                good = trial.status in (TrialState.COMPLETED, TrialState.STOPPED)
+                finish = Finish(trial.number, trial.score if good else None)
+                events.setdefault(trial.sub_job_id, []).append((trial.finished_at, 1 << 62, finish))
+        for sub_id, sub in job.sub_jobs.items():
+            ordered = sorted(events.get(sub_id, []), key=lambda item: (item[0], item[1]))
+            sub.rule = sub.options.stopping_rule_for(event for _, _, event in ordered)
+            for trial_id, trial in sub.active.items():
+                if trial_id in ruled:
+                    self._watch(sub, trial, last.get(trial_id, 0))
+
+    def read_metrics(self) -> None:
+        """Feed the new interim metrics of watched trials to their stopping rules; stop those a rule says to."""
+        self._next_metrics = time.time() + self.metrics_s
+        if not self._metric_cursor:
+            return
+        lowest = min(self._metric_cursor.values())
+        rows: list[Row[Any]] = []
+        with session_scope(self.engine) as session:
+            for chunk in _chunks(list(self._metric_cursor)):
+                rows.extend(
+                    session.execute(
+                        select(InterimMetric.id, InterimMetric.trial_id, InterimMetric.step, InterimMetric.metrics)
+                        .where(InterimMetric.trial_id.in_(chunk), InterimMetric.id > lowest)
+                        .order_by(InterimMetric.id)
+                    ).all()
+                )
+        for metric in rows:
+            cursor = self._metric_cursor.get(metric.trial_id)
+            owner = self._owners.get(metric.trial_id)
+            if cursor is None or metric.id <= cursor or owner is None:
+                continue
+            self._metric_cursor[metric.trial_id] = metric.id
+            job, sub = owner
+            trial = sub.active.get(metric.trial_id)
+            if sub.rule is None or trial is None:
+                continue
+            decision = sub.rule.report(trial.number, metric.step, sub.rule.value_of(metric.metrics or {}))
+            if decision.stop and trial.id not in self._stop_asked:
+                logger.info("job %s: trial %s stopped early: %s", job.id, trial.id, decision.reason)
+                self._tell(self.executor.request_stop, trial.id, f"early stopping: {decision.reason}")
+                self._stop_asked.add(trial.id)
 
 
 def _json_knobs(knobs: dict[str, Any]) -> dict[str, Any]:

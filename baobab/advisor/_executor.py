@@ -16,6 +16,11 @@ __all__ = ["Executor"]
 
 
 class Executor(Protocol):
+    #: Trials per slot the driver may submit besides the one running, to wait in the executor's
+    #: queue: where handing a trial to a worker takes a while (a broker, an API call), workers
+    #: then start the next trial at once instead of waiting for the driver. 0 for a local executor.
+    queue_ahead: int
+
     @property
     def slots(self) -> int:
         """How many trials can run at once, over every job."""

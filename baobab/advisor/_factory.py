@@ -7,6 +7,7 @@ from typing import Any
 
 from baobab.advisor._base import Strategy
 from baobab.advisor._bayes import BayesStrategy
+from baobab.advisor._enas import EnasStrategy
 from baobab.advisor._random import RandomStrategy
 from baobab.advisor._space import SearchSpace
 from baobab.advisor._tpe import TpeStrategy
@@ -15,7 +16,9 @@ from baobab.model import KnobConfig, validate_knob_config
 
 __all__ = ["STRATEGIES", "choose_strategy", "make_strategy"]
 
-_CLASSES: dict[str, type[Strategy]] = {cls.name: cls for cls in (RandomStrategy, BayesStrategy, TpeStrategy)}
+_CLASSES: dict[str, type[Strategy]] = {
+    cls.name: cls for cls in (RandomStrategy, BayesStrategy, TpeStrategy, EnasStrategy)
+}
 
 #: The names :func:`make_strategy` takes; "auto" picks one of the others.
 STRATEGIES: tuple[str, ...] = ("auto", *_CLASSES)

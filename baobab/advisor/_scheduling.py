@@ -12,10 +12,15 @@ from __future__ import annotations
 import bisect
 import enum
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
+from baobab.advisor._job_options import JobOptions
+from baobab.advisor._plans import DONE, Next, Plan, PlanStep
+from baobab.advisor._stopping import StoppingRule
 from baobab.model import KnobConfig, Knobs
 from baobab.store import JobStatus, TrialState
 
@@ -51,11 +56,18 @@ class StopCause(enum.StrEnum):
 
 @dataclass
 class ActiveTrial:
-    """A trial the driver submitted and has not seen finish; ``proposal`` holds its searchable knobs."""
+    """A trial the driver submitted and has not seen finish; ``proposal`` holds its searchable knobs.
+
+    ``phase`` is its plan's phase (None: a plain trial); ``final`` trials run past the time budget;
+    ``shares`` says whether its parameters may be shared on (SHARE_PARAMS on, in a sharing phase).
+    """
 
     id: int
     number: int
     proposal: Knobs
+    phase: str | None = None
+    final: bool = False
+    shares: bool = False
 
 
 @dataclass(eq=False)
@@ -92,6 +104,64 @@ class SubJobState:
     strategy: Strategy | None = None
     history: list[TrialRecord] = field(default_factory=list)
     active: dict[int, ActiveTrial] = field(default_factory=dict)
+    options: JobOptions = field(default_factory=JobOptions)
+    plan: Plan | None = None
+    #: Trials started and finished, and run times of finished ones, per phase.
+    started: Counter[str | None] = field(default_factory=Counter)
+    finished: Counter[str | None] = field(default_factory=Counter)
+    durations: dict[str | None, list[float]] = field(default_factory=dict)
+    #: Completed trials of the searching phases, as (score, number, proposal).
+    scored: list[tuple[float, int, Knobs]] = field(default_factory=list)
+    #: Parameters later trials may start from: (score, number, params_path), in the order they finished.
+    shared: list[tuple[float | None, int, str]] = field(default_factory=list)
+    rule: StoppingRule | None = None
+
+    def next_step(self, job: JobState, now: float) -> Next:
+        """What the sub-job's plan says to start next (see :mod:`baobab.advisor._plans`)."""
+        if self.plan is None:
+            return DONE if not self.wants_trials() or not job.may_start(now) else PlanStep(None)
+        return self.plan.next(self, job, now)
+
+    def best_configs(self, n: int) -> list[Knobs]:
+        """The proposals of the ``n`` best-scored searching trials, distinct, best first (ties: earlier trial)."""
+        configs: list[Knobs] = []
+        for _, _, proposal in sorted(self.scored, key=lambda item: (-item[0], item[1])):
+            if proposal not in configs:
+                configs.append(proposal)
+            if len(configs) == n:
+                break
+        return configs
+
+    def shared_params(self) -> str | None:
+        """The parameters the next SHARE_PARAMS trial starts from: the latest shared, or the best-scored."""
+        if not self.shared:
+            return None
+        if self.options.share_from == "best":
+            scored = [item for item in self.shared if item[0] is not None]
+            if scored:
+                return max(scored, key=lambda item: (item[0], -item[1]))[2]
+        return self.shared[-1][2]
+
+    def add_started(self, trial: ActiveTrial) -> None:
+        self.started[trial.phase] += 1
+
+    def add_finished(
+        self, trial: ActiveTrial, state: TrialState, score: float | None, duration: float | None, params: str | None
+    ) -> None:
+        """Account for a finished trial in the per-phase counts, the scored configurations and the shared params."""
+        self.finished[trial.phase] += 1
+        if duration is not None and state is not TrialState.CANCELLED:
+            bisect.insort(self.durations.setdefault(trial.phase, []), duration)
+        good = state in (TrialState.COMPLETED, TrialState.STOPPED) and score is not None and math.isfinite(score)
+        observed = self.plan is None or self.plan.observed_phases is None or trial.phase in self.plan.observed_phases
+        if good and observed and not trial.final:
+            self.scored.append((float(score), trial.number, trial.proposal))  # type: ignore[arg-type]
+        if good and trial.shares and params is not None:
+            self.shared.append((score, trial.number, params))
+
+    def observes(self, trial: ActiveTrial) -> bool:
+        """Whether the strategy learns from this trial (not from final retrainings: the search is over)."""
+        return self.plan is None or self.plan.observed_phases is None or trial.phase in self.plan.observed_phases
 
     @property
     def ended(self) -> bool:
@@ -155,6 +225,7 @@ class JobState:
     id: int
     created_at: float
     cap: int
+    started_at: float = 0.0
     deadline: float | None = None
     time_hours: float | None = None
     sub_jobs: dict[int, SubJobState] = field(default_factory=dict)
@@ -190,7 +261,7 @@ class JobState:
 
     def sub_job_done(self, sub: SubJobState, now: float) -> bool:
         """True when ``sub`` (not yet ended) ends now: nothing of it runs and it will start nothing more."""
-        return not sub.ended and not sub.active and (not sub.wants_trials() or not self.may_start(now))
+        return not sub.ended and not sub.active and not isinstance(sub.next_step(self, now), PlanStep)
 
     def ending(self, now: float) -> tuple[list[SubJobState], bool]:
         """The sub-jobs that end now, and whether the whole job ends with them."""
@@ -229,36 +300,42 @@ class JobState:
         return None
 
 
-def _pick_sub_job(job: JobState) -> SubJobState | None:
+def _pick_sub_job(job: JobState, now: float) -> SubJobState | None:
     best: SubJobState | None = None
     for sub in job.sub_jobs.values():
-        if sub.wants_trials() and (
-            best is None or (len(sub.active), sub.trials, sub.id) < (len(best.active), best.trials, best.id)
+        if (best is None or (len(sub.active), sub.trials, sub.id) < (len(best.active), best.trials, best.id)) and (
+            isinstance(sub.next_step(job, now), PlanStep)
         ):
             best = sub
     return best
 
 
-def pick_next(jobs: Iterable[JobState], now: float) -> tuple[JobState, SubJobState] | None:
+def pick_next(jobs: Iterable[JobState], now: float, *, ahead: int = 0) -> tuple[JobState, SubJobState] | None:
     """Who gets the next free slot: the job with the fewest running trials (ties: the oldest) among
     those below their cap that may start trials, and within it the sub-job with the fewest running
-    trials, then the fewest trials. None when nobody wants one."""
+    trials, then the fewest trials. None when nobody wants one.
+
+    ``ahead``: trials per slot that may wait queued in the executor besides the one that runs
+    (a job's cap is then ``cap * (1 + ahead)`` submitted trials)."""
     best: tuple[tuple[int, float, int], JobState, SubJobState] | None = None
     for job in jobs:
         running = job.running
-        if running >= job.cap or not job.may_start(now):
+        if running >= job.cap * (1 + ahead):
             continue
         key = (running, job.created_at, job.id)
         if best is not None and key >= best[0]:
             continue
-        sub = _pick_sub_job(job)
+        sub = _pick_sub_job(job, now)
         if sub is not None:
             best = (key, job, sub)
     return None if best is None else (best[1], best[2])
 
 
 def record_for(trial: ActiveTrial, state: TrialState, score: float | None) -> TrialRecord:
-    """What a strategy learns from a finished trial: a score for COMPLETED and STOPPED, a failure otherwise."""
+    """What a strategy learns from a finished trial: a score for COMPLETED and STOPPED, a failure otherwise.
+
+    A trial run in a plan's phase carries it as ``metadata["phase"]`` (ENAS learns only from some phases)."""
+    metadata: dict[str, Any] = {} if trial.phase is None else {"phase": trial.phase}
     if state in (TrialState.COMPLETED, TrialState.STOPPED) and score is not None and math.isfinite(score):
-        return TrialRecord(trial.number, trial.proposal, TrialStatus.COMPLETED, float(score))
-    return TrialRecord(trial.number, trial.proposal, TrialStatus.FAILED)
+        return TrialRecord(trial.number, trial.proposal, TrialStatus.COMPLETED, float(score), metadata)
+    return TrialRecord(trial.number, trial.proposal, TrialStatus.FAILED, metadata=metadata)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from baobab.model._base import BaseModel, Params
 from baobab.model._context import InterimMetric, TrialContext, get_trial_context, trial_context
 from baobab.model._knobs import (
+    JOB_OPTION_KEYS,
+    WARM_START_ARG,
     ArchKnob,
     BaseKnob,
     CategoricalKnob,
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from baobab.model._torch import TorchModel
 
 __all__ = [
+    "JOB_OPTION_KEYS",
+    "WARM_START_ARG",
     "ArchKnob",
     "BaseKnob",
     "BaseModel",

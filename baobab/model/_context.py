@@ -16,9 +16,9 @@ import contextlib
 import contextvars
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = ["ContextSink", "InterimMetric", "TrialContext", "get_trial_context", "trial_context"]
 
@@ -49,6 +49,9 @@ class TrialContext:
     metrics: list[InterimMetric] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
     stop_reason: str | None = None
+    #: ``(module, example_input) -> result or None``, set by the platform when the trial may
+    #: start from the zoo; TorchModel calls it (see baobab.zoo.make_warm_starter).
+    warm_starter: Callable[[Any, Any], Any] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def report(self, step: int, **metrics: float) -> bool:

@@ -21,6 +21,8 @@ from typing import Any, ClassVar
 from baobab.exceptions import KnobConfigError
 
 __all__ = [
+    "JOB_OPTION_KEYS",
+    "WARM_START_ARG",
     "ArchKnob",
     "BaseKnob",
     "CategoricalKnob",
@@ -51,6 +53,14 @@ class Policy(enum.StrEnum):
     SKIP_TRAIN = "SKIP_TRAIN"
     QUICK_EVAL = "QUICK_EVAL"
     DOWNSCALE = "DOWNSCALE"
+
+
+#: Keys of a job's ``train_args`` that ask the platform for policies and early stopping
+#: (see ``baobab.advisor.parse_job_options``); they are never passed on to ``train()``.
+#: The train arg that switches warm starting from the model zoo off (``{"warm_start": false}``); the
+#: platform reads it, and a TorchModel given it directly does too.
+WARM_START_ARG = "warm_start"
+JOB_OPTION_KEYS: tuple[str, str] = ("early_stopping", "policies")
 
 
 def _is_scalar(value: object) -> bool:

@@ -11,20 +11,29 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from baobab.model._base import BaseModel, Params, check_params
-from baobab.model._knobs import Policy
+from baobab.model._knobs import WARM_START_ARG, Policy
 
-__all__ = ["TorchModel"]
+__all__ = ["WARM_START_ARG", "TorchModel", "WarmStart"]
 
 _STATE_PREFIX = "module."
 _META_KEYS = ("downscaled", "input_shape", "output_size", "seed")
 _TRAIN_ARG_PREFIX = "train_arg."
+
+
+class WarmStart(Protocol):
+    """What ``TrialContext.warm_starter`` returns (``baobab.zoo.WarmStartResult`` is one)."""
+
+    state: Mapping[str, torch.Tensor]
+    lr_scale: float
+
+    def summary(self) -> str: ...
 
 
 class TorchModel(BaseModel):
@@ -41,7 +50,14 @@ class TorchModel(BaseModel):
        (:meth:`output_size_of` the targets) are set from them.
     2. :meth:`build_module` with ``downscale`` = the ``DOWNSCALE`` policy.
     3. When ``shared_params`` is given: every state-dict entry whose name and shape match
-       is copied in, the rest keep their initial values; the count is logged.
+       is copied in, the rest keep their initial values; the count is logged. Otherwise,
+       when the platform set ``self.context.warm_starter`` (trials of a job with the
+       zoo on), the train arg ``warm_start`` is not false and ``SKIP_TRAIN`` is off: the
+       warm starter gets the module and the first two training inputs, and its answer
+       (the weights of the most similar zoo model, transformed to fit) is loaded; the
+       learning rate of the first :meth:`warm_start_epochs` epochs is then scaled by its
+       ``lr_scale`` (less the more of the model came from the parent, so the first
+       steps do not undo it), and the parent and similarity are logged.
     4. :meth:`fit_module` (set normalisation statistics and the like from the data).
     5. :meth:`make_loss`, :meth:`make_optimizer`; then up to :meth:`epochs` epochs
        (:meth:`early_stop_epochs` under ``EARLY_STOP``, none under ``SKIP_TRAIN``) of
@@ -50,7 +66,8 @@ class TorchModel(BaseModel):
        through ``self.context.report(epoch, ...)``; a stop request from the context
        ends training between batches.
 
-    ``seed`` (train arg, else a ``seed`` knob, else the seed torch's generator was given,
+    ``warm_start`` (train arg, reserved; default true): false trains from scratch even when
+    the zoo has a parent. ``seed`` (train arg, else a ``seed`` knob, else the seed torch's generator was given,
     which the trial runner sets per trial) seeds initialisation, shuffling, dropout and
     the ``QUICK_EVAL`` sample. The other train args are kept in
     ``self.train_args`` (a tabular template reads its ``target`` there); those that
@@ -94,6 +111,9 @@ class TorchModel(BaseModel):
         self.output_size = 0
         self.train_args: dict[str, Any] = {}
         self.seed = 0
+        #: The first training inputs (preprocessed): what the zoo traces the module with.
+        self.example_input: torch.Tensor | None = None
+        self._lr_scale = 1.0
 
     # -- hooks a template implements ------------------------------------------------
 
@@ -137,6 +157,10 @@ class TorchModel(BaseModel):
         """Epochs under ``EARLY_STOP``: a quarter of :meth:`epochs`, at least one."""
         return min(self.epochs(), max(1, self.epochs() // 4))
 
+    def warm_start_epochs(self, epochs: int) -> int:
+        """Epochs at a scaled learning rate after a warm start: the first quarter, at least one."""
+        return max(1, epochs // 4)
+
     def batch_size(self) -> int:
         """Training batch size: the ``batch_size`` knob, 64 when the template has none."""
         return int(self.knobs.get("batch_size", 64))
@@ -158,6 +182,9 @@ class TorchModel(BaseModel):
 
     def train(self, dataset_path: str, shared_params: Params | None = None, **train_args: Any) -> None:
         seed = train_args.pop("seed", self.knobs.get("seed"))
+        warm_start = train_args.pop(WARM_START_ARG, True)
+        if not isinstance(warm_start, bool):
+            raise ValueError(f"train arg {WARM_START_ARG!r} must be true or false, got {warm_start!r}")
         self.seed = torch.initial_seed() % 2**63 if seed is None else int(seed)
         self.train_args = dict(train_args)
         torch.manual_seed(self.seed)
@@ -171,13 +198,28 @@ class TorchModel(BaseModel):
         self.input_shape = tuple(inputs.shape[1:])
         self.output_size = self.output_size_of(np.asarray(raw_targets))
         self.downscaled = self.policy(Policy.DOWNSCALE)
+        self.example_input = inputs[:2].clone()  # a copy: a view would keep every input alive
         module = self.build_module(self.downscaled).to(self.device)
         self.module = module
+        self._lr_scale = 1.0
         if shared_params is not None:
             loaded, total = _load_matching(module, shared_params)
             self.context.log(f"loaded {loaded} of {total} tensors from shared_params")
+        elif warm_start and not self.policy(Policy.SKIP_TRAIN):
+            self._warm_start(module)
         self.fit_module(module, inputs, targets)
         self._fit(module, inputs, targets)
+
+    def _warm_start(self, module: torch.nn.Module) -> None:
+        starter = self.context.warm_starter
+        if starter is None or self.example_input is None:
+            return
+        result: WarmStart | None = starter(module, self.example_input.to(self.device))
+        if result is None:
+            return
+        module.load_state_dict(result.state)
+        self._lr_scale = float(result.lr_scale)
+        self.context.log(f"{result.summary()}; learning rate x{self._lr_scale:.2f} at first")
 
     def _fit(self, module: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> None:
         if self.policy(Policy.SKIP_TRAIN):
@@ -187,7 +229,12 @@ class TorchModel(BaseModel):
         optimizer = self.make_optimizer(module.parameters())
         generator = torch.Generator().manual_seed(self.seed)
         context = self.context
+        gentle = self.warm_start_epochs(epochs) if self._lr_scale != 1.0 else 0
+        base_lrs = [group.get("lr") for group in optimizer.param_groups]
+        _scale_lrs(optimizer, base_lrs, self._lr_scale if gentle else 1.0)
         for epoch in range(epochs):
+            if epoch == gentle and gentle:
+                _scale_lrs(optimizer, base_lrs, 1.0)
             module.train()
             total_loss, total_score, seen = 0.0, 0.0, 0
             for batch in _batches(len(inputs), self.batch_size(), generator):
@@ -289,6 +336,12 @@ def _batches(count: int, batch_size: int, generator: torch.Generator) -> list[to
     if len(batches) > 1 and len(batches[-1]) == 1:
         batches[-2:] = [torch.cat(batches[-2:])]
     return batches
+
+
+def _scale_lrs(optimizer: torch.optim.Optimizer, base_lrs: list[Any], scale: float) -> None:
+    for group, lr in zip(optimizer.param_groups, base_lrs, strict=True):
+        if isinstance(lr, (int, float)):
+            group["lr"] = lr * scale
 
 
 def _load_matching(module: torch.nn.Module, shared: Params) -> tuple[int, int]:

@@ -40,6 +40,7 @@ import numpy as np
 from baobab.exceptions import TemplateError
 from baobab.model._base import BaseModel, check_params
 from baobab.model._context import InterimMetric, TrialContext, trial_context
+from baobab.model._knobs import JOB_OPTION_KEYS
 from baobab.model._template import load_template, template_traceback
 from baobab.store import params_from_bytes, params_to_bytes
 
@@ -236,8 +237,10 @@ def train_kwargs(cls: type[BaseModel], train_args: Mapping[str, Any], seed: int)
 
     ``train()`` takes it when it declares a ``seed`` parameter or ``**kwargs``
     (:class:`~baobab.model.TorchModel` pops it from there); a ``seed`` given in
-    ``train_args`` is passed as given.
+    ``train_args`` is passed as given. The job options (:data:`JOB_OPTION_KEYS`) are the
+    platform's, not the template's, and are left out.
     """
+    train_args = {k: v for k, v in train_args.items() if k not in JOB_OPTION_KEYS}
     if "seed" in train_args or not _takes_seed(cls):
         return dict(train_args)
     return {**train_args, "seed": seed}

@@ -538,6 +538,113 @@ class Client:
             auth=_Bearer(api_key) if api_key else None,
         ).json()
 
+    # ---- model zoo -------------------------------------------------------------------------------------------
+
+    def list_zoo_models(self, task: str | None = None) -> list[Json]:
+        """Zoo models you may see (yours and the PUBLIC ones; all for an admin), newest first."""
+        return self._call("GET", "/zoo/models", params=_params(task=task))["zoo_models"]
+
+    def get_zoo_model(self, zoo_model_id: int) -> Json:
+        """One zoo model, with its architecture ``graph``."""
+        return self._call("GET", f"/zoo/models/{int(zoo_model_id)}")
+
+    def download_zoo_params(self, zoo_model_id: int) -> bytes:
+        """A zoo model's parameters (safetensors bytes, ``module.<state name>`` tensors)."""
+        url = f"{self.url}{_API}/zoo/models/{int(zoo_model_id)}/params"
+        auth = _Bearer(self.token) if self.token else None
+        with self._send("GET", url, self.url, "the Baobab server", auth=auth) as response:
+            return response.content
+
+    def choose_zoo_parent(self, graph: Mapping[str, Any], *, task: str, trial_id: int | None = None) -> Json:
+        """The zoo's parent for a model graph (``baobab.zoo.ModelGraph.to_json()``); ``zoo_model_id`` None: none fits.
+
+        Args:
+            trial_id: choose for this trial (among the models its job's owner may see).
+        """
+        body: Json = {"graph": dict(graph), "task": task}
+        if trial_id is not None:
+            body["trial_id"] = int(trial_id)
+        return self._call("POST", "/zoo/parent", json=body)
+
+    def record_zoo_parent(self, zoo_model_id: int, similarity: float, *, trial_id: int | None = None) -> None:
+        """Records a warm start from a zoo model (on the trial's row when ``trial_id`` is given)."""
+        body: Json = {"similarity": float(similarity)}
+        if trial_id is not None:
+            body["trial_id"] = int(trial_id)
+        self._call("POST", f"/zoo/models/{int(zoo_model_id)}/chosen", json=body)
+
+    def upload_zoo_model(
+        self,
+        graph: Mapping[str, Any],
+        params: bytes,
+        *,
+        score: float,
+        task: str,
+        name: str,
+        access: str = "PRIVATE",
+    ) -> Json:
+        """Adds a model to the zoo from its graph and its parameters (safetensors bytes)."""
+        fields = {"graph": json.dumps(dict(graph)), "score": repr(float(score)), "task": task, "name": name}
+        fields["access"] = access
+        with tempfile.TemporaryDirectory(prefix="baobab-zoo-") as folder:
+            path = Path(folder) / "params.safetensors"
+            path.write_bytes(params)
+            return self._upload("/zoo/models", fields, path, "application/octet-stream")
+
+    def warm_start(self, module: Any, example_input: Any, *, task: str, seed: int = 0) -> Json:
+        """Loads the weights of the zoo's best parent, transformed to fit, into a PyTorch module.
+
+        The module is traced on ``example_input`` (a batch), the server chooses the
+        parent among the zoo models you may see, and its parameters are downloaded and
+        transformed here (needs torch). Nothing is loaded when no parent fits.
+
+        Returns:
+            ``{"zoo_model_id", "similarity", "matched_share", "transferred_share",
+            "lr_scale", "reason"}``; ``zoo_model_id`` is None (and ``reason`` says why)
+            when the module keeps its own weights.
+        """
+        from baobab.zoo import HttpZoo, warm_start_module
+
+        reasons: list[str] = []
+        result = warm_start_module(HttpZoo(self), module, example_input, task=task, seed=seed, log=reasons.append)
+        if result is None:
+            return {"zoo_model_id": None, "similarity": 0.0, "matched_share": 0.0, "transferred_share": 0.0,
+                    "lr_scale": 1.0, "reason": "; ".join(reasons)}  # fmt: skip
+        module.load_state_dict(result.state)
+        return {
+            "zoo_model_id": result.zoo_model_id,
+            "similarity": result.similarity,
+            "matched_share": result.matched_share,
+            "transferred_share": result.transferred_share,
+            "lr_scale": result.lr_scale,
+            "reason": result.report.summary(),
+        }
+
+    def register_model(
+        self,
+        module: Any,
+        example_input: Any,
+        *,
+        score: float,
+        task: str,
+        name: str | None = None,
+        access: str = "PRIVATE",
+    ) -> Json:
+        """Adds a trained PyTorch module to the zoo (traced on ``example_input``; needs torch); the zoo model.
+
+        Args:
+            score: its validation score (higher is better), which ranks it as a parent.
+            name: a name to show; the module's class name when None.
+            access: PRIVATE (you and admins) or PUBLIC (every user's models may start from it).
+        """
+        from baobab.zoo import module_params, trace_graph
+
+        graph = trace_graph(module, example_input)
+        name = name if name is not None else type(module).__name__
+        return self.upload_zoo_model(
+            graph.to_json(), module_params(module), score=score, task=task, name=name, access=access
+        )
+
     # ---- plumbing --------------------------------------------------------------------------------------------
 
     def _version(self, app: str, version: int | None) -> int:

@@ -31,16 +31,19 @@ from baobab.store._datasets import (
 )
 from baobab.store._events import Event, EventChannel, EventKind, LocalEventChannel, Subscription
 from baobab.store._params import ParamsFormatError, params_from_bytes, params_to_bytes
+from baobab.store._trial_tokens import TRIAL_TOKEN_MAX_AGE_S, issue_trial_token, trial_of_token
 
 if TYPE_CHECKING:
+    from baobab.store._broker_events import BrokerEventChannel
     from baobab.store._db import *  # noqa: F403
 
 _DB_NAMES = frozenset(
     {
-        "Base", "Dataset", "InferenceJob", "InferenceJobStatus", "InferenceMember", "InterimMetric", "JobStatus",
-        "ModelAccess", "ModelTemplate", "SubJob", "TrainJob", "Trial", "TrialLog", "TrialState", "User", "UserRole",
-        "check_schema", "create_engine_from_url", "current_revision", "describe_url", "head_revision",
-        "session_scope", "upgrade_database",
+        "Base", "ClaimRefused", "Dataset", "InferenceJob", "InferenceJobStatus", "InferenceMember", "InterimMetric",
+        "JobStatus", "ModelAccess", "ModelTemplate", "SubJob", "TrainJob", "Trial", "TrialClaim", "TrialLog",
+        "TrialState", "User", "UserRole", "add_trial_records", "beat_trial", "check_schema", "claim_trial",
+        "create_engine_from_url", "current_revision", "describe_url", "finish_trial", "head_revision",
+        "session_scope", "upgrade_database", "ZooModel",
     }
 )  # fmt: skip
 
@@ -52,6 +55,8 @@ __all__ = [
     "FASHION_MNIST_SOURCE",
     "IMAGES_CSV",
     "TABULAR_DATASETS",
+    "TRIAL_TOKEN_MAX_AGE_S",
+    "BrokerEventChannel",
     "BuiltDataset",
     "BuiltSplit",
     "Event",
@@ -65,10 +70,12 @@ __all__ = [
     "build_fashion_mnist",
     "build_tabular",
     "check_compatible",
+    "issue_trial_token",
     "params_from_bytes",
     "params_to_bytes",
     "read_image_files",
     "read_tabular",
+    "trial_of_token",
     "validate_key",
     "write_image_files",
     "write_tabular",
@@ -77,6 +84,10 @@ __all__ += sorted(_DB_NAMES)
 
 
 def __getattr__(name: str) -> Any:
+    if name == "BrokerEventChannel":  # kombu is imported only where cluster mode is used
+        from baobab.store._broker_events import BrokerEventChannel
+
+        return BrokerEventChannel
     if name in _DB_NAMES:
         from baobab.store import _db
 

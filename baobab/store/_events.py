@@ -5,8 +5,8 @@ again at row N". So an event that is lost (a process restarts between the write 
 the publish) delays work but never loses it: the listeners also look at the store
 when they start and when their own timers fire.
 
-The admin API publishes JOB_CREATED, JOB_STOPPED, INFERENCE_CREATED and
-INFERENCE_STOPPED after it commits; the executor publishes TRIAL_FINISHED once a
+The admin API publishes JOB_CREATED, JOB_STOPPED, TRIAL_STOP_REQUESTED,
+INFERENCE_CREATED and INFERENCE_STOPPED after it commits; the executor publishes TRIAL_FINISHED once a
 trial's outcome is stored. The job driver and the inference supervisor subscribe.
 
 :class:`LocalEventChannel` connects threads of one process (``baobab up``); the
@@ -30,6 +30,8 @@ class EventKind(enum.StrEnum):
     JOB_CREATED = "JOB_CREATED"  # train_jobs.id
     JOB_STOPPED = "JOB_STOPPED"  # train_jobs.id: a user asked it to stop
     TRIAL_FINISHED = "TRIAL_FINISHED"  # trials.id: its final state is stored
+    TRIAL_STOP_REQUESTED = "TRIAL_STOP_REQUESTED"  # trials.id: a user asked this one trial to stop
+    TRIAL_METRICS = "TRIAL_METRICS"  # trials.id: it reported interim metrics (early-stopping rules read them)
     INFERENCE_CREATED = "INFERENCE_CREATED"  # inference_jobs.id
     INFERENCE_STOPPED = "INFERENCE_STOPPED"  # inference_jobs.id
 

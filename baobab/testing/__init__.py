@@ -1,5 +1,6 @@
 """Test helpers for Baobab and its plugins: contract suites, synthetic objectives, a platform to drive, waiting."""
 
+from baobab.testing._cluster import LocalCluster, Service
 from baobab.testing._local_platform import LocalPlatform
 from baobab.testing._strategy_contract import StrategyContract, every_knob_type, run_search, typed
 from baobab.testing._synthetic import BRANIN_BEST, branin_knob_config, branin_score
@@ -7,7 +8,9 @@ from baobab.testing._waiting import wait_until
 
 __all__ = [
     "BRANIN_BEST",
+    "LocalCluster",
     "LocalPlatform",
+    "Service",
     "StrategyContract",
     "branin_knob_config",
     "branin_score",

@@ -1,11 +1,14 @@
 """Workers: the trial runner, the inference runner, and the executors that place them.
 
 - :func:`run_trial` runs one trial in this process from its id, with the
-  :class:`WorkerResources` (database, artifacts, caches) a worker keeps across trials;
-  any executor's worker (local processes, a Celery task) calls it.
+  :class:`WorkerResources` (artifacts, caches) a worker keeps across trials, reporting
+  through a gateway: :class:`DatabaseGateway` for a local worker, :class:`ApiGateway`
+  (the admin API, with the trial's token) for a cluster worker.
 - :class:`LocalExecutor` runs trials in worker processes on this machine
   (``python -m baobab.worker._process``), with time limits, crash reports and
   cancellation, and implements :class:`baobab.advisor.Executor`.
+- :class:`CeleryExecutor` sends trials to ``baobab worker`` processes on any machine
+  through Celery (:mod:`baobab.worker._celery`).
 
 Names are imported on first use: a process started as ``python -m
 baobab.worker._inference`` imports this package first, and should not pay for
@@ -18,10 +21,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from baobab.worker._celery import CeleryExecutor
+    from baobab.worker._gateway import ApiGateway, DatabaseGateway, TrialGateway
     from baobab.worker._local import LocalExecutor
     from baobab.worker._runner import TrialOutcome, WorkerResources, params_key, run_trial
 
 _NAMES = {
+    "ApiGateway": "baobab.worker._gateway",
+    "CeleryExecutor": "baobab.worker._celery",
+    "DatabaseGateway": "baobab.worker._gateway",
+    "TrialGateway": "baobab.worker._gateway",
     "LocalExecutor": "baobab.worker._local",
     "TrialOutcome": "baobab.worker._runner",
     "WorkerResources": "baobab.worker._runner",
@@ -29,7 +38,17 @@ _NAMES = {
     "run_trial": "baobab.worker._runner",
 }
 
-__all__ = ["LocalExecutor", "TrialOutcome", "WorkerResources", "params_key", "run_trial"]
+__all__ = [
+    "ApiGateway",
+    "CeleryExecutor",
+    "DatabaseGateway",
+    "LocalExecutor",
+    "TrialGateway",
+    "TrialOutcome",
+    "WorkerResources",
+    "params_key",
+    "run_trial",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -112,6 +112,9 @@ class LocalExecutor:
     request threads. Use it as a context manager, or call :meth:`close`.
     """
 
+    #: Workers take trials straight from the executor's queue: nothing gains from submitting ahead.
+    queue_ahead = 0
+
     def __init__(
         self, settings: Settings, events: EventChannel, *, workers: int | None = None, engine: Engine | None = None
     ) -> None:

@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = Settings.from_env()
     name = f"{socket.gethostname()}:local-{args.index}:{os.getpid()}"
     resources = WorkerResources.from_settings(settings, name=name)
-    logger.info("worker %s ready (database %s)", name, resources.engine.url.render_as_string(hide_password=True))
+    logger.info("worker %s ready", name)
     _Worker(commands, replies, resources).serve()
     return 0
 

@@ -14,36 +14,38 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Table, insert
-
 from baobab.exceptions import StoreError
 from baobab.model import InterimMetric
-from baobab.store import InterimMetric as MetricRow
-from baobab.store import TrialLog, session_scope
 from baobab.worker._capture import MAX_LINE, ignore_thread
 
-__all__ = ["RowWriter", "TrialSink"]
+__all__ = ["RowWriter", "TrialSink", "WriteRows"]
 
 logger = logging.getLogger("baobab.worker")
 
+#: Stores one trial's interim metrics and log lines (a gateway's ``records``).
+WriteRows = Callable[[int, Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]], None]
+_METRIC, _LOG = "metric", "log"
+
 
 class RowWriter:
-    """Inserts rows from a thread of its own, in batches; started on the first row."""
+    """Stores rows from a thread of its own, in batches; started on the first row."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._pending: list[tuple[Table, dict[str, Any]]] = []
+    def __init__(self, write: WriteRows) -> None:
+        self._write_rows = write
+        self._pending: list[tuple[int, str, dict[str, Any]]] = []
         self._added = 0
         self._done = 0
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._closed = False
 
-    def add(self, table: Table, row: dict[str, Any]) -> None:
+    def add(self, trial_id: int, kind: str, row: dict[str, Any]) -> None:
         with self._cond:
-            self._pending.append((table, row))
+            self._pending.append((trial_id, kind, row))
             self._added += 1
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="baobab-trial-rows", daemon=True)
@@ -57,12 +59,25 @@ class RowWriter:
             while self._done < target:
                 self._cond.wait()
 
+    def close(self) -> None:
+        """Flush, then end the thread (rows added later start a new one)."""
+        self.flush()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        self._closed = False
+
     def _run(self) -> None:
         ignore_thread(threading.get_ident())
         while True:
             with self._cond:
-                while not self._pending:
+                while not self._pending and not self._closed:
                     self._cond.wait()
+                if not self._pending:
+                    return
                 batch, self._pending = self._pending, []
             try:
                 self._write(batch)
@@ -77,17 +92,13 @@ class RowWriter:
                 self._done += len(batch)
                 self._cond.notify_all()
 
-    def _write(self, batch: list[tuple[Table, dict[str, Any]]]) -> None:
-        with session_scope(self._engine) as session:
-            i = 0
-            while i < len(batch):
-                # Consecutive rows of one table go in one executemany, in order (ids follow it).
-                table = batch[i][0]
-                j = i
-                while j < len(batch) and batch[j][0] is table:
-                    j += 1
-                session.execute(insert(table), [row for _, row in batch[i:j]])
-                i = j
+    def _write(self, batch: list[tuple[int, str, dict[str, Any]]]) -> None:
+        by_trial: dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+        for trial_id, kind, row in batch:
+            metrics, logs = by_trial.setdefault(trial_id, ([], []))
+            (metrics if kind == _METRIC else logs).append(row)
+        for trial_id, (metrics, logs) in by_trial.items():
+            self._write_rows(trial_id, metrics, logs)
 
 
 class TrialSink:
@@ -100,11 +111,11 @@ class TrialSink:
     def on_report(self, metric: InterimMetric) -> bool:
         # JSON has no NaN (PostgreSQL refuses it): a non-finite metric is stored as null.
         values = {k: v if math.isfinite(v) else None for k, v in metric.metrics.items()}
-        row = {"trial_id": self._trial_id, "step": metric.step, "metrics": values, "time": datetime.now(UTC)}
-        self._writer.add(MetricRow.__table__, row)
+        row = {"step": metric.step, "metrics": values, "time": datetime.now(UTC)}
+        self._writer.add(self._trial_id, _METRIC, row)
         return False  # stop requests come from the executor, through TrialContext.request_stop
 
     def on_log(self, message: str) -> None:
         if len(message) > MAX_LINE:
             message = message[:MAX_LINE] + f"... ({len(message) - MAX_LINE} more characters)"
-        self._writer.add(TrialLog.__table__, {"trial_id": self._trial_id, "line": message, "time": datetime.now(UTC)})
+        self._writer.add(self._trial_id, _LOG, {"line": message, "time": datetime.now(UTC)})

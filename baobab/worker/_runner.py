@@ -1,20 +1,22 @@
 """Running one trial in this process, from its id: the worker side of a trial.
 
-:func:`run_trial` does what the platform contract (``.notes/PLATFORM.md``) asks of
-whoever runs a trial, in three or four short transactions:
+:func:`run_trial` does what the platform contract asks of whoever runs a trial, through
+a :class:`~baobab.worker._gateway.TrialGateway` (the database for a local worker, the
+admin API for a cluster worker; the rules are :mod:`baobab.store._db._trial_rows`'):
 
-1. claim: ``PENDING → RUNNING`` (``started_at``, ``worker``, ``attempts + 1``) by a
-   conditional update, and read what the trial needs (its sub-job's seed, template,
-   datasets and train args) in the same transaction. A trial that is no longer
-   PENDING (cancelled, or claimed by someone else) is not run.
+1. claim: ``PENDING → RUNNING`` and read what the trial needs (its sub-job's seed,
+   template, datasets and train args). A trial that cannot be claimed (finished,
+   cancelled, or running on a live worker) is not run.
 2. train: the template class (imported once per process per checksum) is built with
    the trial's knobs and trained inside a :class:`~baobab.model.TrialContext` whose
    sink stores interim metrics and log lines as they come; what the template prints
-   becomes log lines too. ``evaluate()`` must return a finite number.
+   becomes log lines too. ``evaluate()`` must return a finite number. Where the gateway
+   asks for heartbeats, a thread beats while the trial runs and passes on stop requests.
 3. the parameters go to the artifact store as ``params/trial-<id>.safetensors``.
-4. the final state, by a conditional update (only while RUNNING, so a trial cancelled
-   meanwhile stays CANCELLED): COMPLETED, STOPPED (asked to stop, still evaluated: its
-   score counts) or ERRORED (``error`` a one-line reason, ``traceback`` the template's).
+4. the final state, only while this claim is current (so a trial cancelled or taken
+   over meanwhile keeps what others stored): COMPLETED, STOPPED (asked to stop, still
+   evaluated: its score counts) or ERRORED (``error`` a one-line reason, ``traceback``
+   the template's).
 
 The trial's steps (seeding, calls into the template, score and parameter checks) are
 the dev runner's (:mod:`baobab.model._trial_process`), so a template behaves the same
@@ -27,18 +29,19 @@ import gc
 import logging
 import os
 import socket
+import sys
+import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import BindParameter, Engine, bindparam, insert, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Engine
 
-from baobab.exceptions import ArtifactError, KnobConfigError
-from baobab.model import BaseModel, TrialContext, knobs_from_json, trial_context, validate_knobs
+from baobab.exceptions import ArtifactError, KnobConfigError, StoreError
+from baobab.model import WARM_START_ARG, BaseModel, TrialContext, knobs_from_json, trial_context, validate_knobs
 from baobab.model._trial_process import (
     TrialFailed,
     call_template,
@@ -50,18 +53,16 @@ from baobab.model._trial_process import (
 )
 from baobab.store import (
     ArtifactStore,
-    Dataset,
-    ModelTemplate,
-    SubJob,
-    TrainJob,
-    Trial,
-    TrialLog,
+    ClaimRefused,
+    ParamsFormatError,
+    TrialClaim,
     TrialState,
     create_engine_from_url,
-    session_scope,
+    params_from_bytes,
 )
 from baobab.worker._cache import ArtifactCache, LoadedTemplate, TemplateCache
 from baobab.worker._capture import capture_prints
+from baobab.worker._gateway import DatabaseGateway, TrialGateway
 from baobab.worker._recorder import RowWriter, TrialSink
 
 if TYPE_CHECKING:
@@ -81,9 +82,10 @@ def params_key(trial_id: int) -> str:
 class TrialOutcome:
     """How :func:`run_trial` left a trial.
 
-    ``ran`` is False when the trial was not run: it was not PENDING (``status`` says what
-    it was), or it does not exist (``status`` None). ``score`` is set for COMPLETED and
-    STOPPED, ``error`` (one line) for ERRORED.
+    ``ran`` is False when the trial was not run: it could not be claimed (``status`` says
+    what it is; None: it does not exist; ``retry_after_s`` set: it runs on a live worker,
+    ask again after that long). ``score`` is set for COMPLETED and STOPPED, ``error``
+    (one line) for ERRORED.
     """
 
     trial_id: int
@@ -91,199 +93,138 @@ class TrialOutcome:
     ran: bool
     score: float | None = None
     error: str | None = None
+    retry_after_s: float | None = None
 
 
 class WorkerResources:
-    """What a worker process keeps across trials: its database engine, artifact store and caches.
+    """What a worker process keeps across trials: its artifact store, caches and name.
 
     One trial at a time uses it (a worker runs trials one after the other); the caches
     make the second trial of a template or dataset cheap.
 
     Args:
-        engine: the metadata database.
         artifacts: the artifact store.
         cache_dir: where remote artifacts are downloaded (``settings.home / "cache"``).
         name: how the worker appears in ``Trial.worker``.
+        gateway: where trials are claimed and reported when :func:`run_trial` is given
+            none (a local worker's database); None for a cluster worker, whose gateway
+            comes with each trial.
     """
 
-    def __init__(self, *, engine: Engine, artifacts: ArtifactStore, cache_dir: Path, name: str) -> None:
-        self.engine = engine
+    def __init__(
+        self, *, artifacts: ArtifactStore, cache_dir: Path, name: str, gateway: TrialGateway | None = None
+    ) -> None:
         self.artifacts = artifacts
         self.name = name
+        self.gateway = gateway
         self.files = ArtifactCache(artifacts, cache_dir)
         self.templates = TemplateCache(self.files)
-        self.writer = RowWriter(engine)
-        self._owns_engine = False
+        self._engine: Engine | None = None
+        #: The parameters the last trial here produced (artifact key, safetensors bytes): a
+        #: SHARE_PARAMS trial that starts from them skips reading them back.
+        self.last_params: tuple[str, bytes] | None = None
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, name: str | None = None, engine: Engine | None = None
+        cls, settings: Settings, *, name: str | None = None, engine: Engine | None = None, database: bool = True
     ) -> WorkerResources:
-        """Resources on ``settings.database_url`` and ``settings.artifacts_url``, caching under ``settings.home``.
+        """Resources on ``settings.artifacts_url``, caching under ``settings.home``.
 
         Args:
             name: the worker's name; by default ``<host>:<pid>``.
-            engine: an engine to share; by default one is created (and disposed by :meth:`close`).
+            engine: an engine to report through (a :class:`DatabaseGateway`); by default one
+                on ``settings.database_url`` is created (and disposed by :meth:`close`).
+            database: False for a cluster worker, which reports through the API instead.
         """
-        own = engine is None
         resources = cls(
-            engine=create_engine_from_url(settings.database_url) if engine is None else engine,
             artifacts=ArtifactStore(settings.artifacts_url),
             cache_dir=settings.home / "cache",
             name=name or f"{socket.gethostname()}:{os.getpid()}",
         )
-        resources._owns_engine = own
+        if database:
+            if engine is None:
+                engine = resources._engine = create_engine_from_url(settings.database_url)
+            resources.gateway = DatabaseGateway(engine)
         return resources
 
     def close(self) -> None:
-        """Wait for pending log rows, and dispose of the engine if these resources created it."""
-        self.writer.flush()
-        if self._owns_engine:
-            self.engine.dispose()
+        """Dispose of the engine if these resources created it."""
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
 
 
-@dataclass(frozen=True)
-class _Claim:
-    """A trial just set RUNNING, and what running it needs."""
+class _Heartbeat:
+    """Beats for a claimed trial from a thread of its own, and passes on what the answers say.
 
-    trial_id: int
-    number: int
-    knobs: dict[str, Any]
-    seed: int
-    template_key: str
-    template_checksum: str
-    class_name: str
-    train_args: dict[str, Any]
-    train_key: str
-    train_checksum: str
-    val_key: str
-    val_checksum: str
+    A stop reason left in the row reaches the trial's context. A claim that is no longer
+    current (the trial was cancelled, or taken over after this worker went silent) stops
+    the trial; so does ``time_limit_s``, which also stores the trial ERRORED. When the
+    template does not stop within ``grace_s`` after either, ``on_overrun`` is called (a
+    cluster worker exits: its process is replaced and the trial's work is dropped).
+    """
 
+    def __init__(
+        self,
+        gateway: TrialGateway,
+        claim: TrialClaim,
+        context: TrialContext,
+        *,
+        interval_s: float,
+        time_limit_s: float | None,
+        grace_s: float,
+        on_overrun: Callable[[], None] | None,
+    ) -> None:
+        self._gateway = gateway
+        self._claim = claim
+        self._context = context
+        self._interval = interval_s
+        self._limit = time_limit_s
+        self._grace = grace_s
+        self._on_overrun = on_overrun
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="baobab-heartbeat", daemon=True)
+        self.lost: str | None = None
 
-# Core statements, built once: each trial pays only for executing them.
-_trials = Trial.__table__
-_datasets = Dataset.__table__
-_train_set = _datasets.alias("train_set")
-_val_set = _datasets.alias("val_set")
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
 
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
 
-def _param(name: str, column: str) -> BindParameter[Any]:
-    return bindparam(name, type_=_trials.c[column].type)
+    def _run(self) -> None:
+        started = time.monotonic()
+        overrun_at: float | None = None
+        while not self._done.wait(self._interval):
+            now = time.monotonic()
+            if self.lost is None and self._limit is not None and now - started > self._limit:
+                self.lost = f"exceeded the per-trial time limit of {self._limit:g} s"
+                self._end_errored(self.lost)
+            if self.lost is None:
+                try:
+                    current, stop_reason = self._gateway.beat(self._claim)
+                except StoreError as e:
+                    logger.warning("trial %d: heartbeat failed: %s", self._claim.trial_id, e)
+                    continue
+                if not current:
+                    self.lost = "the trial was cancelled or handed to another worker"
+                elif stop_reason is not None:
+                    self._context.request_stop(stop_reason)
+            if self.lost is not None:
+                self._context.request_stop(self.lost)
+                overrun_at = now + self._grace if overrun_at is None else overrun_at
+                if now >= overrun_at and self._on_overrun is not None:
+                    logger.error("trial %d: %s, and it did not stop; giving it up", self._claim.trial_id, self.lost)
+                    self._on_overrun()
+                    return
 
-
-_CLAIM = (
-    update(_trials)
-    .where(_trials.c.id == bindparam("b_id"), _trials.c.status == TrialState.PENDING)
-    .values(
-        status=TrialState.RUNNING,
-        started_at=_param("b_now", "started_at"),
-        heartbeat_at=_param("b_now", "heartbeat_at"),
-        worker=_param("b_worker", "worker"),
-        attempts=_trials.c.attempts + 1,
-    )
-    .returning(_trials.c.number, _trials.c.knobs, _trials.c.sub_job_id)
-)
-_sub_jobs = SubJob.__table__
-_templates = ModelTemplate.__table__
-_jobs = TrainJob.__table__
-_INPUTS = (
-    select(
-        _sub_jobs.c.seed,
-        _templates.c.artifact_path,
-        _templates.c.checksum,
-        _templates.c.class_name,
-        _jobs.c.train_args,
-        _train_set.c.artifact_path,
-        _train_set.c.checksum,
-        _val_set.c.artifact_path,
-        _val_set.c.checksum,
-    )
-    .select_from(
-        _sub_jobs.join(_templates, _sub_jobs.c.model_template_id == _templates.c.id)
-        .join(_jobs, _sub_jobs.c.train_job_id == _jobs.c.id)
-        .join(_train_set, _jobs.c.train_dataset_id == _train_set.c.id)
-        .join(_val_set, _jobs.c.val_dataset_id == _val_set.c.id)
-    )
-    .where(_sub_jobs.c.id == bindparam("b_sub_job"))
-)
-_FINISH = (
-    update(_trials)
-    .where(_trials.c.id == bindparam("b_id"), _trials.c.status == TrialState.RUNNING)
-    .values(
-        status=_param("b_status", "status"),
-        finished_at=_param("b_now", "finished_at"),
-        score=_param("b_score", "score"),
-        params_path=_param("b_params", "params_path"),
-        error=_param("b_error", "error"),
-        traceback=_param("b_traceback", "traceback"),
-    )
-)
-_STATUS = select(_trials.c.status).where(_trials.c.id == bindparam("b_id"))
-_LOG = insert(TrialLog.__table__)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _status(session: Session, trial_id: int) -> TrialState | None:
-    return session.execute(_STATUS, {"b_id": trial_id}).scalar()
-
-
-def _claim(resources: WorkerResources, trial_id: int) -> _Claim | TrialOutcome:
-    with session_scope(resources.engine) as session:
-        row = session.execute(_CLAIM, {"b_id": trial_id, "b_now": _now(), "b_worker": resources.name}).first()
-        if row is None:
-            return TrialOutcome(trial_id, _status(session, trial_id), ran=False)
-        number, knobs, sub_job_id = row
-        inputs = session.execute(_INPUTS, {"b_sub_job": sub_job_id}).first()
-    if inputs is None:  # the job was deleted meanwhile, and the trial with it
-        return TrialOutcome(trial_id, None, ran=False)
-    seed, template_key, template_checksum, class_name, train_args, train_key, train_sum, val_key, val_sum = inputs
-    return _Claim(
-        trial_id=trial_id,
-        number=number,
-        knobs=knobs_from_json(knobs) if isinstance(knobs, str) else dict(knobs),
-        seed=seed,
-        template_key=template_key,
-        template_checksum=template_checksum,
-        class_name=class_name,
-        train_args=dict(train_args or {}),
-        train_key=train_key,
-        train_checksum=train_sum,
-        val_key=val_key,
-        val_checksum=val_sum,
-    )
-
-
-def _finish(
-    resources: WorkerResources,
-    trial_id: int,
-    status: TrialState,
-    *,
-    score: float | None = None,
-    params_path: str | None = None,
-    error: str | None = None,
-    traceback: str | None = None,
-    log_line: str | None = None,
-) -> TrialState | None:
-    """Store the final state if the trial is still RUNNING; returns the state it has now."""
-    now = _now()
-    values = {
-        "b_id": trial_id,
-        "b_status": status,
-        "b_now": now,
-        "b_score": score,
-        "b_params": params_path,
-        "b_error": error,
-        "b_traceback": traceback,
-    }
-    with session_scope(resources.engine) as session:
-        if session.execute(_FINISH, values).rowcount != 1:
-            return _status(session, trial_id)
-        if log_line is not None:
-            session.execute(_LOG, [{"trial_id": trial_id, "line": log_line, "time": now}])
-    return status
+    def _end_errored(self, error: str) -> None:
+        try:
+            self._gateway.finish(self._claim, TrialState.ERRORED, error=error)
+        except StoreError as e:
+            logger.warning("trial %d: cannot store that it %s: %s", self._claim.trial_id, error, e)
 
 
 def _local_file(resources: WorkerResources, what: str, key: str, checksum: str) -> str:
@@ -293,9 +234,10 @@ def _local_file(resources: WorkerResources, what: str, key: str, checksum: str) 
         raise TrialFailed(f"cannot fetch the {what}: {e}") from None
 
 
-def _knobs(claim: _Claim, template: LoadedTemplate) -> dict[str, Any]:
+def _knobs(claim: TrialClaim, template: LoadedTemplate) -> dict[str, Any]:
+    knobs = knobs_from_json(claim.knobs) if isinstance(claim.knobs, str) else dict(claim.knobs)
     try:
-        return validate_knobs(template.config, claim.knobs)
+        return validate_knobs(template.config, knobs)
     except KnobConfigError as e:
         raise TrialFailed(f"the trial's knobs do not fit the template's knob config: {e}") from None
 
@@ -309,8 +251,49 @@ def _teardown(path: Path, model: BaseModel, context: TrialContext, *, failing: b
         context.log(f"teardown() also failed: {e.error}")  # the first error is the one reported
 
 
-def _train(claim: _Claim, resources: WorkerResources, context: TrialContext) -> tuple[float, bytes, str | None]:
-    """Build, train, evaluate and dump: (score, parameters, stop reason)."""
+def _shared_params(claim: TrialClaim, resources: WorkerResources, context: TrialContext) -> dict[str, Any] | None:
+    """The parameters the trial starts from (SHARE_PARAMS), from this process's memory when it produced them.
+
+    Parameters that cannot be read leave the trial to start fresh, saying so in its log:
+    sharing saves time, and its absence costs no more than that.
+    """
+    key = claim.shared_params_path
+    if key is None:
+        return None
+    where = "memory"
+    try:
+        if resources.last_params is not None and resources.last_params[0] == key:
+            data = resources.last_params[1]
+        else:
+            where = "the artifact store"
+            data = resources.artifacts.get_bytes(key)
+        params = params_from_bytes(data)
+    except (ArtifactError, ParamsFormatError, OSError) as e:
+        context.log(f"shared parameters {key} cannot be read ({e}); starting without them")
+        return None
+    context.log(f"starting from shared parameters {key} (from {where})")
+    return params
+
+
+def _zoo_for(claim: TrialClaim, template: LoadedTemplate, gateway: TrialGateway, resources: WorkerResources) -> Any:
+    """The zoo, for a TorchModel trial of a job that did not switch warm starting off; else None.
+
+    Only TorchModel templates take part (the platform owns their training loop), so a
+    worker whose templates never import torch never imports the zoo either.
+    """
+    torch_model = sys.modules.get("baobab.model._torch")
+    if torch_model is None or not issubclass(template.cls, torch_model.TorchModel):
+        return None
+    wanted = claim.train_args.get(WARM_START_ARG, True)
+    if not isinstance(wanted, bool):
+        raise TrialFailed(f"train arg {WARM_START_ARG!r} must be true or false, got {wanted!r}")
+    return gateway.zoo(resources.artifacts) if wanted else None
+
+
+def _train(
+    claim: TrialClaim, resources: WorkerResources, context: TrialContext, gateway: TrialGateway
+) -> tuple[float, bytes, str | None, Any]:
+    """Build, train, evaluate and dump: (score, parameters, stop reason, what to add to the zoo)."""
     with capture_prints(context.log), trial_context(context):
         template = resources.templates.get(claim.template_key, claim.template_checksum, claim.class_name)
         train_path = _local_file(resources, "training dataset", claim.train_key, claim.train_checksum)
@@ -318,85 +301,144 @@ def _train(claim: _Claim, resources: WorkerResources, context: TrialContext) -> 
         knobs = _knobs(claim, template)
         seed = trial_seed(claim.seed, claim.number)
         seed_globals(seed)
+        zoo = _zoo_for(claim, template, gateway, resources)
+        graph = None
         path = template.path
         model = call_template(path, f"{claim.class_name}(**knobs)", template.cls, **knobs)
         try:
-            train_args = train_kwargs(template.cls, claim.train_args, seed)
+            # The runner decides about warm starts (above): no template sees the switch.
+            given = {k: v for k, v in claim.train_args.items() if k != WARM_START_ARG}
+            train_args = train_kwargs(template.cls, given, seed)
+            shared = _shared_params(claim, resources, context)
+            if shared is not None:
+                train_args["shared_params"] = shared
+            if zoo is not None:
+                from baobab.zoo import make_warm_starter, model_graph
+
+                context.warm_starter = make_warm_starter(zoo, trial_id=claim.trial_id, seed=seed)
             call_template(path, "train()", model.train, train_path, **train_args)
             score = check_score(call_template(path, "evaluate()", model.evaluate, val_path))
             stop_reason = context.stop_reason
             data = params_bytes(path, model)
+            if zoo is not None:
+                graph = model_graph(model)  # before teardown(), which may free the module
         except BaseException:
             _teardown(path, model, context, failing=True)
             raise
         _teardown(path, model, context, failing=False)
-    return score, data, stop_reason
+    return score, data, stop_reason, None if graph is None else (zoo, graph)
 
 
-def _errored(resources: WorkerResources, claim: _Claim, error: str, details: str) -> TrialOutcome:
-    resources.writer.flush()
-    status = _finish(resources, claim.trial_id, TrialState.ERRORED, error=error, traceback=details or None)
-    gc.collect()  # what a failed template left in reference cycles (a MemoryError's arrays) goes now
-    return TrialOutcome(claim.trial_id, status, ran=True, error=error)
+class _Trial:
+    """One claimed trial on its way to a final state."""
+
+    def __init__(self, claim: TrialClaim, resources: WorkerResources, gateway: TrialGateway) -> None:
+        self.claim = claim
+        self.resources = resources
+        self.gateway = gateway
+        self.writer = RowWriter(gateway.records)
+
+    def errored(self, error: str, details: str) -> TrialOutcome:
+        self.writer.close()
+        status = self.gateway.finish(self.claim, TrialState.ERRORED, error=error, traceback=details or None)
+        gc.collect()  # what a failed template left in reference cycles (a MemoryError's arrays) goes now
+        return TrialOutcome(self.claim.trial_id, status, ran=True, error=error)
+
+    def succeeded(self, score: float, data: bytes, stop_reason: str | None, zoo_entry: Any) -> TrialOutcome:
+        trial_id = self.claim.trial_id
+        key = params_key(trial_id)
+        artifacts = self.resources.artifacts
+        try:
+            artifacts.put_bytes(key, data)
+        except (ArtifactError, OSError) as e:
+            logger.exception("trial %d: cannot store its parameters", trial_id)
+            return self.errored(f"cannot store the parameters in {artifacts.url}: {e}", "")
+        self.writer.close()
+        if stop_reason is None:
+            status = self.gateway.finish(self.claim, TrialState.COMPLETED, score=score, params_path=key)
+        else:
+            line = f"stopped early: {stop_reason}"
+            status = self.gateway.finish(self.claim, TrialState.STOPPED, score=score, params_path=key, log_line=line)
+        if status not in (TrialState.COMPLETED, TrialState.STOPPED):  # cancelled or taken over: keep no orphan
+            artifacts.delete(key)
+            return TrialOutcome(trial_id, status, ran=True)
+        self.resources.last_params = (key, data)
+        if zoo_entry is not None:  # stored: the zoo reads score, parameters and owner from the row
+            from baobab.zoo import register_trial_model
+
+            register_trial_model(zoo_entry[0], trial_id, zoo_entry[1])
+        return TrialOutcome(trial_id, status, ran=True, score=score)
 
 
-def _succeeded(
-    resources: WorkerResources, claim: _Claim, score: float, data: bytes, stop_reason: str | None
+def run_trial(
+    trial_id: int,
+    resources: WorkerResources,
+    *,
+    context: TrialContext | None = None,
+    gateway: TrialGateway | None = None,
+    time_limit_s: float | None = None,
+    on_overrun: Callable[[], None] | None = None,
 ) -> TrialOutcome:
-    key = params_key(claim.trial_id)
-    try:
-        resources.artifacts.put_bytes(key, data)
-    except (ArtifactError, OSError) as e:
-        logger.exception("trial %d: cannot store its parameters", claim.trial_id)
-        return _errored(resources, claim, f"cannot store the parameters in {resources.artifacts.url}: {e}", "")
-    resources.writer.flush()
-    if stop_reason is None:
-        status = _finish(resources, claim.trial_id, TrialState.COMPLETED, score=score, params_path=key)
-    else:
-        line = f"stopped early: {stop_reason}"
-        status = _finish(resources, claim.trial_id, TrialState.STOPPED, score=score, params_path=key, log_line=line)
-    if status not in (TrialState.COMPLETED, TrialState.STOPPED):  # cancelled meanwhile: keep no orphan
-        resources.artifacts.delete(key)
-        return TrialOutcome(claim.trial_id, status, ran=True)
-    return TrialOutcome(claim.trial_id, status, ran=True, score=score)
-
-
-def run_trial(trial_id: int, resources: WorkerResources, *, context: TrialContext | None = None) -> TrialOutcome:
-    """Run the PENDING trial ``trial_id`` here and store its outcome (see the module docstring).
+    """Run the trial ``trial_id`` here if it can be claimed, and store its outcome (see the module docstring).
 
     Args:
         trial_id: the trial's row id.
-        resources: the engine, artifact store and caches of this worker.
+        resources: the artifact store and caches of this worker.
         context: the trial's context, for callers that must reach it while the trial
             runs: :meth:`~baobab.model.TrialContext.request_stop` may be called from
             another thread, before or during the run (a stop requested before the run
             starts makes the template train briefly, if it checks ``should_stop``). Its
             sink is replaced by the one that stores metrics and logs.
+        gateway: where to claim and report; ``resources.gateway`` by default.
+        time_limit_s: with a heartbeat, the trial ends ERRORED once it ran this long.
+        on_overrun: with a heartbeat, called when a trial past its time limit, or no
+            longer this worker's, does not stop within a grace period.
 
     Returns:
         The outcome; a template's failure is an ERRORED outcome, never an exception.
 
     Raises:
-        StoreError: the metadata database failed (the trial may be left RUNNING).
+        StoreError: the gateway failed (the trial may be left RUNNING).
     """
-    claim = _claim(resources, trial_id)
-    if isinstance(claim, TrialOutcome):
-        logger.info("trial %d not run: it is %s", trial_id, claim.status or "gone")
-        return claim
+    gateway = gateway or resources.gateway
+    if gateway is None:
+        raise ValueError("run_trial needs a gateway: these worker resources have none")
+    claim = gateway.claim(trial_id, resources.name)
+    if isinstance(claim, ClaimRefused):
+        logger.info("trial %d not run: %s", trial_id, claim.reason)
+        return TrialOutcome(trial_id, claim.status, ran=False, retry_after_s=claim.retry_after_s)
     context = TrialContext() if context is None else context
-    context.sink = TrialSink(resources.writer, trial_id)
+    trial = _Trial(claim, resources, gateway)
+    context.sink = TrialSink(trial.writer, trial_id)
     started = time.perf_counter()
+    heartbeat = None
+    if gateway.heartbeat_s is not None:
+        heartbeat = _Heartbeat(
+            gateway,
+            claim,
+            context,
+            interval_s=gateway.heartbeat_s,
+            time_limit_s=time_limit_s,
+            grace_s=max(5.0, 2 * gateway.heartbeat_s),
+            on_overrun=on_overrun,
+        )
     try:
-        score, data, stop_reason = _train(claim, resources, context)
+        if heartbeat is not None:
+            heartbeat.__enter__()
+        score, data, stop_reason, zoo_entry = _train(claim, resources, context, gateway)
     except TrialFailed as e:
-        outcome = _errored(resources, claim, e.error, e.details)
+        outcome = trial.errored(e.error, e.details)
     except Exception as e:
         # Not the template's fault (its errors are TrialFailed): a bug here, or the
         # artifact store failing. The trial still ends, with the whole traceback.
         logger.exception("trial %d: the worker failed", trial_id)
         summary = f"the worker failed: {type(e).__name__}: {e}".splitlines()[0]
-        outcome = _errored(resources, claim, summary, traceback.format_exc())
+        outcome = trial.errored(summary, traceback.format_exc())
     else:
-        outcome = _succeeded(resources, claim, score, data, stop_reason)
+        outcome = trial.succeeded(score, data, stop_reason, zoo_entry)
+    finally:
+        if heartbeat is not None:
+            heartbeat.__exit__()
+        trial.writer.close()
     logger.info("trial %d %s in %.3f s", trial_id, outcome.status, time.perf_counter() - started)
     return outcome

@@ -108,6 +108,7 @@ def test_create_get_and_list(app: Flask, client: FlaskClient, world: World) -> N
         "error": None, "train_dataset_id": w.a_train, "val_dataset_id": w.a_val,
         "budget": {"GPU_COUNT": 0, "MODEL_TRIAL_COUNT": 5}, "train_args": {"target": "label", "epochs": 2},
         "owner_id": w.alice_id, "started_at": None, "finished_at": None, "trial_counts": zero, "best_score": None,
+        "budget_used": {"time_s": 0.0, "time_limit_s": None, "trials": 0, "trial_limit": 10},
         "sub_jobs": [
             {"id": sub_ids[0], "model_id": w.a_private, "model_name": "a-private", "strategy": "tpe",
              "status": "PENDING", "error": None, "trial_counts": zero},
@@ -364,7 +365,7 @@ def test_trial_listing_counts_and_best_trials(app: Flask, client: FlaskClient, w
         "policies": {"EARLY_STOP": False}, "status": "COMPLETED", "score": 0.9,
         "created_at": T0.isoformat(), "started_at": done["started_at"].isoformat(),
         "finished_at": done["finished_at"].isoformat(), "duration_s": 2.5, "worker": "w-1", "attempts": 1,
-        "error": None, "has_params": True,
+        "error": None, "has_params": True, "parent_zoo_model_id": None, "similarity": None,
     }  # fmt: skip
     by_score = ["a5", "a0", "a3", "b0", "a1", "b3", "a2", "a4", "b1", "b2"]  # unscored last, ties by id
     assert order() == order("?sort=-score") == by_score

@@ -819,3 +819,78 @@ def test_the_driver_costs_one_insert_and_one_read_per_trial(engine: Engine, sett
     }
     assert job_row(engine, job_id).status is JobStatus.COMPLETED and len(trials(engine, job_id)) == n
     assert spent / n < 0.015, f"{spent / n * 1000:.1f} ms per trial"
+
+
+# -- several drivers: leases -----------------------------------------------------------------------
+
+
+def test_two_drivers_with_leases_drive_each_job_once(
+    engine: Engine, events: LocalEventChannel, settings: Settings
+) -> None:
+    a = StandInExecutor(engine, events, slots=2, duration=0.02)
+    b = StandInExecutor(engine, events, slots=2, duration=0.02)
+    with (
+        running(engine, a, events, settings, lease_s=5.0, name="a"),
+        running(engine, b, events, settings, lease_s=5.0, name="b"),
+    ):
+        jobs = [make_job(engine, events, {"MODEL_TRIAL_COUNT": 5}) for _ in range(4)]
+        for job_id in jobs:
+            assert wait_finished(engine, job_id).status is JobStatus.COMPLETED
+    for job_id in jobs:
+        rows = trials(engine, job_id)
+        assert sorted(t.number for t in rows) == list(range(5))  # each proposed once, by one driver
+        driver = job_row(engine, job_id).driver
+        ids = {t.id for t in rows}
+        mine, theirs = (a, b) if driver == "a" else (b, a)
+        assert ids <= set(mine.submitted) and not ids & set(theirs.submitted)
+
+
+def test_a_lapsed_lease_is_taken_over_and_a_clean_stop_hands_jobs_over_at_once(
+    engine: Engine, events: LocalEventChannel, settings: Settings
+) -> None:
+    job_id = make_job(engine, events, {"MODEL_TRIAL_COUNT": 4})
+    with session_scope(engine) as session:  # a driver that died holding it, its lease running out soon
+        session.execute(
+            update(TrainJob)
+            .where(TrainJob.id == job_id)
+            .values(driver="dead", lease_expires_at=now() + timedelta(seconds=1))
+        )
+    executor = StandInExecutor(engine, events, slots=2, hold=True)
+    with running(engine, executor, events, settings, lease_s=2.0, name="heir", rescan_s=0.2) as heir:
+        assert not executor.held(job_id)  # not before the lease lapses
+        wait_until(lambda: len(executor.held(job_id)) == 2, timeout=10, what="the heir to take the job up")
+        assert job_row(engine, job_id).driver == "heir" and job_id in heir.jobs
+    # The heir stopped cleanly: the job is free for the next driver at once.
+    row = job_row(engine, job_id)
+    assert row.driver is None and row.lease_expires_at is None and row.status is JobStatus.RUNNING
+
+
+def test_a_driver_that_lost_its_lease_lets_the_job_go(
+    engine: Engine, events: LocalEventChannel, settings: Settings
+) -> None:
+    executor = StandInExecutor(engine, events, slots=2, hold=True)
+    with running(engine, executor, events, settings, lease_s=0.6, name="slow") as driver:
+        job_id = make_job(engine, events, {"MODEL_TRIAL_COUNT": 4})
+        wait_until(lambda: job_id in driver.jobs, what="the job to be taken up")
+        with session_scope(engine) as session:  # another advisor took it after our lease lapsed
+            session.execute(update(TrainJob).where(TrainJob.id == job_id).values(driver="other"))
+        wait_until(lambda: job_id not in driver.jobs, timeout=5, what="the driver to let the job go")
+        assert job_row(engine, job_id).driver == "other"
+
+
+def test_a_user_stop_of_one_trial_reaches_the_executor_and_its_score_counts(
+    engine: Engine, events: LocalEventChannel, settings: Settings
+) -> None:
+    executor = StandInExecutor(engine, events, slots=2, hold=True)
+    with running(engine, executor, events, settings):
+        job_id = make_job(engine, events, {"MODEL_TRIAL_COUNT": 2})
+        wait_until(lambda: len(executor.held(job_id)) == 2, what="two trials running")
+        target, other = executor.held(job_id)
+        events.publish(Event(EventKind.TRIAL_STOP_REQUESTED, target))  # what POST /trials/<id>/stop publishes
+        wait_until(lambda: any(t == target for t, _, _ in executor.stop_requests), what="the stop request")
+        assert [(t, reason) for t, reason, _ in executor.stop_requests] == [(target, "stopped by a user")]
+        executor.release(other)
+        job = wait_finished(engine, job_id)
+    assert job.status is JobStatus.COMPLETED
+    stopped = next(t for t in trials(engine, job_id) if t.id == target)
+    assert stopped.status is TrialState.STOPPED and stopped.score is not None

@@ -9,7 +9,7 @@ from baobab.testing import branin_knob_config
 
 
 def test_names() -> None:
-    assert STRATEGIES == ("auto", "random", "bayes", "tpe")
+    assert STRATEGIES == ("auto", "random", "bayes", "tpe", "enas")
     for name, cls in [("random", RandomStrategy), ("bayes", BayesStrategy), ("tpe", TpeStrategy)]:
         strategy = make_strategy(name, branin_knob_config(), seed=1)
         assert type(strategy) is cls and strategy.seed == 1

@@ -8,20 +8,21 @@ import pytest
 from click.testing import CliRunner
 
 from baobab.sdk.cli.db import db
-from baobab.store import describe_url
+from baobab.store import describe_url, head_revision
 
 
 def test_upgrade_then_current_with_a_url(db_url: str) -> None:
     runner = CliRunner()
+    head = head_revision()
     before = runner.invoke(db, ["current", "--url", db_url])
     assert before.exit_code == 0, before.output
-    assert "empty (no Baobab tables); run `baobab db upgrade` to create revision 0002" in before.output
+    assert f"empty (no Baobab tables); run `baobab db upgrade` to create revision {head}" in before.output
     upgraded = runner.invoke(db, ["upgrade", "--url", db_url])
     assert upgraded.exit_code == 0, upgraded.output
-    assert upgraded.output == f"{describe_url(db_url)}: at schema revision 0002 (head)\n"
+    assert upgraded.output == f"{describe_url(db_url)}: at schema revision {head} (head)\n"
     after = runner.invoke(db, ["current", "--url", db_url])
     assert after.exit_code == 0, after.output
-    assert after.output == f"{describe_url(db_url)}: at schema revision 0002 (head)\n"
+    assert after.output == f"{describe_url(db_url)}: at schema revision {head} (head)\n"
 
 
 def test_the_url_defaults_to_baobab_database_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

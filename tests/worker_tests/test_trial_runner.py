@@ -11,16 +11,18 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from sqlalchemy import update
 from worker_world import Platform
 
 from baobab.model import TrialContext
 from baobab.model._trial_process import trial_seed
-from baobab.store import ArtifactStore, TrialState, params_from_bytes
+from baobab.store import ArtifactStore, Trial, TrialState, params_from_bytes, session_scope
 from baobab.testing import wait_until
-from baobab.worker import WorkerResources, params_key, run_trial
+from baobab.worker import DatabaseGateway, WorkerResources, params_key, run_trial
 
 
 @pytest.fixture
@@ -158,7 +160,8 @@ def test_remote_artifacts_are_downloaded_once_checked_and_the_template_imported_
     for path in local.fs.find(local.url):  # the template and the datasets, under the same keys
         remote.put_bytes(Path(path).relative_to(local.url).as_posix(), local.fs.cat_file(path))
     cache = tmp_path / "cache"
-    resources = WorkerResources(engine=platform.engine, artifacts=remote, cache_dir=cache, name="remote-worker")
+    gateway = DatabaseGateway(platform.engine)
+    resources = WorkerResources(artifacts=remote, cache_dir=cache, name="remote-worker", gateway=gateway)
 
     assert run_trial(first, resources).status is TrialState.COMPLETED
     assert run_trial(second, resources).status is TrialState.COMPLETED  # another job, same template and data
@@ -170,8 +173,59 @@ def test_remote_artifacts_are_downloaded_once_checked_and_the_template_imported_
 
     # A worker with an empty cache checks what it downloads against the registered checksum.
     remote.put_bytes(platform.dataset_key(0), b"a,b,y\n1,2,3\n")
-    fresh = WorkerResources(engine=platform.engine, artifacts=remote, cache_dir=tmp_path / "empty", name="fresh")
+    fresh = WorkerResources(artifacts=remote, cache_dir=tmp_path / "empty", name="fresh", gateway=gateway)
     outcome = run_trial(platform.add_trial("ok", 0.3), fresh)
     assert outcome.status is TrialState.ERRORED
     assert outcome.error.startswith("cannot fetch the training dataset: artifact 'datasets/")
     assert "was replaced after it was registered" in outcome.error
+
+
+# -- heartbeats (what a cluster worker does through the API; here on the database itself) ------
+
+
+class _BeatingGateway(DatabaseGateway):
+    heartbeat_s = 0.05
+
+
+def test_heartbeats_pass_a_stop_reason_and_a_lost_claim_stops_the_trial(
+    platform: Platform, resources: WorkerResources
+) -> None:
+    gateway = _BeatingGateway(platform.engine)
+    stopped = platform.add_trial("until_stop", 0.4)
+    thread = threading.Thread(target=lambda: results.append(run_trial(stopped, resources, gateway=gateway)))
+    results: list[Any] = []
+    thread.start()
+    wait_until(lambda: platform.trial(stopped).status is TrialState.RUNNING, what="the trial to run")
+    with session_scope(platform.engine) as session:  # what CeleryExecutor.request_stop writes
+        session.execute(update(Trial).where(Trial.id == stopped).values(stop_reason="time budget spent"))
+    thread.join(20)
+    assert results[0].status is TrialState.STOPPED and results[0].score == 0.4
+    assert platform.trial(stopped).heartbeat_at > platform.trial(stopped).started_at
+
+    cancelled = platform.add_trial("until_stop", 0.6)
+    thread = threading.Thread(target=lambda: results.append(run_trial(cancelled, resources, gateway=gateway)))
+    thread.start()
+    wait_until(lambda: platform.trial(cancelled).status is TrialState.RUNNING, what="the trial to run")
+    platform.set_status(cancelled, TrialState.CANCELLED)  # what CeleryExecutor.cancel writes
+    thread.join(20)
+    assert results[1].status is TrialState.CANCELLED and results[1].score is None
+    assert not platform.artifacts.exists(params_key(cancelled))  # no orphan parameters
+
+
+def test_a_trial_past_its_time_limit_ends_errored_and_one_that_will_not_stop_is_given_up(
+    platform: Platform, resources: WorkerResources, tmp_path: Path
+) -> None:
+    gateway = _BeatingGateway(platform.engine)
+    gave_up = threading.Event()
+    stuck = platform.add_trial("wait", 0.5, train_args={"signal_dir": str(tmp_path)})  # deaf to stop requests
+    thread = threading.Thread(
+        target=run_trial, args=(stuck, resources), kwargs={"gateway": gateway, "time_limit_s": 0.3,
+                                                           "on_overrun": gave_up.set},
+    )  # fmt: skip
+    thread.start()
+    assert gave_up.wait(20)  # a cluster worker exits here; its pool process is replaced
+    row = platform.trial(stuck)
+    assert row.status is TrialState.ERRORED and row.error == "exceeded the per-trial time limit of 0.3 s"
+    (tmp_path / "go-0.5").touch()  # let the template end, as the replaced process would not
+    thread.join(20)
+    assert platform.trial(stuck).status is TrialState.ERRORED  # its late outcome was not stored

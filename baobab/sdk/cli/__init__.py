@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from baobab import __version__
+from baobab.sdk.cli.cluster import advisor, api, predictor, worker
 from baobab.sdk.cli.datasets import datasets
 from baobab.sdk.cli.db import db
 from baobab.sdk.cli.dev import dev
@@ -14,6 +15,7 @@ from baobab.sdk.cli.models import models
 from baobab.sdk.cli.predict import predict
 from baobab.sdk.cli.serve import serve
 from baobab.sdk.cli.up import up
+from baobab.sdk.cli.zoo import zoo
 
 __all__ = ["main"]
 
@@ -28,6 +30,11 @@ def main() -> None:
 main.add_command(db)
 main.add_command(dev)
 main.add_command(up)  # the whole platform on this machine; imports the server parts only when run
+# Cluster mode: one service per command, each on any machine.
+main.add_command(api)
+main.add_command(advisor)
+main.add_command(worker)
+main.add_command(predictor)
 
 # Commands that talk to a server over HTTP (baobab.sdk.Client).
 main.add_command(login)
@@ -37,3 +44,4 @@ main.add_command(models)
 main.add_command(jobs)
 main.add_command(serve)
 main.add_command(predict)
+main.add_command(zoo)

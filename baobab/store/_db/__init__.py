@@ -15,10 +15,20 @@ from baobab.store._db._tables import (
     Trial,
     TrialLog,
     User,
+    ZooModel,
+)
+from baobab.store._db._trial_rows import (
+    ClaimRefused,
+    TrialClaim,
+    add_trial_records,
+    beat_trial,
+    claim_trial,
+    finish_trial,
 )
 
 __all__ = [
     "Base",
+    "ClaimRefused",
     "Dataset",
     "InferenceJob",
     "InferenceJobStatus",
@@ -30,15 +40,21 @@ __all__ = [
     "SubJob",
     "TrainJob",
     "Trial",
+    "TrialClaim",
     "TrialLog",
     "TrialState",
     "User",
     "UserRole",
+    "add_trial_records",
+    "beat_trial",
     "check_schema",
+    "claim_trial",
     "create_engine_from_url",
     "current_revision",
     "describe_url",
+    "finish_trial",
     "head_revision",
     "session_scope",
     "upgrade_database",
+    "ZooModel",
 ]

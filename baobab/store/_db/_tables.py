@@ -17,12 +17,14 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     ForeignKey,
     Index,
     MetaData,
     String,
     Text,
     UniqueConstraint,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -42,6 +44,7 @@ __all__ = [
     "Trial",
     "TrialLog",
     "User",
+    "ZooModel",
 ]
 
 # Named constraints: PostgreSQL and SQLite then agree on names, and later migrations
@@ -142,6 +145,8 @@ class TrainJob(Base):
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     error: Mapped[str | None] = mapped_column(Text)
+    driver: Mapped[str | None]
+    lease_expires_at: Mapped[datetime | None]
 
     owner: Mapped[User] = relationship()
     train_dataset: Mapped[Dataset] = relationship(foreign_keys=[train_dataset_id])
@@ -198,6 +203,17 @@ class Trial(Base):
     error: Mapped[str | None] = mapped_column(Text)
     traceback: Mapped[str | None] = mapped_column(Text)
     params_path: Mapped[str | None] = mapped_column(_PATH)
+    submitted_at: Mapped[datetime | None]
+    stop_reason: Mapped[str | None] = mapped_column(Text)
+    # The zoo model it was warm-started from; no foreign key, so the id stays as history after retention evicts it.
+    parent_zoo_model_id: Mapped[int | None]
+    similarity: Mapped[float | None]
+    # The search phase the driver ran it in (None: a plain trial); see baobab.advisor's plans.
+    phase: Mapped[str | None] = mapped_column(String(32))
+    # The parameters it starts from under SHARE_PARAMS (another trial's params_path).
+    shared_params_path: Mapped[str | None] = mapped_column(_PATH)
+    # False when DOWNSCALE, QUICK_EVAL or SKIP_TRAIN was on: never a final model.
+    servable: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
 
     sub_job: Mapped[SubJob] = relationship(back_populates="trials")
 
@@ -245,6 +261,8 @@ class InferenceJob(Base):
     created_at: Mapped[datetime] = _created_at()
     stopped_at: Mapped[datetime | None]
     error: Mapped[str | None] = mapped_column(Text)
+    driver: Mapped[str | None]
+    lease_expires_at: Mapped[datetime | None]
 
     owner: Mapped[User] = relationship()
     train_job: Mapped[TrainJob] = relationship()
@@ -258,3 +276,43 @@ class InferenceMember(Base):
 
     inference_job_id: Mapped[int] = mapped_column(ForeignKey("inference_jobs.id", ondelete="CASCADE"), primary_key=True)
     trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="RESTRICT"), primary_key=True)
+
+
+class ZooModel(Base):
+    """A trained PyTorch model kept in the zoo to warm-start later ones (see :mod:`baobab.zoo`).
+
+    ``graph`` is the architecture as :meth:`baobab.zoo.ModelGraph.dumps` writes it and
+    ``signature`` the part matching reads (a tenth of it); ``fingerprint`` is the
+    structure's hash and ``io_signature`` its input and output shapes (``1x28x28->10``),
+    so candidates are found without reading graphs. ``params_path`` holds TorchModel
+    parameters (``module.<state name>``); the zoo deletes them on eviction only when
+    ``owns_params`` (uploaded to the zoo), never a trial's own. A trial registers once
+    (unique ``trial_id``); a deleted trial or dataset leaves the model, without the link.
+    """
+
+    __tablename__ = "zoo_models"
+    __table_args__ = (Index(None, "task", "io_signature"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner_id: Mapped[int] = _owner()
+    access: Mapped[ModelAccess] = mapped_column(string_enum(ModelAccess))
+    task: Mapped[Task] = mapped_column(string_enum(Task))
+    name: Mapped[str]
+    trial_id: Mapped[int | None] = mapped_column(ForeignKey("trials.id", ondelete="SET NULL"), unique=True)
+    dataset_id: Mapped[int | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"))
+    score: Mapped[float]
+    graph: Mapped[str] = mapped_column(Text)
+    signature: Mapped[str] = mapped_column(Text)
+    fingerprint: Mapped[str] = mapped_column(_CHECKSUM)
+    io_signature: Mapped[str]
+    traced: Mapped[bool]
+    node_count: Mapped[int]
+    param_count: Mapped[int] = mapped_column(BigInteger)
+    params_path: Mapped[str] = mapped_column(_PATH)
+    owns_params: Mapped[bool]
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    times_chosen: Mapped[int] = mapped_column(default=0)
+    last_chosen_at: Mapped[datetime | None]
+    created_at: Mapped[datetime] = _created_at()
+
+    owner: Mapped[User] = relationship()

@@ -13,7 +13,11 @@ class SlowScorer(BaseModel):
         return {"x": FloatKnob(0.0, 1.0)}
 
     def train(self, dataset_path, shared_params=None, *, sleep_s=0.5, **train_args):
-        time.sleep(sleep_s)
+        # Half the time, a report (an interim metric), the rest: a trial that takes a while and logs.
+        time.sleep(sleep_s / 2)
+        self.context.report(1, x=self.knobs["x"])
+        time.sleep(sleep_s / 2)
+        print(f"slept {sleep_s} s")
 
     def evaluate(self, dataset_path):
         return self.knobs["x"]

@@ -1,0 +1,204 @@
+"""``/api/v1/worker/trials/<id>/...``: how a cluster worker reports on the trial it runs.
+
+A cluster worker holds no database credentials: it claims a trial, beats, sends interim
+metrics and log lines, and stores the outcome through these endpoints, which call the
+same trial-row functions a local worker calls on the database
+(:mod:`baobab.store._db._trial_rows`). Each request carries the trial's token
+(:func:`baobab.store.issue_trial_token`, given to the worker with the trial), which
+opens these endpoints for that one trial and nothing else; user tokens do not open them.
+
+A claim the rules refuse is an answer, not an error: ``{"refused": {"status", "reason",
+"retry_after_s"}}``. The outcome is published as ``TRIAL_FINISHED`` once stored, and
+interim metrics as ``TRIAL_METRICS``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Blueprint, request
+
+from baobab.admin._auth import public
+from baobab.admin._body import enum_field, json_object, string_field
+from baobab.admin._openapi import api_doc
+from baobab.admin._state import admin_state
+from baobab.exceptions import AuthenticationError, PermissionDeniedError, RequestError
+from baobab.store import (
+    ClaimRefused,
+    Event,
+    EventKind,
+    TrialState,
+    add_trial_records,
+    beat_trial,
+    claim_trial,
+    finish_trial,
+    trial_of_token,
+)
+
+__all__ = ["blueprint"]
+
+blueprint = Blueprint("worker", __name__, url_prefix="/api/v1/worker/trials")
+
+_FINAL = (TrialState.COMPLETED, TrialState.STOPPED, TrialState.ERRORED)
+#: Rows one records request may carry; a worker sends what piled up since its last request.
+_MAX_RECORDS = 10_000
+
+
+def _check_token(trial_id: int) -> None:
+    """The request must carry the token of ``trial_id``."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthenticationError("missing trial token: send 'Authorization: Bearer <the token the trial came with>'")
+    granted = trial_of_token(admin_state().settings.secret_key, token.strip())
+    if granted is None:
+        raise AuthenticationError("invalid trial token: it was not issued by this platform, or it expired")
+    if granted != trial_id:
+        raise PermissionDeniedError(f"this token is for trial {granted}, not trial {trial_id}")
+
+
+def _int_field(body: dict[str, Any], name: str) -> int:
+    value = body.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(f"{name!r} must be an integer", field=name)
+    return value
+
+
+def _optional(body: dict[str, Any], name: str, check: Callable[[Any], bool], expected: str) -> Any:
+    value = body.get(name)
+    if value is not None and not check(value):
+        raise RequestError(f"{name!r} must be {expected} or null", field=name)
+    return value
+
+
+def _time(row: dict[str, Any], where: str) -> datetime:
+    try:
+        stamp = datetime.fromisoformat(row["time"])
+    except (KeyError, TypeError, ValueError):
+        raise RequestError(f"{where}.time must be an ISO 8601 time with a UTC offset", field=where) from None
+    if stamp.tzinfo is None:
+        raise RequestError(f"{where}.time has no UTC offset", field=where)
+    return stamp.astimezone(UTC)
+
+
+def _rows(body: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    rows = body.get(name, [])
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise RequestError(f"{name!r} must be a list of objects", field=name)
+    return rows
+
+
+def _metric_rows(body: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for i, row in enumerate(_rows(body, "metrics")):
+        where = f"metrics[{i}]"
+        step, values = row.get("step"), row.get("metrics")
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise RequestError(f"{where}.step must be an integer", field=where)
+        if not isinstance(values, dict) or not all(
+            isinstance(k, str) and (v is None or (isinstance(v, int | float) and not isinstance(v, bool)))
+            for k, v in values.items()
+        ):
+            raise RequestError(f"{where}.metrics must map names to numbers (null for a non-finite one)", field=where)
+        rows.append({"step": step, "metrics": values, "time": _time(row, where)})
+    return rows
+
+
+def _log_rows(body: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for i, row in enumerate(_rows(body, "logs")):
+        where = f"logs[{i}]"
+        if not isinstance(row.get("line"), str):
+            raise RequestError(f"{where}.line must be a string", field=where)
+        rows.append({"line": row["line"], "time": _time(row, where)})
+    return rows
+
+
+@blueprint.post("/<int:trial_id>/claim")
+@public
+@api_doc(summary="Claim a trial for a worker (trial token)")
+def claim(trial_id: int) -> dict[str, Any]:
+    """Set the trial RUNNING for the worker, or say why not (finished, or running on a live worker)."""
+    _check_token(trial_id)
+    body = json_object(fields=("worker",))
+    worker = string_field(body, "worker")
+    state = admin_state()
+    result = claim_trial(
+        state.engine,
+        trial_id,
+        worker,
+        now=datetime.now(UTC),
+        stale_after_s=state.settings.heartbeat_timeout_s,
+    )
+    if isinstance(result, ClaimRefused):
+        status = None if result.status is None else result.status.value
+        if result.status in _FINAL:  # a take-over gave up on it just now: the advisor must hear of it
+            state.events.publish(Event(EventKind.TRIAL_FINISHED, trial_id))
+        refused = {"status": status, "reason": result.reason, "retry_after_s": result.retry_after_s}
+        return {"claim": None, "refused": refused}
+    return {"claim": result.to_json(), "refused": None}
+
+
+@blueprint.post("/<int:trial_id>/beat")
+@public
+@api_doc(summary="Heartbeat of a running trial (trial token)")
+def beat(trial_id: int) -> dict[str, Any]:
+    """Refresh the heartbeat; answers whether the claim is still current and any stop reason."""
+    _check_token(trial_id)
+    body = json_object(fields=("attempt",))
+    current, stop_reason = beat_trial(
+        admin_state().engine, trial_id, _int_field(body, "attempt"), now=datetime.now(UTC)
+    )
+    return {"current": current, "stop_reason": stop_reason}
+
+
+@blueprint.post("/<int:trial_id>/records")
+@public
+@api_doc(summary="Interim metrics and log lines of a running trial (trial token)")
+def records(trial_id: int) -> dict[str, Any]:
+    _check_token(trial_id)
+    body = json_object(fields=("metrics", "logs"))
+    metrics, logs = _metric_rows(body), _log_rows(body)
+    if len(metrics) + len(logs) > _MAX_RECORDS:
+        raise RequestError(f"at most {_MAX_RECORDS} rows per request; send the rest in another", field="metrics")
+    state = admin_state()
+    add_trial_records(state.engine, trial_id, metrics, logs)
+    if metrics:
+        state.events.publish(Event(EventKind.TRIAL_METRICS, trial_id))
+    return {"stored": len(metrics) + len(logs)}
+
+
+@blueprint.post("/<int:trial_id>/finish")
+@public
+@api_doc(summary="Store a trial's outcome (trial token)")
+def finish(trial_id: int) -> dict[str, Any]:
+    """Store the final state while the claim is current; answers the state the trial has now."""
+    _check_token(trial_id)
+    fields = ("attempt", "status", "score", "params_path", "error", "traceback", "log_line")
+    body = json_object(fields=fields)
+    attempt = _int_field(body, "attempt")
+    status = enum_field(body, "status", TrialState)
+    if status not in _FINAL:
+        raise RequestError(f"'status' must be one of {', '.join(s.value for s in _FINAL)}", field="status")
+    score = _optional(
+        body, "score", lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v), "a number"
+    )
+    if status is not TrialState.ERRORED and score is None:
+        raise RequestError(f"a {status.value} trial needs a 'score'", field="score")
+    texts = {name: _optional(body, name, lambda v: isinstance(v, str), "a string") for name in fields[3:]}
+    state = admin_state()
+    now_status = finish_trial(
+        state.engine,
+        trial_id,
+        attempt,
+        status,
+        now=datetime.now(UTC),
+        score=None if score is None else float(score),
+        **texts,
+    )
+    if now_status is status:
+        state.events.publish(Event(EventKind.TRIAL_FINISHED, trial_id))
+    return {"status": None if now_status is None else now_status.value}

@@ -1,0 +1,171 @@
+"""Which phase and policies a sub-job's next trial runs with: the driver's per-sub-job plans.
+
+A plan answers, from a sub-job's counts and the job's clock, one of three things: a
+:class:`PlanStep` (start a trial with this phase, these policies and, where the plan
+chooses them, these knobs), :data:`WAIT` (start nothing until a running trial ends) or
+:data:`DONE` (this sub-job starts no more trials). Three plans:
+
+- :class:`PlainPlan`: every trial alike (SHARE_PARAMS on when the job asks for it).
+- :class:`RetrainPlan`: the job asks for EARLY_STOP or DOWNSCALE (see
+  :mod:`baobab.advisor._job_options`): ``search`` trials run with them on; then a
+  ``final`` phase retrains the best configurations with every policy off, once the
+  search trials have all ended. It is due when the trials left are the final ones, when
+  the time left is at most the reserve (``final_fraction`` of TIME_HOURS, or
+  ``final_factor`` times the median search trial per round of final trials if longer),
+  or once the time budget ran out: final trials run past the deadline (only a user's
+  stop ends them early), so a short budget still ends with a full-length trial.
+- :class:`EnasPlan`: the ENAS cycle of :class:`~baobab.advisor.EnasPlanner`; its final
+  phases run past the deadline the same way.
+
+Plans are pure like the rest of :mod:`baobab.advisor._scheduling`: a restarted driver
+that rebuilt the counts from the trial rows gets the same answers.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from baobab.advisor._enas_phases import EnasPhase, EnasPlanner, EnasProgress, phase_policies
+from baobab.advisor._job_options import JobOptions
+from baobab.model import Knobs, Policy
+
+if TYPE_CHECKING:
+    from baobab.advisor._scheduling import JobState, SubJobState
+
+__all__ = ["DONE", "SEARCH", "FINAL", "WAIT", "EnasPlan", "Plan", "PlainPlan", "PlanStep", "RetrainPlan", "make_plan"]
+
+SEARCH: Final = "search"
+FINAL: Final = "final"
+#: Policies whose trials are not full models: never served, never a final answer.
+REDUCED: Final = frozenset({Policy.DOWNSCALE.value, Policy.QUICK_EVAL.value, Policy.SKIP_TRAIN.value})
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """Start a trial: its ``phase`` (None for a plain trial), the ``policies`` to switch on, ``proposal``
+    when the plan chooses the knobs, and ``final`` when it runs even after the time budget ended."""
+
+    phase: str | None
+    policies: Mapping[str, bool] = field(default_factory=dict)
+    proposal: Knobs | None = None
+    final: bool = False
+
+
+WAIT: Final = "WAIT"
+DONE: Final = "DONE"
+Next = PlanStep | str
+
+
+def servable(policies: Mapping[str, Any]) -> bool:
+    """Whether a trial run with ``policies`` is a full model (no DOWNSCALE, QUICK_EVAL or SKIP_TRAIN)."""
+    return not any(policies.get(policy) for policy in REDUCED)
+
+
+class Plan:
+    """The plan interface: :meth:`next`; ``share_phases`` are the phases whose parameters are shared on."""
+
+    #: Phases whose finished trials' parameters later trials may start from (SHARE_PARAMS).
+    share_phases: frozenset[str | None] = frozenset({None, SEARCH})
+    #: Phases the early-stopping rule watches.
+    ruled_phases: frozenset[str | None] = frozenset({None, SEARCH})
+    #: Phases whose records the strategy learns from (ENAS filters by phase itself).
+    observed_phases: frozenset[str | None] | None = frozenset({None, SEARCH})
+
+    def next(self, sub: SubJobState, job: JobState, now: float) -> Next:
+        raise NotImplementedError
+
+
+class PlainPlan(Plan):
+    def __init__(self, options: JobOptions) -> None:
+        self.policies = {Policy.SHARE_PARAMS.value: Policy.SHARE_PARAMS.value in options.policies}
+
+    def next(self, sub: SubJobState, job: JobState, now: float) -> Next:
+        if not sub.wants_trials() or not job.may_start(now):
+            return DONE
+        return PlanStep(None, self.policies)
+
+
+class RetrainPlan(Plan):
+    """Cheap search trials, then the best configurations retrained in full (see the module docstring)."""
+
+    def __init__(self, options: JobOptions) -> None:
+        self.options = options
+        self.search_policies = {policy: True for policy in options.policies}
+
+    def reserve_s(self, sub: SubJobState, job: JobState) -> float:
+        """Seconds kept for the final phase (0 without a time budget)."""
+        if job.time_hours is None:
+            return 0.0
+        durations = sub.durations.get(SEARCH, [])
+        median = statistics.median(durations) if durations else 0.0
+        rounds = math.ceil(self.options.final_trials / max(1, job.cap))
+        return max(self.options.final_fraction * job.time_hours * 3600, self.options.final_factor * median * rounds)
+
+    def final_due(self, sub: SubJobState, job: JobState, now: float) -> bool:
+        if sub.started[FINAL] or job.stop_cause is not None or not job.may_start(now):
+            return True
+        if sub.trial_count is not None and sub.started[SEARCH] >= sub.trial_count - self.options.final_trials:
+            return True
+        return job.deadline is not None and job.deadline - now <= self.reserve_s(sub, job)
+
+    def next(self, sub: SubJobState, job: JobState, now: float) -> Next:
+        if sub.failure is not None or sub.ended or job.stop_cause == "USER":
+            return DONE
+        if not self.final_due(sub, job, now):
+            return PlanStep(SEARCH, self.search_policies) if sub.wants_trials() else DONE
+        done = sub.started[FINAL]
+        if done >= self.options.final_trials:
+            return DONE
+        if sub.started[SEARCH] > sub.finished[SEARCH]:
+            return WAIT
+        configs = sub.best_configs(self.options.final_trials)
+        if done >= len(configs):
+            return DONE
+        return PlanStep(FINAL, {}, proposal=configs[done], final=True)
+
+
+class EnasPlan(Plan):
+    """The ENAS cycle (:class:`~baobab.advisor.EnasPlanner`); proposals come from ``propose_for``."""
+
+    share_phases = frozenset({EnasPhase.TRAIN_SHARED.value})
+    ruled_phases: frozenset[str | None] = frozenset()
+    observed_phases = None
+    _FINAL = frozenset({EnasPhase.FINAL_EVALUATE, EnasPhase.FINAL_TRAIN})
+
+    def __init__(self, planner: EnasPlanner) -> None:
+        self.planner = planner
+
+    def next(self, sub: SubJobState, job: JobState, now: float) -> Next:
+        if sub.failure is not None or sub.ended or job.stop_cause == "USER":
+            return DONE
+        elapsed = now - job.started_at
+        if not job.may_start(now) and self.planner.time_budget_s is not None:
+            elapsed = max(elapsed, self.planner.time_budget_s)  # out of time: straight to the final phases
+        progress = EnasProgress(
+            started={EnasPhase(p): n for p, n in sub.started.items() if p is not None},
+            finished={EnasPhase(p): n for p, n in sub.finished.items() if p is not None},
+            durations={EnasPhase(p): d for p, d in sub.durations.items() if p is not None},
+            elapsed_s=elapsed,
+        )
+        step = self.planner.next(progress)
+        if step.done:
+            return DONE
+        if step.phase is None:
+            return WAIT
+        final = step.phase in self._FINAL
+        if not final and (not job.may_start(now) or not sub.wants_trials()):
+            return DONE
+        return PlanStep(step.phase.value, phase_policies(step.phase), final=final)
+
+
+def make_plan(strategy: str, options: JobOptions, planner: EnasPlanner | None) -> Plan:
+    """The plan of a sub-job searched by ``strategy`` with the job's ``options``."""
+    if strategy == "enas" and planner is not None:
+        return EnasPlan(planner)
+    if options.reduced_search:
+        return RetrainPlan(options)
+    return PlainPlan(options)

@@ -1,0 +1,322 @@
+"""The worker's side of a trial row: claim it, beat, record, finish.
+
+Whoever runs a trial goes through these four statements, whether it holds the
+database itself (a local worker) or reaches it through the admin API (a cluster
+worker, which holds no credentials: the API calls the same functions). Keeping them in
+one place is what makes the two modes agree on the rules:
+
+- **claim**: ``PENDING → RUNNING`` (``attempts + 1``, ``worker``, ``started_at``,
+  ``heartbeat_at``). The same worker claiming a trial it holds gets its claim again (an
+  answer lost on the network is asked for twice). On a cluster a trial may be delivered again (the broker redelivers
+  what a dead worker held, an advisor resubmits what looks lost), so a RUNNING trial
+  whose heartbeat is older than ``stale_after_s`` is taken over the same way, unless it
+  has used up ``max_attempts`` (then it ends ERRORED, saying so). A RUNNING trial with a
+  fresh heartbeat is refused with the seconds after which to ask again; a finished one
+  is refused for good.
+- **beat**: refreshes ``heartbeat_at`` while the claim is still the current one and
+  answers the stop reason a user or the advisor left in the row. A claim that is no
+  longer current (the trial was cancelled, or taken over after a silence) is told so,
+  and its worker drops the trial.
+- **finish**: the final state, only while the claim is current, so a worker that was
+  taken over cannot overwrite the outcome of the one that took over.
+
+A claim is current while the trial is RUNNING with the ``attempts`` it was claimed with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import BindParameter, Engine, and_, bindparam, insert, or_, select, update
+
+from baobab.store._db._engine import session_scope
+from baobab.store._db._states import TrialState
+from baobab.store._db._tables import Dataset, InterimMetric, ModelTemplate, SubJob, TrainJob, Trial, TrialLog
+
+__all__ = ["ClaimRefused", "TrialClaim", "add_trial_records", "beat_trial", "claim_trial", "finish_trial"]
+
+
+@dataclass(frozen=True)
+class TrialClaim:
+    """A trial just set RUNNING for a worker, and everything running it needs.
+
+    ``attempt`` identifies the claim: beats and the final state carry it.
+    ``shared_params_path`` is the artifact key of the parameters the trial starts from
+    (SHARE_PARAMS; another trial's ``params_path``), None when it starts fresh.
+    """
+
+    trial_id: int
+    attempt: int
+    number: int
+    knobs: dict[str, Any]
+    policies: dict[str, Any]
+    seed: int
+    template_key: str
+    template_checksum: str
+    class_name: str
+    train_args: dict[str, Any]
+    train_key: str
+    train_checksum: str
+    val_key: str
+    val_checksum: str
+    shared_params_path: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TrialClaim:
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
+
+
+@dataclass(frozen=True)
+class ClaimRefused:
+    """Why a trial was not handed out: ``status`` is its state now (None: no such trial).
+
+    ``retry_after_s`` is set when another worker holds it with a fresh heartbeat: ask
+    again after that many seconds, by when its silence would make it stale.
+    """
+
+    trial_id: int
+    status: TrialState | None
+    retry_after_s: float | None = None
+
+    @property
+    def reason(self) -> str:
+        if self.status is None:
+            return f"trial {self.trial_id} does not exist"
+        if self.retry_after_s is not None:
+            return f"trial {self.trial_id} is running on a worker that is alive"
+        return f"trial {self.trial_id} is {self.status}"
+
+
+_trials = Trial.__table__
+_sub_jobs = SubJob.__table__
+_templates = ModelTemplate.__table__
+_jobs = TrainJob.__table__
+_train_set = Dataset.__table__.alias("train_set")
+_val_set = Dataset.__table__.alias("val_set")
+
+
+def _param(name: str, column: str) -> BindParameter[Any]:
+    return bindparam(name, type_=_trials.c[column].type)
+
+
+_RUNNING_VALUES = {
+    "status": TrialState.RUNNING,
+    "started_at": _param("b_now", "started_at"),
+    "heartbeat_at": _param("b_now", "heartbeat_at"),
+    "worker": _param("b_worker", "worker"),
+    "attempts": _trials.c.attempts + 1,
+    "finished_at": None,
+}
+_RETURNING = (
+    _trials.c.number,
+    _trials.c.knobs,
+    _trials.c.policies,
+    _trials.c.sub_job_id,
+    _trials.c.attempts,
+    _trials.c.shared_params_path,
+)
+# Core statements, built once: a trial pays only for executing them.
+_CLAIM = (
+    update(_trials)
+    .where(_trials.c.id == bindparam("b_id"), _trials.c.status == TrialState.PENDING)
+    .values(**_RUNNING_VALUES)
+    .returning(*_RETURNING)
+)
+_TAKE_OVER = (
+    update(_trials)
+    .where(
+        _trials.c.id == bindparam("b_id"),
+        _trials.c.status == TrialState.RUNNING,
+        or_(_trials.c.heartbeat_at.is_(None), _trials.c.heartbeat_at < _param("b_stale", "heartbeat_at")),
+        _trials.c.attempts < bindparam("b_max"),
+    )
+    .values(**_RUNNING_VALUES)
+    .returning(*_RETURNING)
+)
+_GIVE_UP = (
+    update(_trials)
+    .where(
+        _trials.c.id == bindparam("b_id"),
+        _trials.c.status == TrialState.RUNNING,
+        or_(_trials.c.heartbeat_at.is_(None), _trials.c.heartbeat_at < _param("b_stale", "heartbeat_at")),
+    )
+    .values(status=TrialState.ERRORED, finished_at=_param("b_now", "finished_at"), error=_param("b_error", "error"))
+)
+_INPUTS = (
+    select(
+        _sub_jobs.c.seed,
+        _templates.c.artifact_path,
+        _templates.c.checksum,
+        _templates.c.class_name,
+        _jobs.c.train_args,
+        _train_set.c.artifact_path,
+        _train_set.c.checksum,
+        _val_set.c.artifact_path,
+        _val_set.c.checksum,
+    )
+    .select_from(
+        _sub_jobs.join(_templates, _sub_jobs.c.model_template_id == _templates.c.id)
+        .join(_jobs, _sub_jobs.c.train_job_id == _jobs.c.id)
+        .join(_train_set, _jobs.c.train_dataset_id == _train_set.c.id)
+        .join(_val_set, _jobs.c.val_dataset_id == _val_set.c.id)
+    )
+    .where(_sub_jobs.c.id == bindparam("b_sub_job"))
+)
+_CURRENT = and_(
+    _trials.c.id == bindparam("b_id"),
+    _trials.c.status == TrialState.RUNNING,
+    or_(bindparam("b_attempt", type_=_trials.c.attempts.type).is_(None), _trials.c.attempts == bindparam("b_attempt")),
+)
+_BEAT = (
+    update(_trials)
+    .where(_CURRENT)
+    .values(heartbeat_at=_param("b_now", "heartbeat_at"))
+    .returning(_trials.c.stop_reason)
+)
+_FINISH = (
+    update(_trials)
+    .where(_CURRENT)
+    .values(
+        status=_param("b_status", "status"),
+        finished_at=_param("b_now", "finished_at"),
+        score=_param("b_score", "score"),
+        params_path=_param("b_params", "params_path"),
+        error=_param("b_error", "error"),
+        traceback=_param("b_traceback", "traceback"),
+    )
+)
+_STATE = select(_trials.c.status, _trials.c.heartbeat_at, _trials.c.worker).where(_trials.c.id == bindparam("b_id"))
+# The same worker claiming again (its first answer was lost on the way): the claim it already has.
+_MINE = (
+    update(_trials)
+    .where(
+        _trials.c.id == bindparam("b_id"),
+        _trials.c.status == TrialState.RUNNING,
+        _trials.c.worker == _param("b_worker", "worker"),
+    )
+    .values(heartbeat_at=_param("b_now", "heartbeat_at"))
+    .returning(*_RETURNING)
+)
+
+
+def claim_trial(
+    engine: Engine,
+    trial_id: int,
+    worker: str,
+    *,
+    now: datetime,
+    stale_after_s: float | None = None,
+    max_attempts: int = 3,
+) -> TrialClaim | ClaimRefused:
+    """Claim ``trial_id`` for ``worker`` (see the module docstring).
+
+    Args:
+        stale_after_s: a RUNNING trial silent this long is taken over; None: never
+            (one machine, where the executor sees its workers die and says so itself).
+        max_attempts: a stale trial claimed this many times already ends ERRORED instead.
+    """
+    values = {"b_id": trial_id, "b_now": now, "b_worker": worker}
+    with session_scope(engine) as session:
+        row = session.execute(_CLAIM, values).first()
+        if row is None:
+            row = session.execute(_MINE, values).first()
+        if row is None and stale_after_s is not None:
+            stale = now - timedelta(seconds=stale_after_s)
+            row = session.execute(_TAKE_OVER, {**values, "b_stale": stale, "b_max": max_attempts}).first()
+            if row is None:
+                error = (
+                    f"its worker went silent (no heartbeat for {stale_after_s:g} s) on each of its "
+                    f"{max_attempts} attempts; not run again"
+                )
+                session.execute(_GIVE_UP, {"b_id": trial_id, "b_now": now, "b_stale": stale, "b_error": error})
+        if row is None:
+            state = session.execute(_STATE, {"b_id": trial_id}).first()
+            if state is None:
+                return ClaimRefused(trial_id, None)
+            retry = None
+            if state.status is TrialState.RUNNING and stale_after_s is not None and state.heartbeat_at is not None:
+                retry = max(0.0, stale_after_s - (now - state.heartbeat_at).total_seconds())
+            return ClaimRefused(trial_id, state.status, retry)
+        number, knobs, policies, sub_job_id, attempt, shared_params_path = row
+        inputs = session.execute(_INPUTS, {"b_sub_job": sub_job_id}).first()
+    assert inputs is not None  # the foreign keys hold: a trial's sub-job, job, template and datasets exist
+    seed, template_key, template_checksum, class_name, train_args, train_key, train_sum, val_key, val_sum = inputs
+    return TrialClaim(
+        trial_id=trial_id,
+        attempt=attempt,
+        number=number,
+        knobs=dict(knobs),
+        policies=dict(policies or {}),
+        seed=seed,
+        template_key=template_key,
+        template_checksum=template_checksum,
+        class_name=class_name,
+        train_args=dict(train_args or {}),
+        train_key=train_key,
+        train_checksum=train_sum,
+        val_key=val_key,
+        val_checksum=val_sum,
+        shared_params_path=shared_params_path,
+    )
+
+
+def beat_trial(engine: Engine, trial_id: int, attempt: int, *, now: datetime) -> tuple[bool, str | None]:
+    """Refresh the heartbeat of a current claim: (still current, stop reason left in the row)."""
+    with session_scope(engine) as session:
+        row = session.execute(_BEAT, {"b_id": trial_id, "b_attempt": attempt, "b_now": now}).first()
+    return (False, None) if row is None else (True, row.stop_reason)
+
+
+def finish_trial(
+    engine: Engine,
+    trial_id: int,
+    attempt: int | None,
+    status: TrialState,
+    *,
+    now: datetime,
+    score: float | None = None,
+    params_path: str | None = None,
+    error: str | None = None,
+    traceback: str | None = None,
+    log_line: str | None = None,
+) -> TrialState | None:
+    """Store the final state while the claim ``attempt`` is current (any claim when None).
+
+    Returns the state the trial has now: ``status`` when it was stored, else what
+    someone else stored (CANCELLED, or a take-over's RUNNING), None when the row is gone.
+    """
+    values = {
+        "b_id": trial_id,
+        "b_attempt": attempt,
+        "b_status": status,
+        "b_now": now,
+        "b_score": score,
+        "b_params": params_path,
+        "b_error": error,
+        "b_traceback": traceback,
+    }
+    with session_scope(engine) as session:
+        if session.execute(_FINISH, values).rowcount != 1:
+            return session.execute(select(_trials.c.status).where(_trials.c.id == trial_id)).scalar()
+        if log_line is not None:
+            session.execute(insert(TrialLog.__table__), [{"trial_id": trial_id, "line": log_line, "time": now}])
+    return status
+
+
+def add_trial_records(
+    engine: Engine, trial_id: int, metrics: Iterable[Mapping[str, Any]], logs: Iterable[Mapping[str, Any]]
+) -> None:
+    """Insert interim metrics (``step``, ``metrics``, ``time``) and log lines (``line``, ``time``) of one trial."""
+    metric_rows = [{"trial_id": trial_id, **row} for row in metrics]
+    log_rows = [{"trial_id": trial_id, **row} for row in logs]
+    with session_scope(engine) as session:
+        if metric_rows:
+            session.execute(insert(InterimMetric.__table__), metric_rows)
+        if log_rows:
+            session.execute(insert(TrialLog.__table__), log_rows)

@@ -1,0 +1,342 @@
+"""Cluster mode's executor: trials carried by Celery to ``baobab worker`` processes on any machine.
+
+Delivery, acknowledgement, redelivery and routing are Celery's. What Baobab adds is the
+trial row's rules (:mod:`baobab.store._db._trial_rows`), which make every delivery of a
+trial safe, however many there are:
+
+- A trial is one task message, ``baobab.run_trial(trial_id, token)``, acknowledged only
+  when the trial is over (``acks_late``), one at a time per worker process
+  (``prefetch_multiplier=1``). A worker process that dies mid-trial (``kill -9``, a
+  segfault in a template) has its message put back at once
+  (``reject_on_worker_lost``); a whole worker machine that dies has its messages
+  delivered again after ``BAOBAB_REDELIVERY_S`` (the Redis visibility timeout).
+- A delivery claims the trial through the API. A trial still RUNNING on a worker that
+  beats is refused, and the task retries (Celery's ``retry``) after the time by which
+  that worker's silence would make it stale; then it takes the trial over. A finished
+  trial's delivery is dropped.
+- Workers hold no database credentials: they report through the admin API with the
+  trial's token (:class:`~baobab.worker.ApiGateway`), and read and write artifacts at
+  the shared ``BAOBAB_ARTIFACTS_URL``.
+
+:class:`CeleryExecutor` is the advisor's side. It knows what runs from the store, not
+from its memory, so a new advisor sees the same as the one it replaces: a trial is held
+while it is RUNNING with a fresh heartbeat, or PENDING and handed to Celery less than
+``BAOBAB_REDELIVERY_S`` ago (it may wait in the queue behind long trials; a message a
+dead worker held comes back within that time). Anything else is lost to the job driver,
+which hands it out again (a worker gone silent). A broker that comes back after an
+outage (a restarted Redis keeps no messages) has every PENDING trial sent again at once.
+Sending a trial twice is harmless: the second delivery finds it claimed or finished.
+Stop requests and cancellations are written to the trial row, where the worker's next
+heartbeat finds them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import socket
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from celery import Celery, signals
+from sqlalchemy import Engine, and_, or_, select, update
+
+from baobab._http import api_session
+from baobab.exceptions import StoreError
+from baobab.store import (
+    Event,
+    EventChannel,
+    EventKind,
+    SubJob,
+    TrainJob,
+    Trial,
+    TrialState,
+    issue_trial_token,
+    session_scope,
+)
+from baobab.worker._gateway import ApiGateway
+from baobab.worker._runner import WorkerResources, run_trial
+
+if TYPE_CHECKING:
+    from baobab import Settings
+
+__all__ = ["CPU_QUEUE", "GPU_QUEUE", "CeleryExecutor", "make_celery", "run_worker"]
+
+logger = logging.getLogger("baobab.worker")
+
+#: Trials of jobs with GPU_COUNT = 0, and of jobs that ask for GPUs.
+CPU_QUEUE, GPU_QUEUE = "baobab.cpu", "baobab.gpu"
+_TASK = "baobab.run_trial"
+#: The exit status of a worker process that gave up a trial which would not stop.
+_OVERRUN_EXIT = 75
+#: How often the executor asks the workers how many trials they can run at once (and sees the broker live).
+_WATCH_S = 5.0
+_UNFINISHED = (TrialState.PENDING, TrialState.RUNNING)
+
+
+def make_celery(settings: Settings) -> Celery:
+    """The Celery app on ``settings.broker_url`` with the delivery rules above."""
+    if settings.broker_url is None:
+        raise StoreError("the celery executor needs BAOBAB_BROKER_URL")
+    app = Celery("baobab", broker=settings.broker_url, set_as_current=False)
+    app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        task_default_queue=CPU_QUEUE,
+        worker_prefetch_multiplier=1,
+        worker_hijack_root_logger=False,
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+        broker_connection_retry_on_startup=True,
+        # Redis: a message unacknowledged this long is delivered again. (On RabbitMQ, raise the server's
+        # consumer_timeout above the longest trial instead: a worker holds each message until its trial ends.)
+        broker_transport_options={"visibility_timeout": settings.redelivery_s},
+    )
+    _register_task(app, settings)
+    return app
+
+
+# -- the worker's side -----------------------------------------------------------------------
+
+
+class _WorkerProcess:
+    """What one Celery pool process keeps across trials (made on its first trial)."""
+
+    resources: WorkerResources | None = None
+    http = None
+
+
+def _register_task(app: Celery, settings: Settings) -> None:
+    state = _WorkerProcess()
+
+    @app.task(name=_TASK, bind=True, max_retries=None)
+    def run_trial_task(self: Any, trial_id: int, token: str) -> None:
+        if settings.api_url is None:
+            raise StoreError("baobab worker needs BAOBAB_API_URL: the admin API that trials report to")
+        if state.resources is None:
+            name = f"{self.request.hostname}:{os.getpid()}"
+            state.resources = WorkerResources.from_settings(settings, name=name, database=False)
+            state.http = api_session()
+        gateway = ApiGateway(settings.api_url, token, heartbeat_s=settings.heartbeat_s, session=state.http)
+        try:
+            outcome = run_trial(
+                trial_id,
+                state.resources,
+                gateway=gateway,
+                time_limit_s=settings.trial_timeout_s,
+                on_overrun=lambda: os._exit(_OVERRUN_EXIT),
+            )
+        except StoreError as e:
+            # The API stayed unreachable through the gateway's retries: deliver the trial again later.
+            logger.warning("trial %d: %s; retrying", trial_id, e)
+            raise self.retry(countdown=settings.heartbeat_s, exc=e) from None
+        if not outcome.ran and outcome.retry_after_s is not None:
+            raise self.retry(countdown=outcome.retry_after_s + settings.heartbeat_s)
+
+
+def run_worker(
+    settings: Settings,
+    *,
+    slots: int | None = None,
+    gpus: Sequence[str] = (),
+    queues: Sequence[str] = (),
+    name: str | None = None,
+) -> None:
+    """Run a Celery worker in this process until it is told to stop (``baobab worker``).
+
+    Args:
+        slots: trials at once on CPUs (pool processes); ``settings.cpu_slots`` by default.
+        gpus: GPU ids; one pool process per GPU, each seeing only its own
+            (``CUDA_VISIBLE_DEVICES``), taking trials from the GPU queue.
+        queues: the queues to consume; by default the GPU queue with ``gpus``, else the CPU queue.
+        name: the worker's node name; ``baobab-<pid>@<host>`` by default.
+    """
+    if gpus and slots is not None:
+        raise ValueError("give --gpus or --slots, not both: a GPU worker runs one trial per GPU")
+    concurrency = len(gpus) if gpus else (slots or settings.cpu_slots)
+    consumed = list(queues) or [GPU_QUEUE if gpus else CPU_QUEUE]
+    if gpus:
+        _pin_gpus(list(gpus))
+    threads = max(1, (os.cpu_count() or 1) // concurrency)
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(variable, str(threads))
+    app = make_celery(settings)
+    hostname = name or f"baobab-{os.getpid()}@{socket.gethostname()}"
+    app.worker_main(
+        [
+            "worker",
+            f"--concurrency={concurrency}",
+            "--pool=prefork",
+            f"--queues={','.join(consumed)}",
+            f"--hostname={hostname}",
+            "--loglevel=INFO",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+    )
+
+
+def _pin_gpus(gpus: list[str]) -> None:
+    """Each pool process sees one GPU: the one of its pool index (stable when a process is replaced)."""
+
+    @signals.worker_process_init.connect(weak=False)
+    def _pin(**_: Any) -> None:
+        from billiard.process import current_process
+
+        index = getattr(current_process(), "index", 0) or 0
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
+        logger.info("pool process %d pinned to GPU %s", os.getpid(), os.environ["CUDA_VISIBLE_DEVICES"])
+
+
+# -- the advisor's side ----------------------------------------------------------------------
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class CeleryExecutor:
+    """Sends trials to Celery workers; a :class:`baobab.advisor.Executor` (see the module docstring).
+
+    Args:
+        settings: the broker, the secret key (trial tokens), heartbeat and redelivery times.
+        events: where ``TRIAL_FINISHED`` is published for a trial cancelled here.
+        engine: the metadata store, read for what runs and written for stops and cancels.
+        slots: trials at once over every job; by default what the workers report
+            (their pool sizes, asked every few seconds).
+    """
+
+    #: One trial queued per slot besides the running one: a worker takes its next trial as it acks the last.
+    queue_ahead = 1
+
+    def __init__(self, settings: Settings, events: EventChannel, *, engine: Engine, slots: int | None = None) -> None:
+        self.settings = settings
+        self.events = events
+        self.engine = engine
+        self.app = make_celery(settings)
+        self._fixed_slots = slots
+        self._slots = 0
+        self._outbox: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._unsent: set[int] = set()
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._sender = threading.Thread(target=self._send_loop, name="baobab-celery-send", daemon=True)
+        self._sender.start()
+        self._watcher = threading.Thread(target=self._watch_loop, name="baobab-celery-watch", daemon=True)
+        self._watcher.start()
+
+    @property
+    def slots(self) -> int:
+        return self._fixed_slots if self._fixed_slots is not None else self._slots
+
+    def submit(self, trial_id: int) -> None:
+        # The driver wrote ``submitted_at`` with the row; publishing happens in the sender thread.
+        with self._lock:
+            self._unsent.add(trial_id)
+        self._outbox.put(trial_id)
+
+    def request_stop(self, trial_id: int, reason: str) -> None:
+        with session_scope(self.engine) as session:
+            session.execute(
+                update(Trial).where(Trial.id == trial_id, Trial.status.in_(_UNFINISHED)).values(stop_reason=reason)
+            )
+
+    def cancel(self, trial_id: int, reason: str) -> None:
+        with session_scope(self.engine) as session:
+            changed = session.execute(
+                update(Trial)
+                .where(Trial.id == trial_id, Trial.status.in_(_UNFINISHED))
+                .values(status=TrialState.CANCELLED, error=reason, finished_at=_now())
+            ).rowcount
+        if changed:
+            self.events.publish(Event(EventKind.TRIAL_FINISHED, trial_id))
+
+    def active(self) -> set[int]:
+        now = _now()
+        beating = now - timedelta(seconds=self.settings.heartbeat_timeout_s)
+        queued = now - timedelta(seconds=self.settings.redelivery_s)
+        with session_scope(self.engine) as session:
+            held = set(
+                session.scalars(
+                    select(Trial.id).where(
+                        or_(
+                            and_(Trial.status == TrialState.PENDING, Trial.submitted_at >= queued),
+                            and_(Trial.status == TrialState.RUNNING, Trial.heartbeat_at >= beating),
+                        )
+                    )
+                )
+            )
+        with self._lock:
+            return held | self._unsent
+
+    def queue_of(self, trial_id: int) -> str:
+        """The GPU queue for trials of jobs that ask for GPUs, else the CPU queue."""
+        with session_scope(self.engine) as session:
+            budget = session.scalar(
+                select(TrainJob.budget)
+                .join(SubJob, SubJob.train_job_id == TrainJob.id)
+                .join(Trial)
+                .where(Trial.id == trial_id)
+            )
+        return GPU_QUEUE if budget and budget.get("GPU_COUNT", 0) else CPU_QUEUE
+
+    def close(self) -> None:
+        self._closed.set()
+        self._outbox.put(None)
+        self._sender.join(timeout=5)
+        self._watcher.join(timeout=5)
+
+    def _send_loop(self) -> None:
+        """Publishes submitted trials; while the broker is down, keeps them and tries again."""
+        while not self._closed.is_set():
+            trial_id = self._outbox.get()
+            if trial_id is None:
+                return
+            token = issue_trial_token(self.settings.secret_key, trial_id)
+            delay = 0.1
+            while not self._closed.is_set():
+                try:
+                    self.app.send_task(_TASK, args=[trial_id, token], queue=self.queue_of(trial_id), retry=False)
+                    break
+                except Exception as e:
+                    logger.warning("trial %d: cannot reach the broker (%s); trying again in %.1f s", trial_id, e, delay)
+                    self._closed.wait(delay)
+                    delay = min(5.0, delay * 2)
+            with self._lock:
+                self._unsent.discard(trial_id)
+
+    def _watch_loop(self) -> None:
+        """Counts the workers' slots; after a broker outage, sends every PENDING trial again."""
+        lost = False
+        while not self._closed.is_set():
+            try:
+                stats = self.app.control.inspect(timeout=1.0).stats() or {}
+            except Exception as e:
+                if not lost:
+                    logger.warning("the broker is unreachable (%s); PENDING trials are sent again once it is back", e)
+                lost = True
+            else:
+                if self._fixed_slots is None:
+                    self._slots = sum(int(s.get("pool", {}).get("max-concurrency", 0)) for s in stats.values())
+                if lost:
+                    lost = False
+                    self._resend_pending()
+            self._closed.wait(_WATCH_S if self._slots and not lost else _WATCH_S / 5)  # look sooner while in doubt
+
+    def _resend_pending(self) -> None:
+        try:
+            with session_scope(self.engine) as session:
+                pending = list(session.scalars(select(Trial.id).where(Trial.status == TrialState.PENDING)))
+        except StoreError as e:
+            logger.warning("cannot read the PENDING trials to send them again: %s", e)
+            return
+        logger.warning("the broker is back: sending %d PENDING trials again", len(pending))
+        for trial_id in pending:
+            with self._lock:
+                self._unsent.add(trial_id)
+            self._outbox.put(trial_id)

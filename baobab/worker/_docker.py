@@ -1,0 +1,163 @@
+"""``BAOBAB_EXECUTOR=docker``: worker and predictor containers on one Docker host, one set
+per job, started and removed through the Docker API (the official ``docker`` client).
+
+A pool manager on top of the Celery executor: trials still travel through Celery, and
+this manager keeps one worker container per active train job (``baobab worker --gpus``
+with a GPU device request for ``GPU_COUNT`` GPUs, or ``--slots`` with a CPU limit) and one
+predictor container per served inference job. Every container carries labels naming the
+manager's ``scope`` and the job, so what a crashed manager left behind is found and removed
+by the next reconcile: the store says what should run, the labels say what does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+import docker
+from docker.errors import NotFound
+from docker.types import DeviceRequest
+from sqlalchemy.engine import Engine
+
+from baobab.worker._pool import Unit, plan, run_reconciler
+
+__all__ = ["DockerPool", "DockerPoolConfig"]
+
+logger = logging.getLogger(__name__)
+
+SCOPE_LABEL = "io.baobab.scope"
+KIND_LABEL = "io.baobab.kind"
+JOB_LABEL = "io.baobab.job"
+
+
+@dataclass(frozen=True)
+class DockerPoolConfig:
+    """How the containers are made.
+
+    Attributes:
+        scope: Names this platform on the host (a label); two platforms on one host
+            never touch each other's containers.
+        worker_image: The worker image (``make images``), used for workers and predictors.
+        network: The Docker network where the broker, the database and the API are reachable.
+        artifacts_volume: A volume name or host folder mounted at ``artifacts_path``.
+        env: Settings given to every container (``BAOBAB_BROKER_URL``, ``BAOBAB_API_URL``, ...);
+            predictors get ``predictor_env`` on top (database, secret), workers never do.
+        cpus_per_slot, memory_per_slot: Limits per trial slot of a CPU worker (and per GPU).
+    """
+
+    scope: str
+    worker_image: str
+    network: str | None = None
+    artifacts_volume: str | None = None
+    artifacts_path: str = "/data/artifacts"
+    env: dict[str, str] = field(default_factory=dict)
+    predictor_env: dict[str, str] = field(default_factory=dict)
+    cpus_per_slot: float = 1.0
+    memory_per_slot: str = "4g"
+    predictor_port: int = 8200
+
+
+class DockerPool:
+    """Reconciles the containers on a Docker host with the active jobs (see the module doc)."""
+
+    def __init__(self, engine: Engine, client: docker.DockerClient, pool: DockerPoolConfig, *, cpu_slots: int) -> None:
+        self.engine = engine
+        self.client = client
+        self.pool = pool
+        self.cpu_slots = cpu_slots
+
+    def container_name(self, unit: Unit) -> str:
+        return f"{self.pool.scope}-{unit.name}"
+
+    def running(self) -> dict[str, object]:
+        """Unit name -> container, for every container of this scope (running or not)."""
+        found = {}
+        for container in self.client.containers.list(all=True, filters={"label": f"{SCOPE_LABEL}={self.pool.scope}"}):
+            labels = container.labels
+            if labels.get(SCOPE_LABEL) == self.pool.scope and KIND_LABEL in labels and JOB_LABEL in labels:
+                found[f"{labels[KIND_LABEL]}-{labels[JOB_LABEL]}"] = container
+        return found
+
+    def reconcile(self) -> dict[str, Unit]:
+        """One round: start what active jobs lack, remove what ended jobs (or a crash) left, restart the dead."""
+        units = plan(self.engine, cpu_slots=self.cpu_slots)
+        running = self.running()
+        for name, container in running.items():
+            if name not in units:
+                logger.info("docker pool: removing %s (its job ended)", container.name)
+                self._remove(container)
+            elif container.status in ("created", "exited", "dead"):  # never started, or died
+                logger.warning("docker pool: %s is %s; starting a new one", container.name, container.status)
+                self._remove(container)
+                self.start(units[name])
+        for name, unit in units.items():
+            if name not in running:
+                self.start(unit)
+        return units
+
+    def run(self, stop: threading.Event, *, interval_s: float = 5.0) -> None:
+        """Reconciles until ``stop``; then removes nothing (containers outlive a restart of the manager)."""
+        run_reconciler(self.reconcile, stop, interval_s=interval_s, what="docker pool")
+
+    def remove_all(self) -> int:
+        """Removes every container of this scope (the platform is shut down for good); returns how many."""
+        containers = list(self.running().values())
+        for container in containers:
+            self._remove(container)
+        return len(containers)
+
+    def start(self, unit: Unit):
+        """Starts the container of one unit: labels, limits, GPUs, the artifacts, the network."""
+        pool = self.pool
+        labels = {SCOPE_LABEL: pool.scope, KIND_LABEL: unit.kind, JOB_LABEL: str(unit.job_id)}
+        env = dict(pool.env)
+        volumes = {}
+        if pool.artifacts_volume:
+            volumes[pool.artifacts_volume] = {"bind": pool.artifacts_path, "mode": "rw"}
+            env.setdefault("BAOBAB_ARTIFACTS_URL", pool.artifacts_path)
+        device_requests = []
+        if unit.kind == "predictor":
+            env.update(pool.predictor_env)
+            command = ["predictor", "--host", "0.0.0.0", "--port", str(pool.predictor_port), "--job", str(unit.job_id)]
+            slots = 1
+        elif unit.gpus:
+            # inside the container the requested GPUs are numbered from 0
+            command = ["worker", "--gpus", ",".join(str(i) for i in range(unit.gpus))]
+            device_requests = [DeviceRequest(count=unit.gpus, capabilities=[["gpu"]])]
+            slots = unit.gpus
+        else:
+            command = ["worker", "--slots", str(unit.slots)]
+            slots = unit.slots
+        name = self.container_name(unit)
+        if unit.kind == "worker":
+            command += ["--name", f"worker@{name}"]
+        logger.info("docker pool: starting %s (%s)", name, " ".join(command))
+        return self.client.containers.run(
+            pool.worker_image,
+            command,
+            name=name,
+            detach=True,
+            labels=labels,
+            environment=env,
+            volumes=volumes,
+            network=pool.network,
+            device_requests=device_requests,
+            nano_cpus=int(pool.cpus_per_slot * slots * 1e9),
+            mem_limit=_times(pool.memory_per_slot, slots),
+            restart_policy={"Name": "no"},
+        )
+
+    @staticmethod
+    def _remove(container) -> None:
+        try:
+            container.remove(force=True)  # SIGKILL: Celery re-queues the trials it held (acks_late)
+        except NotFound:
+            pass
+
+
+def _times(size: str, n: int) -> str:
+    """``"4g"`` times 3 -> ``"12g"`` (Docker's size strings: a number and b, k, m or g)."""
+    unit = size[-1].lower() if size[-1].isalpha() else ""
+    number = float(size[:-1] if unit else size)
+    return f"{int(number * n)}{unit}"

@@ -1,0 +1,136 @@
+"""The model zoo: every trained PyTorch model warms up the next (ModelKeeper, NSDI 2023).
+
+- :func:`trace_graph` reads a module's architecture as a :class:`ModelGraph`
+  (``torch.fx``; untraceable models fall back to their module tree);
+- :func:`match_graphs` aligns two graphs (similarity in [0, 1], node mapping) and
+  :func:`select_parent` picks the parent among the zoo's candidates;
+- :func:`transform_weights` carries the parent's weights over (copy, Net2Net widening,
+  magnitude pruning, kernel crop or pad, identity layers for a deeper child);
+- :class:`DbZoo` and :class:`HttpZoo` reach the zoo through the database or the admin
+  API; :func:`make_warm_starter` and :func:`register_trial_model` are what a worker
+  calls around a trial; retention keeps the most valuable models within a budget.
+
+Names are imported on first use: the admin API (no torch in its image) needs only the
+graph, matching and database parts, and a trial process none of the database's.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from baobab.zoo._client import DbZoo, HttpZoo, ParentOffer, TrialHttpZoo, TrialRegistry, ZooClient, module_state
+    from baobab.zoo._graph import GraphFormatError, GraphNode, ModelGraph
+    from baobab.zoo._matching import Match, match_graphs, similarities
+    from baobab.zoo._registry import (
+        DEFAULT_BUDGET_BYTES,
+        RegisteredModel,
+        choose_parent,
+        enforce_budget,
+        record_parent,
+        register_trial,
+        register_upload,
+    )
+    from baobab.zoo._retention import RetentionItem, choose_kept, model_value
+    from baobab.zoo._selection import Candidate, FeatureCache, Selection, SelectionPolicy, select_parent
+    from baobab.zoo._trace import trace_graph
+    from baobab.zoo._transform import TransferReport, transform_weights
+    from baobab.zoo._warm_start import (
+        WarmStartResult,
+        make_warm_starter,
+        model_graph,
+        module_params,
+        register_module,
+        register_trial_model,
+        warm_start_module,
+    )
+
+_WHERE = {
+    "DbZoo": "_client",
+    "HttpZoo": "_client",
+    "ParentOffer": "_client",
+    "TrialHttpZoo": "_client",
+    "TrialRegistry": "_client",
+    "ZooClient": "_client",
+    "module_state": "_client",
+    "GraphFormatError": "_graph",
+    "GraphNode": "_graph",
+    "ModelGraph": "_graph",
+    "Match": "_matching",
+    "match_graphs": "_matching",
+    "similarities": "_matching",
+    "DEFAULT_BUDGET_BYTES": "_registry",
+    "RegisteredModel": "_registry",
+    "choose_parent": "_registry",
+    "enforce_budget": "_registry",
+    "record_parent": "_registry",
+    "register_trial": "_registry",
+    "register_upload": "_registry",
+    "RetentionItem": "_retention",
+    "choose_kept": "_retention",
+    "model_value": "_retention",
+    "Candidate": "_selection",
+    "FeatureCache": "_selection",
+    "Selection": "_selection",
+    "SelectionPolicy": "_selection",
+    "select_parent": "_selection",
+    "trace_graph": "_trace",
+    "TransferReport": "_transform",
+    "transform_weights": "_transform",
+    "WarmStartResult": "_warm_start",
+    "make_warm_starter": "_warm_start",
+    "model_graph": "_warm_start",
+    "module_params": "_warm_start",
+    "register_module": "_warm_start",
+    "register_trial_model": "_warm_start",
+    "warm_start_module": "_warm_start",
+}
+
+__all__ = [
+    "Candidate",
+    "DEFAULT_BUDGET_BYTES",
+    "DbZoo",
+    "FeatureCache",
+    "GraphFormatError",
+    "GraphNode",
+    "HttpZoo",
+    "Match",
+    "ModelGraph",
+    "ParentOffer",
+    "RegisteredModel",
+    "RetentionItem",
+    "Selection",
+    "SelectionPolicy",
+    "TransferReport",
+    "TrialHttpZoo",
+    "TrialRegistry",
+    "WarmStartResult",
+    "ZooClient",
+    "choose_kept",
+    "choose_parent",
+    "enforce_budget",
+    "make_warm_starter",
+    "match_graphs",
+    "model_graph",
+    "model_value",
+    "module_params",
+    "module_state",
+    "record_parent",
+    "register_module",
+    "register_trial",
+    "register_trial_model",
+    "register_upload",
+    "select_parent",
+    "similarities",
+    "trace_graph",
+    "transform_weights",
+    "warm_start_module",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"baobab.zoo.{module}"), name)

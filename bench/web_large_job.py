@@ -1,0 +1,348 @@
+"""The web UI on a large job: 10,000 trials with 30 interim metrics each, in the real browser.
+
+A fresh ``baobab up`` (SQLite unless ``--database-url``) gets a finished train job filled
+straight into its store: one template with four knobs and a policy, 10,000 trials over
+ten hours (scores from the knobs plus noise, a few ERRORED, STOPPED and CANCELLED), and 30
+interim metrics per trial (300,000 rows). Then headless Chromium (Debian's, through
+playwright) opens the job page, signed in, and the script measures:
+
+- **time to interactive**: from navigation to the page holding the job, the first page of
+  the trials table, and all four charts drawn (the page has read every trial's point
+  through ``trials/changes``; the charts downsample);
+- **table sort**: from a click on a column header to the table showing the new order
+  (the server sorts and pages), for each sortable column in turn; the median and the worst;
+- for comparison at the API, what one poll costs: the first ``trials/changes`` read (every
+  trial), a poll with nothing new, and what a page without the changes feed would pay per
+  poll (every trial again, through the paged list, 500 a page).
+
+Each browser figure is the median of ``--repeats`` page loads (a new browser context each,
+so nothing is cached but the HTTP cache of the built assets). Results go to
+``bench/results/web_large_job.json`` and ``.md``.
+
+    .venv/bin/python bench/web_large_job.py                 # about a minute
+    .venv/bin/python bench/web_large_job.py --screenshot docs/images/job-page.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+from playwright.sync_api import Page, sync_playwright
+from sqlalchemy import insert, select
+
+from baobab.model import CategoricalKnob, FloatKnob, IntegerKnob, PolicyKnob, Task, knob_config_to_json
+from baobab.sdk import Client
+from baobab.store import (
+    InterimMetric,
+    JobStatus,
+    ModelAccess,
+    ModelTemplate,
+    SubJob,
+    TrainJob,
+    Trial,
+    TrialState,
+    build_tabular,
+    create_engine_from_url,
+    session_scope,
+)
+from baobab.testing import LocalPlatform
+
+HERE = Path(__file__).parent
+RESULTS = HERE / "results"
+EMAIL, PASSWORD = "bench@example.com", "bench-password"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+KNOBS = {
+    "alpha": FloatKnob(1e-5, 1e-1, is_exp=True),
+    "epochs": IntegerKnob(3, 30),
+    "loss": CategoricalKnob(["hinge", "log_loss", "modified_huber"]),
+    "width": IntegerKnob(16, 512, is_exp=True),
+    "early_stop": PolicyKnob("EARLY_STOP"),
+}
+SORTS = ["#", "Score", "Duration", "Status", "Worker"]
+CHARTS = ["chart-best", "chart-scores", "chart-metrics", "chart-parallel"]
+READY = """(charts) => {
+    const page = document.querySelector('[data-testid="job-page"]');
+    const table = document.querySelector('table[aria-label="trials table"]');
+    if (!page || page.dataset.ready !== "true" || !table || table.dataset.loading !== "false") return false;
+    if (!table.querySelector("tbody tr[data-trial-id]")) return false;
+    for (const id of charts) {
+        const chart = document.querySelector(`[data-testid="${id}"]`);
+        if (!chart || chart.dataset.shown === "0" || !chart.querySelector("canvas")) return false;
+    }
+    return performance.now();
+}"""
+
+
+def fill_job(database_url: str, owner_id: int, dataset_id: int, trials: int, metrics: int, seed: int) -> str:
+    """Writes a finished job with ``trials`` trials of ``metrics`` interim metrics each; its app name."""
+    rng = random.Random(seed)
+    engine = create_engine_from_url(database_url)
+    now = datetime.datetime.now(datetime.UTC)
+    start = now - datetime.timedelta(hours=10)
+    try:
+        with session_scope(engine) as session:
+            model = ModelTemplate(
+                owner_id=owner_id, name="sgd_wide", task=Task.TABULAR_CLASSIFICATION, class_name="SgdWide",
+                artifact_path="models/bench/template.py", checksum="0" * 64, access=ModelAccess.PRIVATE,
+                knob_config=knob_config_to_json(KNOBS),
+            )  # fmt: skip
+            job = TrainJob(
+                owner_id=owner_id, app="large", app_version=1, task=Task.TABULAR_CLASSIFICATION,
+                train_dataset_id=dataset_id, val_dataset_id=dataset_id,
+                budget={"GPU_COUNT": 0, "TIME_HOURS": 12.0, "MODEL_TRIAL_COUNT": trials}, train_args={},
+                status=JobStatus.COMPLETED, created_at=start, started_at=start, finished_at=now,
+            )  # fmt: skip
+            session.add_all([model, job])
+            session.flush()
+            sub = SubJob(
+                train_job_id=job.id, model_template_id=model.id, strategy="tpe", seed=seed, status=JobStatus.COMPLETED
+            )
+            session.add(sub)
+            session.flush()
+            sub_id = sub.id
+        step_s = 10 * 3600 / trials
+        rows = []
+        for number in range(trials):
+            alpha = 10 ** rng.uniform(-5, -1)
+            epochs = rng.randint(3, 30)
+            loss = rng.choice(["hinge", "log_loss", "modified_huber"])
+            width = int(2 ** rng.uniform(4, 9))
+            early = rng.random() < 0.4
+            quality = 0.86 - 0.02 * (math.log10(alpha) + 3) ** 2 + 0.0015 * epochs - (0.03 if early else 0)
+            score = max(0.0, min(1.0, quality + rng.gauss(0, 0.015) + 0.03 * number / trials))  # the search learns
+            began = start + datetime.timedelta(seconds=number * step_s)
+            duration = rng.uniform(0.3, 2.0) * step_s * (0.4 if early else 1.0)
+            roll = rng.random()
+            state = (
+                TrialState.ERRORED if roll < 0.02 else TrialState.CANCELLED if roll < 0.03
+                else TrialState.STOPPED if roll < 0.08 else TrialState.COMPLETED
+            )  # fmt: skip
+            rows.append(
+                {
+                    "sub_job_id": sub_id, "number": number,
+                    "knobs": {"alpha": alpha, "epochs": epochs, "loss": loss, "width": width, "early_stop": early},
+                    "policies": {"EARLY_STOP": early}, "status": state,
+                    "score": None if state in (TrialState.ERRORED, TrialState.CANCELLED) else score,
+                    "created_at": began, "started_at": began,
+                    "finished_at": began + datetime.timedelta(seconds=duration), "worker": f"local-{number % 8}",
+                    "attempts": 1, "error": "RuntimeError: out of patience" if state is TrialState.ERRORED else None,
+                    "params_path": None,
+                }
+            )  # fmt: skip
+        with session_scope(engine) as session:
+            session.execute(insert(Trial), rows)
+            ids = list(session.scalars(select(Trial.id).where(Trial.sub_job_id == sub_id).order_by(Trial.id)))
+        batch: list[dict[str, Any]] = []
+        for trial_id in ids:
+            level = rng.uniform(0.5, 0.8)
+            for step in range(metrics):
+                level += (0.95 - level) * 0.15 + rng.gauss(0, 0.005)
+                batch.append(
+                    {"trial_id": trial_id, "step": step, "metrics": {"accuracy": level, "loss": 1 - level}, "time": now}
+                )
+            if len(batch) >= 50_000:
+                with session_scope(engine) as session:
+                    session.execute(insert(InterimMetric), batch)
+                batch = []
+        if batch:
+            with session_scope(engine) as session:
+                session.execute(insert(InterimMetric), batch)
+    finally:
+        engine.dispose()
+    return "large"
+
+
+def time_to_interactive(page: Page, url: str) -> float:
+    """Seconds from navigation to the job page being usable (see the module docstring)."""
+    page.goto(url, wait_until="commit")
+    handle = page.wait_for_function(READY, arg=CHARTS, polling="raf", timeout=120_000)
+    return float(handle.json_value()) / 1000  # performance.now() counts from the navigation
+
+
+def time_sort(page: Page, header: str) -> float:
+    """Seconds from a click on ``header`` to the table showing the order the server answered."""
+    table = page.get_by_role("table", name="trials table")
+    before = table.locator("tbody tr").first.get_attribute("data-trial-id")
+    sort_before = page.locator("th[aria-sort]:not([aria-sort='none'])").first.inner_text()
+    start = time.perf_counter()
+    table.get_by_role("button", name=header, exact=True).click()
+    page.wait_for_function(
+        """([before, sortBefore]) => {
+            const table = document.querySelector('table[aria-label="trials table"]');
+            const sorted = document.querySelector("th[aria-sort]:not([aria-sort='none'])");
+            const first = table.querySelector("tbody tr[data-trial-id]");
+            return table.dataset.loading === "false" && first &&
+                (first.dataset.trialId !== before || sorted.innerText !== sortBefore);
+        }""",
+        arg=[before, sort_before],
+        polling="raf",
+        timeout=60_000,
+    )
+    return time.perf_counter() - start
+
+
+def api_timings(url: str, token: str, app: str) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {token}"}
+    base = f"{url}/api/v1/train_jobs/{app}/1/trials"
+
+    def timed(path: str) -> tuple[float, requests.Response]:
+        start = time.perf_counter()
+        response = requests.get(path, headers=headers, timeout=120)
+        response.raise_for_status()
+        return time.perf_counter() - start, response
+
+    first_s, first = timed(f"{base}/changes")
+    last_id = first.json()["last_id"]
+    quiet_s, quiet = timed(f"{base}/changes?after_id={last_id}")
+    start = time.perf_counter()
+    page, total = 1, None
+    while total is None or (page - 1) * 500 < total:
+        answer = requests.get(f"{base}?per_page=500&page={page}&sort=number", headers=headers, timeout=120).json()
+        total, page = answer["total"], page + 1
+    full_s = time.perf_counter() - start
+    table_s, _ = timed(f"{base}?per_page=25&sort=-score")
+    return {
+        "changes_first_s": round(first_s, 3),
+        "changes_first_bytes": len(first.content),
+        "changes_quiet_s": round(quiet_s, 4),
+        "changes_quiet_bytes": len(quiet.content),
+        "refetch_all_paged_s": round(full_s, 3),
+        "refetch_all_pages": page - 1,
+        "table_page_s": round(table_s, 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=10_000)
+    parser.add_argument("--metrics", type=int, default=30, help="interim metrics per trial")
+    parser.add_argument("--repeats", type=int, default=3, help="page loads to take the median of")
+    parser.add_argument("--database-url", help="a database to use instead of SQLite in a fresh home (emptied first)")
+    parser.add_argument("--screenshot", type=Path, help="also save a screenshot of the job page here")
+    parser.add_argument("--no-save", action="store_true", help="print the results only")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="baobab-web-bench-") as folder:
+        home = Path(folder) / "home"
+        settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD}
+        if args.database_url:
+            settings["BAOBAB_DATABASE_URL"] = args.database_url
+        database_url = args.database_url or f"sqlite:///{home / 'baobab.db'}"
+        with LocalPlatform(home, workers=1, settings=settings) as running:
+            client = Client(running.url)
+            me = client.login(EMAIL, PASSWORD)["user"]
+            build_tabular("breast_cancer", Path(folder) / "data")
+            dataset = client.create_dataset("bench", "TABULAR", Path(folder) / "data" / "train.csv", target="target")
+            started = time.perf_counter()
+            app = fill_job(database_url, me["id"], dataset["id"], args.trials, args.metrics, seed=1)
+            fill_s = time.perf_counter() - started
+            print(f"filled {args.trials} trials x {args.metrics} metrics in {fill_s:.1f} s", file=sys.stderr)
+            token = client.token
+            assert token is not None
+            api = api_timings(running.url, token, app)
+
+            job_url = f"{running.url}/jobs/{app}/1"
+            session = {"token": token, "user": me, "expiresAt": time.time() * 1000 + 3_600_000}
+            loads: list[float] = []
+            sorts: dict[str, list[float]] = {header: [] for header in SORTS}
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                for _ in range(args.repeats):
+                    context = browser.new_context(viewport={"width": 1440, "height": 1100})
+                    signed_in = f"localStorage.setItem('baobab.session', {json.dumps(json.dumps(session))})"
+                    context.add_init_script(signed_in)
+                    page = context.new_page()
+                    loads.append(time_to_interactive(page, job_url))
+                    for header in SORTS:
+                        sorts[header].append(time_sort(page, header))
+                    if args.screenshot and len(loads) == args.repeats:
+                        time_to_interactive(page, job_url)  # as it opens: sorted by score
+                        page.wait_for_timeout(1500)  # the charts' entry animation
+                        page.screenshot(path=args.screenshot, full_page=True)
+                    context.close()
+                browser.close()
+
+    every_sort = [s for times in sorts.values() for s in times]
+    result = {
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {_cores()} cores, Python {platform.python_version()}",
+        "database": "PostgreSQL" if args.database_url else "SQLite",
+        "trials": args.trials,
+        "interim_metrics_per_trial": args.metrics,
+        "repeats": args.repeats,
+        "time_to_interactive_s": {"median": round(statistics.median(loads), 3), "all": [round(x, 3) for x in loads]},
+        "table_sort_s": {
+            "median": round(statistics.median(every_sort), 3),
+            "max": round(max(every_sort), 3),
+            "by_column": {h: round(statistics.median(t), 3) for h, t in sorts.items()},
+        },
+        "api": api,
+    }
+    print(json.dumps(result, indent=2))
+    if not args.no_save:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "web_large_job.json").write_text(json.dumps(result, indent=2) + "\n")
+        (RESULTS / "web_large_job.md").write_text(_markdown(result))
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _markdown(r: dict[str, Any]) -> str:
+    api = r["api"]
+    sort = r["table_sort_s"]
+    columns = ", ".join(f"{h} {s:.2f}" for h, s in sort["by_column"].items())
+    return f"""# The job page on a large job
+
+`bench/web_large_job.py`, {r["date"]}, {r["machine"]}, {r["database"]}, headless Chromium (Debian) through playwright.
+
+One finished job with {r["trials"]:,} trials and {r["interim_metrics_per_trial"]} interim metrics each
+({r["trials"] * r["interim_metrics_per_trial"]:,} metric rows), served by `baobab up`; medians of
+{r["repeats"]} page loads.
+
+| measure | seconds |
+|---|---:|
+| time to interactive (job, first table page, all four charts drawn) | {r["time_to_interactive_s"]["median"]:.2f} |
+| table sort, click to new order shown (median of every column) | {sort["median"]:.2f} |
+| table sort, slowest column | {sort["max"]:.2f} |
+
+Sort by column (median): {columns}.
+
+What one poll of the page costs at the API (the same server, from Python):
+
+| request | seconds | bytes |
+|---|---:|---:|
+| `trials/changes`, first read (every trial's point) | {api["changes_first_s"]:.3f} | {api["changes_first_bytes"]:,} |
+| `trials/changes`, a poll with nothing new | {api["changes_quiet_s"]:.4f} | {api["changes_quiet_bytes"]:,} |
+| every trial again through the paged list ({api["refetch_all_pages"]} pages of 500): \
+what a page without the changes feed would pay per poll | {api["refetch_all_paged_s"]:.3f} | |
+| one table page (25 trials, sorted by score) | {api["table_page_s"]:.4f} | |
+
+The page reads every trial's point once, then each poll asks only for trials above the
+last id seen and those it saw PENDING or RUNNING; the table is paged, sorted and filtered
+by the server; the scatter keeps the best point of each cell of a grid (at most 2,000),
+parallel coordinates the best quarter of 600 lines and an even sample of the rest, the
+best-score line only its steps, and metric curves use ECharts' LTTB sampling.
+"""
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""``POST /api/v1/inference_jobs/<id>/predict``: the playground's relay to a predictor, JSON or uploaded images."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from flask import Flask, Response, request
+from flask.testing import FlaskClient
+from PIL import Image
+from train_job_world import add_model, job_body, upload_dataset
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from baobab.admin._inference_jobs import hash_api_key
+from baobab.model import Task
+from baobab.store import InferenceJob, InferenceJobStatus, UserRole, session_scope, write_image_files
+
+Headers = dict[str, str]
+AddUser = Callable[[UserRole], tuple[dict[str, Any], Headers]]
+KEY = "good-key"
+
+
+def error(code: str, message: str, field: str | None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "field": field}}
+
+
+def _answer(status: int, body: dict[str, Any]) -> Response:
+    return Response(json.dumps(body), status=status, mimetype="application/json")
+
+
+class FakePredictor:
+    """A predictor on loopback that checks the key like the real one and answers one label per query."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        app = Flask("fake-predictor")
+
+        @app.post("/predict")
+        def predict() -> Response:
+            if request.headers.get("Authorization") != f"Bearer {KEY}":
+                error = {"code": "unauthorized", "message": "wrong API key for this inference job", "field": None}
+                return Response(json.dumps({"error": error}), status=401, mimetype="application/json")
+            body = request.get_json()
+            self.received.append(body)
+            if body["queries"] == ["bad"]:
+                error = {
+                    "code": "bad_request",
+                    "message": "queries[0]: expected a list of numbers",
+                    "field": "queries[0]",
+                }
+                return Response(json.dumps({"error": error}), status=400, mimetype="application/json")
+            return Response(
+                json.dumps({"predictions": [len(str(q)) for q in body["queries"]]}), mimetype="application/json"
+            )
+
+        self.server: BaseWSGIServer = make_server("127.0.0.1", 0, app)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+
+
+@pytest.fixture
+def predictor() -> Iterator[FakePredictor]:
+    fake = FakePredictor()
+    thread = threading.Thread(target=fake.server.serve_forever, daemon=True)
+    thread.start()
+    yield fake
+    fake.server.shutdown()
+    thread.join()
+
+
+def _inference_job(
+    app: Flask,
+    client: FlaskClient,
+    owner: tuple[dict[str, Any], Headers],
+    *,
+    url: str | None,
+    data: bytes | None = None,
+    status: InferenceJobStatus = InferenceJobStatus.RUNNING,
+    public: bool = False,
+) -> int:
+    """An inference job row on a train job of ``owner`` (tabular, or images when ``data`` is a zip)."""
+    user, headers = owner
+    engine = app.extensions["baobab"].engine
+    if data is None:
+        dataset = upload_dataset(client, headers)
+        model = add_model(engine, user["id"])
+        body = job_body(dataset, dataset, [model])
+    else:
+        dataset = upload_dataset(client, headers, data=data, data_format="IMAGE_FILES")
+        model = add_model(engine, user["id"], task=Task.IMAGE_CLASSIFICATION)
+        body = job_body(dataset, dataset, [model], app="pics", task="IMAGE_CLASSIFICATION")
+    train_job = client.post("/api/v1/train_jobs", json=body, headers=headers).json
+    job = InferenceJob(
+        owner_id=user["id"], train_job_id=train_job["id"], status=status, api_key_hash=hash_api_key(KEY),
+        predictor_url=url, public=public,
+    )  # fmt: skip
+    with session_scope(engine) as session:
+        session.add(job)
+    return job.id
+
+
+def _png(size: tuple[int, int], color: tuple[int, int, int]) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, color).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def owner(add_user: AddUser) -> tuple[dict[str, Any], Headers]:
+    return add_user(UserRole.APP_DEVELOPER)
+
+
+def test_json_queries_go_to_the_predictor_with_the_key(
+    app: Flask, client: FlaskClient, owner: tuple[dict[str, Any], Headers], predictor: FakePredictor
+) -> None:
+    job_id = _inference_job(app, client, owner, url=predictor.url)
+    url = f"/api/v1/inference_jobs/{job_id}/predict"
+    headers = {**owner[1], "X-Api-Key": KEY}
+    answer = client.post(url, json={"queries": [[1, 2], [3, 4, 5]]}, headers=headers)
+    assert answer.status_code == 200, answer.json
+    assert answer.json == {"predictions": [6, 9]}
+    assert predictor.received == [{"queries": [[1, 2], [3, 4, 5]]}]
+
+    refused = client.post(url, json={"queries": ["bad"]}, headers=headers)  # the predictor's 400 comes back as it is
+    assert refused.status_code == 400
+    assert refused.json["error"] == {
+        "code": "bad_request", "message": "queries[0]: expected a list of numbers", "field": "queries[0]"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("key", [None, "wrong-key"])
+def test_a_missing_or_wrong_key_is_a_403_on_api_key(
+    app: Flask, client: FlaskClient, owner: tuple[dict[str, Any], Headers], predictor: FakePredictor, key: str | None
+) -> None:
+    job_id = _inference_job(app, client, owner, url=predictor.url)
+    headers = owner[1] if key is None else {**owner[1], "X-Api-Key": key}
+    answer = client.post(f"/api/v1/inference_jobs/{job_id}/predict", json={"queries": [[1]]}, headers=headers)
+    assert answer.status_code == 403  # a 401 would sign the page out
+    assert answer.json["error"]["field"] == "api_key"
+    assert answer.json["error"]["message"] == ("wrong API key for this inference job (send it in the X-Api-Key header)")
+
+
+def test_uploaded_images_become_queries_of_the_training_size_and_mode(
+    app: Flask, client: FlaskClient, owner: tuple[dict[str, Any], Headers], predictor: FakePredictor, tmp_path: Path
+) -> None:
+    grey = np.zeros((3, 4, 5), dtype=np.uint8)  # three 4x5 (H x W) greyscale images
+    zip_bytes = write_image_files(tmp_path / "grey.zip", grey, [0, 1, 0]).read_bytes()
+    job_id = _inference_job(app, client, owner, url=predictor.url, data=zip_bytes)
+    files = [(io.BytesIO(_png((10, 8), (255, 255, 255))), "white.png"), (io.BytesIO(_png((5, 4), (0, 0, 0))), "b.png")]
+    answer = client.post(
+        f"/api/v1/inference_jobs/{job_id}/predict",
+        data={"file": files},
+        headers={**owner[1], "X-Api-Key": KEY},
+        content_type="multipart/form-data",
+    )
+    assert answer.status_code == 200, answer.json
+    white, black = predictor.received[0]["queries"]
+    assert np.asarray(white).shape == (4, 5) and np.asarray(black).shape == (4, 5)
+    assert np.all(np.asarray(white) == 255) and np.all(np.asarray(black) == 0)
+
+    not_an_image = client.post(
+        f"/api/v1/inference_jobs/{job_id}/predict",
+        data={"file": [(io.BytesIO(_png((5, 4), (0, 0, 0))), "ok.png"), (io.BytesIO(b"GIF89a?"), "broken.gif")]},
+        headers={**owner[1], "X-Api-Key": KEY},
+        content_type="multipart/form-data",
+    )
+    assert not_an_image.status_code == 400
+    assert not_an_image.json["error"]["field"] == "file[1]"
+    assert not_an_image.json["error"]["message"].startswith("file[1] (broken.gif) is not an image Pillow can read")
+
+
+def test_images_for_a_tabular_job_and_other_bodies_are_refused(
+    app: Flask, client: FlaskClient, owner: tuple[dict[str, Any], Headers], predictor: FakePredictor
+) -> None:
+    job_id = _inference_job(app, client, owner, url=predictor.url)
+    url = f"/api/v1/inference_jobs/{job_id}/predict"
+    image = client.post(
+        url, data={"file": (io.BytesIO(_png((2, 2), (0, 0, 0))), "a.png")}, headers=owner[1],
+        content_type="multipart/form-data",
+    )  # fmt: skip
+    assert image.status_code == 400 and image.json["error"]["field"] == "file"
+    assert "serves a TABULAR_CLASSIFICATION job, which takes JSON queries" in image.json["error"]["message"]
+    text = client.post(url, data="queries", headers=owner[1], content_type="text/plain")
+    assert text.status_code == 400
+    assert text.json["error"]["message"].startswith('send JSON {"queries": [...]} as application/json')
+    extra = client.post(url, data={"note": "x"}, headers=owner[1], content_type="multipart/form-data")
+    assert extra.status_code == 400 and extra.json["error"]["field"] == "note"
+    assert predictor.received == []
+
+
+def test_a_job_that_does_not_serve_answers_409_or_502(
+    app: Flask, client: FlaskClient, owner: tuple[dict[str, Any], Headers], predictor: FakePredictor
+) -> None:
+    starting = _inference_job(app, client, owner, url=None, status=InferenceJobStatus.STARTING)
+    answer = client.post(f"/api/v1/inference_jobs/{starting}/predict", json={"queries": []}, headers=owner[1])
+    assert answer.status_code == 409
+    assert answer.json["error"]["message"] == (
+        f"inference job {starting} is STARTING; it answers predictions once it is RUNNING"
+    )
+
+    gone = make_server("127.0.0.1", 0, Flask("closed"))
+    closed_url = f"http://127.0.0.1:{gone.server_port}"
+    gone.server_close()  # nothing listens there any more
+    down = _inference_job(app, client, owner, url=closed_url, public=True)
+    answer = client.post(f"/api/v1/inference_jobs/{down}/predict", json={"queries": []}, headers=owner[1])
+    assert answer.status_code == 502
+    assert answer.json["error"]["message"].startswith(f"the predictor of inference job {down} does not answer")
+
+
+def test_someone_elses_inference_job_is_not_found(
+    app: Flask, client: FlaskClient, owner: tuple[dict[str, Any], Headers], add_user: AddUser, predictor: FakePredictor
+) -> None:
+    job_id = _inference_job(app, client, owner, url=predictor.url)
+    _, stranger = add_user(UserRole.MODEL_DEVELOPER)
+    answer = client.post(f"/api/v1/inference_jobs/{job_id}/predict", json={"queries": [[1]]}, headers=stranger)
+    assert answer.status_code == 404
+    assert answer.json["error"]["message"] == f"no inference job with id {job_id}"
+    assert predictor.received == []

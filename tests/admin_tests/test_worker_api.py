@@ -1,0 +1,191 @@
+"""``/api/v1/worker/trials``: a cluster worker claims, beats, records and finishes a trial with its trial token.
+
+These are the trial-row rules of cluster mode (claim, take-over after silence, give-up
+after the last attempt, finish only by the current claim), checked through the API on
+both databases, and every field sent wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import select, update
+from train_job_world import add_model, add_trial, job_body, upload_dataset
+
+from baobab.store import InterimMetric, Trial, TrialLog, TrialState, UserRole, issue_trial_token, session_scope
+
+Headers = dict[str, str]
+AddUser = Callable[[UserRole], tuple[dict[str, Any], Headers]]
+
+
+@pytest.fixture
+def trial(app: Flask, client: FlaskClient, add_user: AddUser) -> int:
+    """A PENDING trial of a fresh job."""
+    user, headers = add_user(UserRole.MODEL_DEVELOPER)
+    data = upload_dataset(client, headers)
+    model = add_model(app.extensions["baobab"].engine, user["id"])
+    response = client.post("/api/v1/train_jobs", json=job_body(data, data, [model]), headers=headers)
+    assert response.status_code == 201, response.json
+    return add_trial(app.extensions["baobab"].engine, response.json["sub_jobs"][0]["id"], 0, TrialState.PENDING)
+
+
+def _token(app: Flask, trial_id: int) -> Headers:
+    return {"Authorization": f"Bearer {issue_trial_token(app.extensions['baobab'].settings.secret_key, trial_id)}"}
+
+
+def _post(client: FlaskClient, app: Flask, trial_id: int, action: str, body: Any, token_for: int | None = None) -> Any:
+    headers = _token(app, trial_id if token_for is None else token_for)
+    return client.post(f"/api/v1/worker/trials/{trial_id}/{action}", json=body, headers=headers)
+
+
+def _row(app: Flask, trial_id: int) -> Trial:
+    with session_scope(app.extensions["baobab"].engine) as session:
+        return session.get(Trial, trial_id)
+
+
+def _go_silent(app: Flask, trial_id: int, seconds: float) -> None:
+    past = datetime.now(UTC) - timedelta(seconds=seconds)
+    with session_scope(app.extensions["baobab"].engine) as session:
+        session.execute(update(Trial).where(Trial.id == trial_id).values(heartbeat_at=past))
+
+
+def test_a_worker_claims_beats_records_and_finishes_its_trial(app: Flask, client: FlaskClient, trial: int) -> None:
+    claimed = _post(client, app, trial, "claim", {"worker": "w0@a:1"})
+    assert claimed.status_code == 200, claimed.json
+    claim = claimed.json["claim"]
+    assert claim["trial_id"] == trial and claim["attempt"] == 1 and claim["knobs"]["lr"] == 0.01
+    assert claim["template_key"] and claim["train_key"] and claim["val_key"]
+    assert _row(app, trial).status is TrialState.RUNNING and _row(app, trial).worker == "w0@a:1"
+
+    # A claim answer lost on the way: the same worker asks again and gets the same claim.
+    again = _post(client, app, trial, "claim", {"worker": "w0@a:1"})
+    assert again.json["claim"]["attempt"] == 1
+    # Another worker is refused while this one beats, with the time after which to ask again.
+    other = _post(client, app, trial, "claim", {"worker": "w1@b:2"})
+    assert other.json["claim"] is None and other.json["refused"]["status"] == "RUNNING"
+    assert 0 < other.json["refused"]["retry_after_s"] <= app.extensions["baobab"].settings.heartbeat_timeout_s
+
+    beat = _post(client, app, trial, "beat", {"attempt": 1})
+    assert beat.json == {"current": True, "stop_reason": None}
+    with session_scope(app.extensions["baobab"].engine) as session:
+        session.execute(update(Trial).where(Trial.id == trial).values(stop_reason="time budget spent"))
+    assert _post(client, app, trial, "beat", {"attempt": 1}).json["stop_reason"] == "time budget spent"
+
+    now = datetime.now(UTC).isoformat()
+    records = {"metrics": [{"step": 1, "metrics": {"loss": 0.5, "bad": None}, "time": now}],
+               "logs": [{"line": "epoch 1", "time": now}]}  # fmt: skip
+    assert _post(client, app, trial, "records", records).json == {"stored": 2}
+    with session_scope(app.extensions["baobab"].engine) as session:
+        assert session.scalars(select(InterimMetric.metrics).where(InterimMetric.trial_id == trial)).one() == {
+            "loss": 0.5,
+            "bad": None,
+        }
+        assert session.scalars(select(TrialLog.line).where(TrialLog.trial_id == trial)).one() == "epoch 1"
+
+    body = {"attempt": 1, "status": "STOPPED", "score": 0.8, "params_path": "params/t.safetensors",
+            "log_line": "stopped early: time budget spent"}  # fmt: skip
+    assert _post(client, app, trial, "finish", body).json == {"status": "STOPPED"}
+    row = _row(app, trial)
+    assert row.status is TrialState.STOPPED and row.score == 0.8 and row.finished_at is not None
+    # Repeated (an answer lost): the state stays, and says so; a later claim is refused for good.
+    assert _post(client, app, trial, "finish", body).json == {"status": "STOPPED"}
+    refused = _post(client, app, trial, "claim", {"worker": "w1@b:2"}).json["refused"]
+    assert refused == {"status": "STOPPED", "reason": f"trial {trial} is STOPPED", "retry_after_s": None}
+
+
+def test_a_silent_workers_trial_is_taken_over_and_the_old_claim_can_no_longer_finish_it(
+    app: Flask, client: FlaskClient, trial: int
+) -> None:
+    timeout = app.extensions["baobab"].settings.heartbeat_timeout_s
+    assert _post(client, app, trial, "claim", {"worker": "old"}).json["claim"]["attempt"] == 1
+    _go_silent(app, trial, timeout + 1)
+    taken = _post(client, app, trial, "claim", {"worker": "new"}).json["claim"]
+    assert taken["attempt"] == 2 and _row(app, trial).worker == "new"
+
+    # The old worker wakes up: its beats say it lost the trial, and its outcome is not stored.
+    assert _post(client, app, trial, "beat", {"attempt": 1}).json == {"current": False, "stop_reason": None}
+    late = _post(client, app, trial, "finish", {"attempt": 1, "status": "COMPLETED", "score": 0.1})
+    assert late.json == {"status": "RUNNING"} and _row(app, trial).score is None
+    assert _post(client, app, trial, "finish", {"attempt": 2, "status": "COMPLETED", "score": 0.9}).json == {
+        "status": "COMPLETED"
+    }
+    assert _row(app, trial).score == 0.9
+
+
+def test_a_trial_silent_on_its_last_attempt_ends_errored_saying_so(app: Flask, client: FlaskClient, trial: int) -> None:
+    timeout = app.extensions["baobab"].settings.heartbeat_timeout_s
+    for attempt in (1, 2, 3):
+        assert _post(client, app, trial, "claim", {"worker": f"w{attempt}"}).json["claim"]["attempt"] == attempt
+        _go_silent(app, trial, timeout + 1)
+    refused = _post(client, app, trial, "claim", {"worker": "w4"}).json["refused"]
+    assert refused["status"] == "ERRORED"
+    row = _row(app, trial)
+    assert row.status is TrialState.ERRORED and "went silent" in row.error and "3 attempts" in row.error
+
+
+@pytest.mark.parametrize(
+    ("header", "status", "message"),
+    [
+        (None, 401, "missing trial token"),
+        ("Bearer forged.token.here", 401, "invalid trial token"),
+        ("Basic abc", 401, "missing trial token"),
+    ],
+)
+def test_worker_endpoints_need_the_trials_own_token(
+    app: Flask, client: FlaskClient, trial: int, header: str | None, status: int, message: str
+) -> None:
+    headers = {} if header is None else {"Authorization": header}
+    response = client.post(f"/api/v1/worker/trials/{trial}/claim", json={"worker": "w"}, headers=headers)
+    assert response.status_code == status and message in response.json["error"]["message"]
+    assert _row(app, trial).status is TrialState.PENDING  # nothing changed
+
+
+def test_a_token_opens_its_own_trial_only_and_a_user_token_opens_none(
+    app: Flask, client: FlaskClient, trial: int, login: Callable[[str, str], Headers]
+) -> None:
+    other = _post(client, app, trial, "claim", {"worker": "w"}, token_for=trial + 1)
+    assert other.status_code == 403 and f"this token is for trial {trial + 1}" in other.json["error"]["message"]
+    root = login("root@example.com", "root-password")
+    user = client.post(f"/api/v1/worker/trials/{trial}/claim", json={"worker": "w"}, headers=root)
+    assert user.status_code == 401 and "invalid trial token" in user.json["error"]["message"]
+    assert _row(app, trial).status is TrialState.PENDING
+
+
+@pytest.mark.parametrize(
+    ("action", "body", "field", "message"),
+    [
+        ("claim", {}, "worker", "'worker' is required"),
+        ("claim", {"worker": 3}, "worker", "must be a string"),
+        ("claim", {"worker": "w", "extra": 1}, "extra", "unknown field 'extra'"),
+        ("beat", {"attempt": "1"}, "attempt", "must be an integer"),
+        ("finish", {"attempt": 1, "status": "PENDING"}, "status", "must be one of COMPLETED, STOPPED, ERRORED"),
+        ("finish", {"attempt": 1, "status": "DONE"}, "status", "expected one of"),
+        ("finish", {"attempt": 1, "status": "COMPLETED"}, "score", "needs a 'score'"),
+        ("finish", {"attempt": 1, "status": "COMPLETED", "score": True}, "score", "must be a number"),
+        ("finish", {"attempt": 1, "status": "ERRORED", "error": 5}, "error", "must be a string"),
+        ("records", {"metrics": {}}, "metrics", "must be a list of objects"),
+        ("records", {"metrics": [{"step": "1", "metrics": {}, "time": "2030-01-01T00:00:00+00:00"}]},
+         "metrics[0]", "step must be an integer"),
+        ("records", {"metrics": [{"step": 1, "metrics": {"a": "x"}, "time": "2030-01-01T00:00:00+00:00"}]},
+         "metrics[0]", "must map names to numbers"),
+        ("records", {"logs": [{"line": "x", "time": "yesterday"}]}, "logs[0]", "ISO 8601"),
+        ("records", {"logs": [{"line": "x", "time": "2030-01-01T00:00:00"}]}, "logs[0]", "no UTC offset"),
+        ("records", {"logs": [{"time": "2030-01-01T00:00:00+00:00"}]}, "logs[0]", "line must be a string"),
+    ],
+)  # fmt: skip
+def test_bad_worker_requests_are_refused_naming_the_field(
+    app: Flask, client: FlaskClient, trial: int, action: str, body: dict[str, Any], field: str, message: str
+) -> None:
+    if action != "claim":
+        assert _post(client, app, trial, "claim", {"worker": "w"}).status_code == 200
+    response = _post(client, app, trial, action, body)
+    assert response.status_code == 400, response.json
+    assert response.json["error"]["field"] == field and message in response.json["error"]["message"]
+    with session_scope(app.extensions["baobab"].engine) as session:
+        assert session.scalars(select(InterimMetric.id).where(InterimMetric.trial_id == trial)).first() is None
+    assert _row(app, trial).status is (TrialState.PENDING if action == "claim" else TrialState.RUNNING)

@@ -1,0 +1,54 @@
+"""Job options in train_args: what parses, and errors that name the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from baobab.advisor import JobOptionsError, parse_job_options
+
+
+def test_no_options_ask_for_nothing() -> None:
+    options = parse_job_options({"lr": 0.1})
+    assert options.stopping_rule == "none" and not options.policies and not options.reduced_search
+
+
+def test_policies_and_rule_parse() -> None:
+    options = parse_job_options(
+        {
+            "early_stopping": {"rule": "asha", "eta": 2, "metric": "loss", "mode": "min"},
+            "policies": {"EARLY_STOP": True, "DOWNSCALE": False, "SHARE_PARAMS": "best", "final_trials": 2},
+        },
+        trial_count=5,
+    )
+    assert options.stopping_rule == "asha" and dict(options.stopping_options) == {
+        "eta": 2,
+        "metric": "loss",
+        "mode": "min",
+    }
+    assert options.policies == {"EARLY_STOP", "SHARE_PARAMS"} and options.reduced_search == {"EARLY_STOP"}
+    assert (options.share_from, options.final_trials) == ("best", 2)
+    assert options.stopping_rule_for().name == "asha"
+    assert parse_job_options({"early_stopping": "median"}).stopping_rule == "median"
+
+
+@pytest.mark.parametrize(
+    ("train_args", "field", "words"),
+    [
+        ({"early_stopping": {"rule": "hyperband"}}, "train_args.early_stopping.rule", "asha, median"),
+        ({"early_stopping": {"rule": "asha", "eta": 1}}, "train_args.early_stopping", "eta=1"),
+        ({"early_stopping": {"rule": "median", "eta": 3}}, "train_args.early_stopping", "does not take"),
+        ({"early_stopping": 3}, "train_args.early_stopping", "rule name"),
+        ({"policies": ["EARLY_STOP"]}, "train_args.policies", "object"),
+        ({"policies": {"SKIP_TRAIN": True}}, "train_args.policies.SKIP_TRAIN", "enas"),
+        ({"policies": {"EARLY_STOP": "yes"}}, "train_args.policies.EARLY_STOP", "true or false"),
+        ({"policies": {"SHARE_PARAMS": "oldest"}}, "train_args.policies.SHARE_PARAMS", '"best"'),
+        ({"policies": {"final_trials": 0}}, "train_args.policies.final_trials", ">= 1"),
+        ({"policies": {"final_fraction": 1.5}}, "train_args.policies.final_fraction", "[0, 1)"),
+        ({"policies": {"DOWNSCALE": True, "final_trials": 3}}, "budget.MODEL_TRIAL_COUNT", "no search trial"),
+    ],
+)
+def test_bad_options_name_their_field(train_args: dict, field: str, words: str) -> None:
+    with pytest.raises(JobOptionsError) as raised:
+        parse_job_options(train_args, trial_count=3)
+    assert raised.value.field == field
+    assert words in str(raised.value)

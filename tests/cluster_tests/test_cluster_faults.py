@@ -1,0 +1,169 @@
+"""Faults a cluster survives, each on the real services: the job ends with every trial accounted for once.
+
+Every test counts the trials proposed, finished, retried (deliveries after the first)
+and lost, and asserts that none was lost and none proposed twice.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+from cluster_jobs import account, running_trial, start_slow_job
+from conftest import REDIS_HOST, REDIS_PORT, StartCluster
+
+from baobab.testing import wait_until
+
+TRIALS = 8
+SLEEP_S = 2.0
+
+
+def _finish(cluster, app: str, version: int, *, timeout: float = 120):
+    job = cluster.client.wait_for_train_job(app, version, timeout=timeout, progress=False)
+    assert job["status"] == "COMPLETED", job
+    books = account(cluster, app, version, TRIALS)
+    assert books.lost == 0 and books.proposed == TRIALS and books.finished == TRIALS, books
+    return job, books
+
+
+def test_a_worker_killed_mid_trial_has_its_trial_finished_by_another(
+    start_cluster: StartCluster, breast_cancer: Path
+) -> None:
+    cluster = start_cluster(workers=2, slots=1)
+    job = start_slow_job(cluster, breast_cancer, app="killed-worker", trials=TRIALS, sleep_s=SLEEP_S)
+    victim = running_trial(cluster, "killed-worker", on="w0@")
+    cluster.services.workers[0].kill()  # kill -9 of the machine: its pool process too
+
+    _, books = _finish(cluster, "killed-worker", job["app_version"])
+    redone = next(t for t in books.trials if t["id"] == victim["id"])
+    assert redone["status"] == "COMPLETED" and redone["worker"].startswith("w1@") and redone["attempts"] == 2
+    assert books.retried == 1  # the one trial the dead machine held, and only it
+
+
+def test_a_pool_process_killed_mid_trial_is_redelivered_by_celery(
+    start_cluster: StartCluster, breast_cancer: Path
+) -> None:
+    cluster = start_cluster(workers=2, slots=1)
+    job = start_slow_job(cluster, breast_cancer, app="killed-process", trials=TRIALS, sleep_s=SLEEP_S)
+    victim = running_trial(cluster, "killed-process", on="w0@")
+    pid = int(victim["worker"].rsplit(":", 1)[1])  # the pool process running it, not the worker's main process
+    subprocess.run(["kill", "-9", str(pid)], check=True)
+
+    _, books = _finish(cluster, "killed-process", job["app_version"])
+    redone = next(t for t in books.trials if t["id"] == victim["id"])
+    assert redone["status"] == "COMPLETED" and redone["attempts"] == 2
+    assert books.retried == 1
+    assert cluster.services.workers[0].running  # Celery replaced the pool process; the machine lives on
+
+
+def test_a_killed_advisor_is_replaced_by_another_without_losing_or_repeating_trials(
+    start_cluster: StartCluster, breast_cancer: Path
+) -> None:
+    cluster = start_cluster(workers=2, slots=1)
+    standby = cluster.services.add_advisor()
+    job = start_slow_job(cluster, breast_cancer, app="killed-advisor", trials=TRIALS, sleep_s=SLEEP_S)
+    running_trial(cluster, "killed-advisor")
+    drivers = cluster.rows("SELECT driver FROM train_jobs WHERE id = :id", id=job["id"])
+    first = drivers[0].driver
+    leader = next(a for a in cluster.services.advisors if f":{a.process.pid}:" in first)
+    leader.kill()
+
+    _, books = _finish(cluster, "killed-advisor", job["app_version"])
+    (now,) = cluster.rows("SELECT driver FROM train_jobs WHERE id = :id", id=job["id"])
+    survivor = standby if leader is not standby else cluster.services.advisors[0]
+    assert now.driver != first and f":{survivor.process.pid}:" in now.driver
+    assert books.retried == 0  # the trials that ran at the kill ran on and were kept
+
+
+def _redis_server_command(client: redis.Redis) -> list[str]:
+    """The command that starts this Redis again as it is now (no persistence, same address)."""
+    config = client.config_get("*")
+    binds = config.get("bind", "127.0.0.1").split()
+    return [
+        "redis-server", "--daemonize", "yes", "--port", str(REDIS_PORT), "--bind", *binds,
+        "--save", "", "--appendonly", "no", "--dir", config["dir"], "--logfile", config.get("logfile", ""),
+    ]  # fmt: skip
+
+
+def test_a_redis_restart_mid_job_is_survived(start_cluster: StartCluster, breast_cancer: Path) -> None:
+    cluster = start_cluster(workers=2, slots=1)
+    job = start_slow_job(cluster, breast_cancer, app="redis-restart", trials=TRIALS, sleep_s=SLEEP_S)
+    running_trial(cluster, "redis-restart")
+    admin = redis.Redis(host=REDIS_HOST, port=REDIS_PORT)
+    command = _redis_server_command(admin)
+    try:
+        admin.shutdown(nosave=True)
+    except redis.ConnectionError:
+        pass  # the server closes the connection as it goes
+    time.sleep(1.0)  # everything queued in Redis is gone now
+    subprocess.run(command, check=True)
+    wait_until(lambda: admin.ping(), timeout=10, what="Redis to come back")
+
+    _finish(cluster, "redis-restart", job["app_version"], timeout=180)
+
+
+def test_postgres_connections_cut_mid_job_are_survived(start_cluster: StartCluster, breast_cancer: Path) -> None:
+    cluster = start_cluster(workers=2, slots=1)
+    job = start_slow_job(cluster, breast_cancer, app="pg-cut", trials=TRIALS, sleep_s=SLEEP_S)
+    database = cluster.db.url.database
+    cut = 0
+    for _ in range(3):
+        running_trial(cluster, "pg-cut")
+        rows = cluster.rows(
+            "SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity "
+            "WHERE datname = :db AND pid <> pg_backend_pid()",
+            db=database,
+        )
+        cut += sum(bool(r.done) for r in rows)
+        time.sleep(1.0)
+    assert cut >= 3  # the API's and the advisor's connections, each time
+
+    _finish(cluster, "pg-cut", job["app_version"])
+
+
+def test_a_worker_that_never_answers_again_loses_its_trial_within_the_heartbeat_timeout(
+    start_cluster: StartCluster, breast_cancer: Path
+) -> None:
+    cluster = start_cluster(workers=2, slots=1)
+    job = start_slow_job(cluster, breast_cancer, app="silent", trials=TRIALS, sleep_s=SLEEP_S)
+    victim = running_trial(cluster, "silent", on="w0@")
+    frozen = time.monotonic()
+    cluster.services.workers[0].signal(signal.SIGSTOP)  # alive, holding its message, silent
+
+    def taken_over() -> bool:
+        trial = cluster.client.get_trial(victim["id"])
+        return trial["attempts"] == 2 and trial["worker"].startswith("w1@")
+
+    wait_until(taken_over, timeout=30, what="another worker to take the silent worker's trial over")
+    # Stale after 3 s of silence, then the next delivery or rescan: well within 15 s.
+    assert time.monotonic() - frozen < 15
+    _, books = _finish(cluster, "silent", job["app_version"])
+    assert books.retried == 1
+    cluster.services.workers[0].kill()
+
+
+def test_a_trial_whose_workers_all_go_silent_ends_errored_with_that_reason(
+    start_cluster: StartCluster, breast_cancer: Path
+) -> None:
+    attempts = 3  # claims a trial gets before it is given up
+    cluster = start_cluster(workers=attempts + 1, slots=1)
+    job = start_slow_job(cluster, breast_cancer, app="cursed", trials=1, sleep_s=60.0)
+    frozen: set[str] = set()
+    for _ in range(attempts):
+
+        def on_a_live_worker() -> dict | None:
+            trials = cluster.client.get_trials("cursed", status="RUNNING")["trials"]
+            live = [t for t in trials if t["worker"].split("@")[0] not in frozen]
+            return live[0] if live else None
+
+        trial = wait_until(on_a_live_worker, timeout=60, what="the trial to run on a worker that still answers")
+        machine = trial["worker"].split("@")[0]
+        cluster.services.workers[int(machine[1:])].signal(signal.SIGSTOP)
+        frozen.add(machine)
+    job = cluster.client.wait_for_train_job("cursed", job["app_version"], timeout=60, progress=False)
+    (trial,) = cluster.client.get_trials("cursed")["trials"]
+    assert trial["status"] == "ERRORED" and trial["attempts"] == attempts, trial
+    assert f"{attempts}" in trial["error"] and ("silent" in trial["error"] or "lost" in trial["error"]), trial

@@ -1,0 +1,160 @@
+"""The docker executor against a real dockerd (skipped, with the reason, where none answers).
+
+Nothing can be pulled here, so the containers run a stand-in image built from a local base
+(``DEPLOY_TEST_BASE_IMAGE``, default ``baobab-base:bookworm``, made by ``docker/base.sh``):
+its entrypoint sleeps, whatever ``baobab ...`` arguments the executor passes. What is
+checked is what dockerd was asked for: labels, command, limits, mounts, network, GPUs.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import uuid
+
+import docker
+import pytest
+
+from baobab.store import JobStatus
+from baobab.worker._docker import JOB_LABEL, KIND_LABEL, SCOPE_LABEL, DockerPool, DockerPoolConfig
+from baobab.worker._pool import Unit
+
+BASE = os.environ.get("DEPLOY_TEST_BASE_IMAGE", "baobab-base:bookworm")
+STAND_IN = "baobab-test-stand-in:latest"
+
+
+def _no_engine() -> str | None:
+    """Why no engine can be reached, checked on a socket of our own (a failed client leaks its socket)."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not host.startswith("unix://"):
+        return None  # a TCP engine: let the client find out
+    path = host.removeprefix("unix://")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except OSError as e:
+            return f"{path}: {e.strerror or e}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def engine_client():
+    reason = _no_engine()
+    if reason:
+        pytest.skip(f"no Docker engine answers here ({reason}); start dockerd as root to run these tests")
+    client = docker.from_env(timeout=10)
+    try:
+        client.ping()
+        client.images.get(BASE)
+    except docker.errors.ImageNotFound:
+        client.close()
+        pytest.skip(f"base image {BASE} not found: build it with docker/base.sh (no registry can be pulled from)")
+    except docker.errors.DockerException as e:
+        client.close()
+        pytest.skip(f"no Docker engine answers here ({e}); start dockerd as root to run these tests")
+    dockerfile = f'FROM {BASE}\nENTRYPOINT ["/bin/sh", "-c", "exec sleep 600", "baobab"]\n'
+    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=STAND_IN, rm=True)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def docker_pool(engine_client, jobs):
+    scope = f"deploy-test-{uuid.uuid4().hex[:8]}"
+    network = engine_client.networks.create(scope)
+    volume = engine_client.volumes.create(scope)
+    config = DockerPoolConfig(
+        scope=scope,
+        worker_image=STAND_IN,
+        network=scope,
+        artifacts_volume=scope,
+        env={"BAOBAB_BROKER_URL": "redis://redis:6379/0", "BAOBAB_API_URL": "http://api:8100"},
+        predictor_env={"BAOBAB_DATABASE_URL": "postgresql+psycopg2://db/baobab"},
+        cpus_per_slot=0.5,
+        memory_per_slot="256m",
+    )
+    pool = DockerPool(jobs.engine, engine_client, config, cpu_slots=2)
+    yield pool
+    pool.remove_all()
+    network.remove()
+    volume.remove(force=True)
+
+
+def test_a_worker_container_per_cpu_job_with_labels_limits_volume_and_network(docker_pool, jobs):
+    job = jobs.train(gpus=0)
+    docker_pool.reconcile()
+    running = docker_pool.running()
+    assert set(running) == {f"worker-{job}"}
+    container = running[f"worker-{job}"]
+    container.reload()
+    attrs = container.attrs
+    assert container.status == "running"
+    assert container.labels[SCOPE_LABEL] == docker_pool.pool.scope
+    assert (container.labels[KIND_LABEL], container.labels[JOB_LABEL]) == ("worker", str(job))
+    assert attrs["Args"][-5:] == ["worker", "--slots", "2", "--name", f"worker@{container.name}"]
+    assert attrs["HostConfig"]["NanoCpus"] == 1_000_000_000  # 2 slots x 0.5 CPU
+    assert attrs["HostConfig"]["Memory"] == 512 * 2**20
+    assert [(m["Name"], m["Destination"]) for m in attrs["Mounts"]] == [(docker_pool.pool.scope, "/data/artifacts")]
+    assert set(attrs["NetworkSettings"]["Networks"]) == {docker_pool.pool.scope}
+    env = dict(item.split("=", 1) for item in attrs["Config"]["Env"])
+    assert env["BAOBAB_ARTIFACTS_URL"] == "/data/artifacts"
+    assert "BAOBAB_DATABASE_URL" not in env  # workers never hold the database URL
+
+    docker_pool.reconcile()  # converged: nothing new
+    assert docker_pool.running()[f"worker-{job}"].id == container.id
+
+    jobs.end_train(job, JobStatus.STOPPED)
+    docker_pool.reconcile()
+    assert docker_pool.running() == {}
+
+
+def test_a_predictor_per_inference_job(docker_pool, jobs):
+    served = jobs.serve(jobs.train(status=JobStatus.COMPLETED))
+    docker_pool.reconcile()
+    container = docker_pool.running()[f"predictor-{served}"]
+    attrs = container.attrs
+    assert attrs["Args"][-2:] == ["--job", str(served)]
+    env = dict(item.split("=", 1) for item in attrs["Config"]["Env"])
+    assert env["BAOBAB_DATABASE_URL"] == "postgresql+psycopg2://db/baobab"
+    jobs.end_inference(served)
+    docker_pool.reconcile()
+    assert docker_pool.running() == {}
+
+
+def test_leftovers_of_a_crashed_manager_are_found_by_labels_and_dead_ones_replaced(docker_pool, jobs, engine_client):
+    ended, alive = jobs.train(), jobs.train()
+    docker_pool.reconcile()
+    first = docker_pool.running()[f"worker-{alive}"]
+    jobs.end_train(ended)
+    first.kill()  # the worker died while no manager was looking
+    fresh = DockerPool(jobs.engine, engine_client, docker_pool.pool, cpu_slots=2)
+    fresh.reconcile()
+    running = fresh.running()
+    assert set(running) == {f"worker-{alive}"}
+    assert running[f"worker-{alive}"].id != first.id and running[f"worker-{alive}"].status == "running"
+
+
+def test_gpu_jobs_ask_dockerd_for_gpus(docker_pool, jobs):
+    unit = Unit("worker", jobs.train(gpus=2), gpus=2, slots=2)
+    try:
+        container = docker_pool.start(unit)
+    except docker.errors.APIError as e:  # no NVIDIA runtime on this host: dockerd says what it was asked
+        assert "capabilities: [[gpu]]" in str(e)
+        return
+    requests = container.attrs["HostConfig"]["DeviceRequests"]
+    assert requests[0]["Count"] == 2 and requests[0]["Capabilities"] == [["gpu"]]
+    assert container.attrs["Args"][-4:-2] == ["--gpus", "0,1"]
+
+
+@pytest.mark.parametrize(("image", "has_torch"), [("baobab-api:0.1.0", False), ("baobab-worker:0.1.0", True)])
+def test_built_images_run_baobab_as_non_root(engine_client, image, has_torch):
+    try:
+        engine_client.images.get(image)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"{image} is not built here: `make images BASE_IMAGE={BASE}` builds it")
+    script = "import os, importlib.util; print(os.getuid(), importlib.util.find_spec('torch') is not None)"
+    out = engine_client.containers.run(image, ["-c", script], entrypoint="python3", remove=True)
+    assert out.decode().split() == ["10001", str(has_torch)]
+    usage = engine_client.containers.run(image, ["--help"], remove=True).decode()
+    assert "api" in usage and "worker" in usage and "advisor" in usage

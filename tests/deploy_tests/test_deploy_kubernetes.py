@@ -1,0 +1,127 @@
+"""The kubernetes executor against kmock's Kubernetes EMULATOR (an in-memory API server on
+loopback, see conftest.py), not a real cluster: the cluster state is the chart's own
+rendered Deployments, created in the emulator, and the executor is checked by the
+objects it leaves there as jobs start and end.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_deploy_helm import by_kind, render
+
+from baobab.store import JobStatus
+from baobab.worker._kubernetes import JOB_LABEL, MANAGED_LABEL, KubernetesPool, KubernetesPoolConfig
+
+RELEASE = "rel-baobab"
+
+
+def install_chart(kube) -> None:
+    docs, _ = render({"executor": "kubernetes", "workers": {"gpu": {"enabled": True, "gpusPerPod": 2}}})
+    for doc in by_kind(docs, "Deployment").values():
+        kube.apps.create_namespaced_deployment("ml", doc)
+
+
+def pool(jobs, kube, **overrides) -> KubernetesPool:
+    config = KubernetesPoolConfig(namespace="ml", release=RELEASE, gpus_per_pod=2, slots_per_pod=2, **overrides)
+    return KubernetesPool(jobs.engine, kube.api, config, cpu_slots=2)
+
+
+def replicas(kube) -> dict[str, int]:
+    return {
+        kind: kube.apps.read_namespaced_deployment(f"{RELEASE}-worker-{kind}", "ml").spec.replicas
+        for kind in ("cpu", "gpu")
+    }
+
+
+def test_workers_follow_the_gpus_and_slots_that_running_jobs_ask_for(jobs, kube):
+    install_chart(kube)
+    manager = pool(jobs, kube)
+    assert replicas(kube) == {"cpu": 0, "gpu": 0}  # the chart leaves the sizing to the executor
+    manager.reconcile()
+    assert replicas(kube) == {"cpu": 0, "gpu": 0}
+
+    three = jobs.train(gpus=3)
+    one = jobs.train(gpus=1, status=JobStatus.PENDING)
+    cpu = jobs.train(gpus=0)
+    manager.reconcile()
+    assert replicas(kube) == {"cpu": 1, "gpu": 2}  # 4 GPUs at 2 a pod; 2 CPU slots at 2 a pod
+
+    jobs.end_train(three, JobStatus.STOPPED)
+    manager.reconcile()
+    assert replicas(kube) == {"cpu": 1, "gpu": 1}
+
+    jobs.end_train(one)
+    jobs.end_train(cpu, JobStatus.ERRORED)
+    manager.reconcile()
+    assert replicas(kube) == {"cpu": 0, "gpu": 0}  # idle: back to nothing
+
+
+def test_worker_pods_are_capped(jobs, kube):
+    install_chart(kube)
+    jobs.train(gpus=40)
+    pool(jobs, kube, max_gpu_pods=4).reconcile()
+    assert replicas(kube)["gpu"] == 4
+
+
+def test_each_inference_job_gets_a_predictor_deployment_and_service_removed_when_it_stops(jobs, kube):
+    install_chart(kube)
+    manager = pool(jobs, kube)
+    trained = jobs.train(status=JobStatus.COMPLETED)
+    first, second = jobs.serve(trained), jobs.serve(trained)
+    manager.reconcile()
+    assert manager.running_predictors() == {
+        first: f"{RELEASE}-predictor-{first}",
+        second: f"{RELEASE}-predictor-{second}",
+    }
+
+    deployment = kube.apps.read_namespaced_deployment(f"{RELEASE}-predictor-{first}", "ml")
+    assert deployment.metadata.labels[JOB_LABEL] == str(first)
+    assert deployment.metadata.labels[MANAGED_LABEL] == RELEASE
+    container = deployment.spec.template.spec.containers[0]
+    assert container.image == "baobab-worker:0.1.0"  # the worker image: the predictor needs torch
+    assert container.args[-2:] == ["--job", str(first)]
+    env = {e.name for e in container.env}
+    assert {"BAOBAB_DATABASE_URL", "BAOBAB_SECRET_KEY", "BAOBAB_BROKER_URL"} <= env
+    assert deployment.spec.template.spec.service_account_name is None  # no API rights for predictors
+    service = kube.core.read_namespaced_service(f"{RELEASE}-predictor-{first}", "ml")
+    assert service.spec.selector == {MANAGED_LABEL: RELEASE, JOB_LABEL: str(first)}
+
+    jobs.end_inference(first)
+    manager.reconcile()
+    assert manager.running_predictors() == {second: f"{RELEASE}-predictor-{second}"}
+    names = {s.metadata.name for s in kube.core.list_namespaced_service("ml").items}
+    assert f"{RELEASE}-predictor-{first}" not in names and f"{RELEASE}-predictor-{second}" in names
+
+
+def test_a_new_manager_cleans_up_what_a_crashed_one_left(jobs, kube):
+    install_chart(kube)
+    trained = jobs.train(status=JobStatus.COMPLETED)
+    served = jobs.serve(trained)
+    pool(jobs, kube).reconcile()
+    jobs.end_inference(served)  # ...while no manager runs
+    pool(jobs, kube).reconcile()  # a fresh one knows only the labels
+    assert pool(jobs, kube).running_predictors() == {}
+    # the chart's own Deployments are not the manager's to remove
+    names = {d.metadata.name for d in kube.apps.list_namespaced_deployment("ml").items}
+    assert {f"{RELEASE}-api", f"{RELEASE}-advisor", f"{RELEASE}-worker-cpu", f"{RELEASE}-worker-gpu"} <= names
+
+
+def test_a_release_without_gpu_workers_is_left_alone(jobs, kube):
+    docs, _ = render({"executor": "kubernetes"})
+    for doc in by_kind(docs, "Deployment").values():
+        kube.apps.create_namespaced_deployment("ml", doc)
+    jobs.train(gpus=2)
+    pool(jobs, kube).reconcile()  # logs a warning, does not fail
+    assert kube.apps.read_namespaced_deployment(f"{RELEASE}-worker-cpu", "ml").spec.replicas == 0
+
+
+def test_the_pool_config_comes_from_what_the_chart_gives_the_advisor():
+    docs, _ = render({"executor": "kubernetes", "workers": {"gpu": {"enabled": True, "gpusPerPod": 4, "replicas": 3}}})
+    advisor = by_kind(docs, "Deployment")[f"{RELEASE}-advisor"]["spec"]["template"]["spec"]["containers"][0]
+    environ = {e["name"]: e["value"] for e in advisor["env"] if e["name"].startswith("K8S_") and "value" in e}
+    environ["K8S_NAMESPACE"] = "ml"  # the chart has the downward API fill it in
+    assert KubernetesPoolConfig.from_env(environ) == KubernetesPoolConfig(
+        namespace="ml", release=RELEASE, gpus_per_pod=4, slots_per_pod=2, max_gpu_pods=3, max_cpu_pods=1
+    )
+    with pytest.raises(ValueError, match="K8S_GPUS_PER_POD='two'"):
+        KubernetesPoolConfig.from_env({"K8S_GPUS_PER_POD": "two"})

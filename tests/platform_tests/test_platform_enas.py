@@ -1,0 +1,55 @@
+"""An ENAS job from start to final full-size training on ``baobab up``, on a tiny Fashion-MNIST subset."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from baobab.advisor import PHASE_POLICIES, EnasPhase
+from baobab.store import build_fashion_mnist
+
+pytest.importorskip("torch")
+
+EXAMPLES = Path(__file__).parents[2] / "examples" / "models"
+TRIALS = 10  # one shared training, four evaluations, three final evaluations, the final training, and one more
+
+
+@pytest.fixture(scope="module")
+def fashion(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("fashion")
+    build_fashion_mnist(folder, limit=600, seed=0)
+    return folder
+
+
+def test_an_enas_job_searches_on_shared_weights_and_ends_with_one_full_size_training(
+    start_platform: Callable[[], Any], fashion: Path
+) -> None:
+    client = start_platform().client
+    train = client.create_dataset("fm train", "IMAGE_FILES", fashion / "train.zip")
+    val = client.create_dataset("fm val", "IMAGE_FILES", fashion / "val.zip")
+    model = client.create_model(EXAMPLES / "enas_cnn.py", task="IMAGE_CLASSIFICATION", class_name="EnasCnn")
+    job = client.create_train_job(
+        "enas", "IMAGE_CLASSIFICATION", train["id"], val["id"], [model["id"]],
+        {"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0}, strategy="enas",
+    )  # fmt: skip
+    job = client.wait_for_train_job("enas", job["app_version"], timeout=300, progress=False)
+    assert job["status"] == "COMPLETED", job
+
+    trials = sorted(client.get_trials("enas", job["app_version"])["trials"], key=lambda t: t["number"])
+    assert all(t["status"] == "COMPLETED" for t in trials), [(t["number"], t["status"], t["error"]) for t in trials]
+    phases = {frozenset(p.value for p in on): phase for phase, on in PHASE_POLICIES.items()}
+    ran = [phases[frozenset(p for p, on in t["policies"].items() if on)] for t in trials]
+    # Shared training first, then evaluations on the shared weights (downscaled, part of the validation
+    # set), then the top architectures on the whole validation set, and last one training at full size.
+    assert ran[0] is EnasPhase.TRAIN_SHARED and EnasPhase.EVALUATE in ran
+    assert ran[-4:] == [EnasPhase.FINAL_EVALUATE] * 3 + [EnasPhase.FINAL_TRAIN]
+    final = trials[-1]
+    # Only that one may be served: best trials never offer a downscaled or quick-evaluated one.
+    best = client.get_best_trials("enas", job["app_version"], k=3)
+    assert [t["id"] for t in best] == [final["id"]]
+    assert final["score"] > 0.3  # ten classes: well above chance after a full training on 540 images
+    logs = "\n".join(line["line"] for t in trials[1:-1] for line in client.get_trial_logs(t["id"]))
+    assert "starting from shared parameters" in logs

@@ -1,0 +1,49 @@
+"""The model zoo on the platform: every TorchModel trial joins the zoo, and a second job warm-starts from the first."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+EXAMPLES = Path(__file__).parents[2] / "examples" / "models"
+TRIALS = 2
+
+
+def _job(client: Any, app: str, data: dict[str, Any], model: dict[str, Any], **train_args: Any) -> dict[str, Any]:
+    job = client.create_train_job(
+        app, "TABULAR_CLASSIFICATION", data["train"], data["val"], [model["id"]],
+        {"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0}, train_args={"target": "target", **train_args},
+        strategy="random",
+    )  # fmt: skip
+    job = client.wait_for_train_job(app, job["app_version"], timeout=240, progress=False)
+    assert job["status"] == "COMPLETED", job
+    return job
+
+
+def test_a_second_job_warm_starts_from_the_first_jobs_models(
+    start_platform: Callable[[], Any], breast_cancer: Path
+) -> None:
+    client = start_platform().client
+    train = client.create_dataset("bc train", "TABULAR", breast_cancer / "train.csv", target="target")
+    val = client.create_dataset("bc val", "TABULAR", breast_cancer / "val.csv", target="target")
+    data = {"train": train["id"], "val": val["id"]}
+    model = client.create_model(EXAMPLES / "torch_mlp.py", task="TABULAR_CLASSIFICATION", class_name="TorchMlp")
+
+    first = _job(client, "zoo-first", data, model)
+    zoo = client.list_zoo_models(task="TABULAR_CLASSIFICATION")
+    first_trials = client.get_trials("zoo-first", first["app_version"])["trials"]
+    assert len(zoo) == TRIALS  # every successful TorchModel trial joined the zoo
+    assert all(t["parent_zoo_model_id"] is None for t in first_trials)  # the zoo was empty
+
+    second = _job(client, "zoo-second", data, model)
+    trials = client.get_trials("zoo-second", second["app_version"])["trials"]
+    zoo_ids = {m["id"] for m in zoo}
+    assert all(t["parent_zoo_model_id"] in zoo_ids for t in trials), trials
+    assert all(0 < t["similarity"] <= 1 for t in trials)
+    logs = "\n".join(line["line"] for t in trials for line in client.get_trial_logs(t["id"]))
+    assert "warm start" in logs.lower(), logs
+
+    switched_off = _job(client, "zoo-off", data, model, warm_start=False)
+    cold = client.get_trials("zoo-off", switched_off["app_version"])["trials"]
+    assert all(t["parent_zoo_model_id"] is None for t in cold)

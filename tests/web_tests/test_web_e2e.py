@@ -1,0 +1,239 @@
+"""The web UI end to end: headless Chromium against a real ``baobab up`` with 2 workers.
+
+One journey, as a user would take it: sign in, upload two datasets and a template (and
+see the template check's error for a wrong class), create a job with the form (and see
+the API's error for a bad budget beside its field), watch the job page until the job
+completes and check that its four charts drew, open a trial, serve the best two trials,
+predict in the playground, add an APP_DEVELOPER, and check that they cannot reach the
+users page. A screenshot of every page goes to ``test-artifacts/web/``.
+
+SQLite only: the platform's own end-to-end test covers both databases, and what this
+test adds is the browser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from playwright.sync_api import Page, expect
+
+from baobab.store import build_tabular
+from baobab.testing import LocalPlatform
+
+ADMIN_EMAIL = "root@example.com"
+ADMIN_PASSWORD = "root-password"
+DEVELOPER_EMAIL = "app-dev@example.com"
+DEVELOPER_PASSWORD = "app-dev-password"
+TEMPLATE = Path(__file__).parent / "templates" / "sgd_tabular.py"
+TRIALS = 6
+JOB_TIMEOUT_MS = 120_000
+
+
+@pytest.fixture
+def platform(tmp_path: Path) -> Iterator[LocalPlatform]:
+    platform = LocalPlatform(
+        tmp_path / "home",
+        workers=2,
+        settings={
+            "BAOBAB_ADMIN_EMAIL": ADMIN_EMAIL,
+            "BAOBAB_ADMIN_PASSWORD": ADMIN_PASSWORD,
+            "BAOBAB_CPU_SLOTS": "2",
+        },
+    )
+    with platform:
+        yield platform
+
+
+@pytest.fixture
+def page(chromium: Any) -> Iterator[Page]:
+    """A page of a fresh context; an uncaught error in the app fails the test."""
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    yield page
+    context.close()
+    assert errors == [], f"the app raised: {errors}"
+
+
+def sign_in(page: Page, url: str, email: str, password: str, screenshot: Path | None = None) -> None:
+    page.goto(url)
+    expect(page).to_have_url(f"{url}/signin?next=%2Fjobs")
+    expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+    if screenshot is not None:
+        page.screenshot(path=screenshot)
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Train jobs")).to_be_visible()
+
+
+def upload_dataset(page: Page, name: str, path: Path) -> None:
+    form = page.get_by_role("form", name="upload a dataset")
+    form.get_by_label("File").set_input_files(path)
+    form.get_by_label("Name").fill(name)
+    form.get_by_label("Target column").fill("target")
+    form.get_by_role("button", name="Upload").click()
+    expect(page.get_by_role("table", name="datasets").get_by_role("cell", name=name, exact=True)).to_be_visible()
+
+
+def canvas_has_ink(page: Page, test_id: str) -> bool:
+    """True when the chart's canvas holds pixels that are not background: it drew."""
+    return page.evaluate(
+        """(id) => {
+            const canvas = document.querySelector(`[data-testid="${id}"] canvas`);
+            if (!canvas) return false;
+            const { data } = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height);
+            let ink = 0;
+            for (let i = 0; i < data.length; i += 4) if (data[i + 3] > 0 && data[i] < 200) ink++;
+            return ink > 200;
+        }""",
+        test_id,
+    )
+
+
+def test_create_watch_and_serve_a_job_in_the_browser(
+    platform: LocalPlatform, page: Page, artifacts: Path, tmp_path: Path
+) -> None:
+    url = platform.url
+    data = tmp_path / "breast_cancer"
+    build_tabular("breast_cancer", data)
+
+    # Sign in; the role decides the navigation.
+    sign_in(page, url, ADMIN_EMAIL, ADMIN_PASSWORD, screenshot=artifacts / "01-sign-in.png")
+    expect(page.get_by_role("navigation", name="main").get_by_role("link", name="Users")).to_be_visible()
+
+    # Datasets, with a progress bar while uploading.
+    page.get_by_role("link", name="Datasets").click()
+    upload_dataset(page, "bc train", data / "train.csv")
+    upload_dataset(page, "bc val", data / "val.csv")
+    page.screenshot(path=artifacts / "02-datasets.png", full_page=True)
+
+    # A template: the check's error for a wrong class is shown beside the file, as the API gives it.
+    page.get_by_role("link", name="Model templates").click()
+    form = page.get_by_role("form", name="upload a model template")
+    form.get_by_label("Template file").set_input_files(TEMPLATE)
+    form.get_by_label("Class name").fill("NoSuchClass")
+    form.get_by_label("Task").select_option("TABULAR_CLASSIFICATION")
+    form.get_by_label("Dependencies").fill("scikit-learn==1.9.1")
+    form.get_by_role("button", name="Upload").click()
+    file_error = form.locator(".field", has=page.get_by_label("Template file")).get_by_role("alert")
+    expect(file_error).to_contain_text("NoSuchClass")
+    page.screenshot(path=artifacts / "03-model-upload-error.png", full_page=True)
+    form.get_by_label("Class name").fill("SgdTabular")
+    form.get_by_role("button", name="Upload").click()
+    expect(page.get_by_role("table", name="model templates").get_by_role("cell", name="SgdTabular")).to_be_visible()
+    expect(file_error).to_have_count(0)
+    page.screenshot(path=artifacts / "04-models.png", full_page=True)
+
+    # The create form: a bad budget comes back from the API beside its field.
+    page.get_by_role("link", name="Train jobs").click()
+    page.get_by_role("link", name="New train job").click()
+    form = page.get_by_role("form", name="create a train job")
+    form.get_by_label("App").fill("bc")
+    form.get_by_label("Task").select_option("TABULAR_CLASSIFICATION")
+    form.get_by_label("Train dataset").select_option(label="bc train (#1)")
+    form.get_by_label("Validation dataset").select_option(label="bc val (#2)")
+    form.get_by_label("sgd_tabular").check()
+    form.get_by_label("MODEL_TRIAL_COUNT").fill(str(TRIALS))
+    form.get_by_label("TIME_HOURS").fill("-1")
+    form.get_by_label("Train args").fill('{"target": "target"}')
+    form.get_by_role("button", name="Create train job").click()
+    time_error = form.locator(".field", has=page.get_by_label("TIME_HOURS")).get_by_role("alert")
+    expect(time_error).to_contain_text("must be above 0")
+    expect(form.get_by_label("TIME_HOURS")).to_have_attribute("aria-invalid", "true")
+    page.screenshot(path=artifacts / "05-new-job-field-error.png", full_page=True)
+    form.get_by_label("TIME_HOURS").fill("0.5")
+    form.get_by_role("button", name="Create train job").click()
+
+    # The job page, live until the job completes.
+    expect(page).to_have_url(f"{url}/jobs/bc/1")
+    job_page = page.get_by_test_id("job-page")
+    expect(job_page).to_have_attribute("data-status", "COMPLETED", timeout=JOB_TIMEOUT_MS)
+    trials = page.get_by_role("table", name="trials table")
+    expect(trials.locator("tbody tr")).to_have_count(TRIALS)
+    expect(page.get_by_role("progressbar", name="Trials")).to_have_attribute("aria-valuenow", "100")
+    for chart in ("chart-best", "chart-scores", "chart-metrics", "chart-parallel"):
+        expect(page.get_by_test_id(chart)).not_to_have_attribute("data-shown", "0")
+        page.wait_for_function("(id) => document.querySelector(`[data-testid='${id}'] canvas`)?.width > 0", arg=chart)
+        assert canvas_has_ink(page, chart), f"{chart} drew nothing"
+    page.screenshot(path=artifacts / "06-job-page.png", full_page=True)
+
+    # The table sorts on the server: by number, the trials come 0..N-1.
+    trials.get_by_role("button", name="#").click()
+    expect(trials.locator("tbody tr td:nth-child(2)")).to_have_text([str(n) for n in range(TRIALS)])
+
+    # The list shows the job with its budget used.
+    page.get_by_role("navigation", name="main").get_by_role("link", name="Train jobs").click()
+    row = page.get_by_role("table", name="train jobs").get_by_role("row", name="bc v1")
+    expect(row).to_contain_text("COMPLETED")
+    expect(row).to_contain_text(f"{TRIALS} / {TRIALS} trials")
+    page.screenshot(path=artifacts / "07-train-jobs.png", full_page=True)
+    row.get_by_role("link", name="bc v1").click()
+
+    # A trial: knobs, metrics chart, logs.
+    trials.get_by_role("link", name="0", exact=True).click()
+    expect(page.get_by_test_id("trial-page")).to_be_visible()
+    expect(page.get_by_role("table", name="knobs")).to_contain_text("alpha")
+    expect(page.get_by_role("region", name="logs")).to_contain_text("epoch 0: train accuracy")
+    expect(page.get_by_test_id("chart-trial-metrics")).not_to_have_attribute("data-shown", "0")
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download parameters").click()
+    assert download.value.suggested_filename.endswith(".safetensors")
+    assert Path(download.value.path()).stat().st_size > 0
+    page.screenshot(path=artifacts / "08-trial-page.png", full_page=True)
+
+    # Serve the best two, then predict in the playground.
+    page.go_back()
+    page.get_by_role("link", name="Serve the best").click()
+    form = page.get_by_role("form", name="create an inference job")
+    expect(form.get_by_label("Train job")).to_have_value("bc/1")
+    form.get_by_label("k", exact=True).fill("2")
+    page.screenshot(path=artifacts / "09-inference-jobs.png", full_page=True)
+    form.get_by_role("button", name="Create inference job").click()
+    expect(page.get_by_test_id("api-key")).not_to_be_empty()
+    expect(page.get_by_test_id("inference-page")).to_have_attribute("data-status", "RUNNING", timeout=JOB_TIMEOUT_MS)
+    expect(page.get_by_test_id("endpoint")).to_contain_text("/predict")
+    test = pd.read_csv(data / "test.csv")
+    queries = test.drop(columns="target").head(3).to_numpy().tolist()
+    playground = page.get_by_role("region", name="playground")
+    playground.get_by_label("Queries (JSON)").fill("[[1, 2]]")  # the wrong number of features
+    playground.get_by_role("button", name="Predict").click()
+    queries_error = playground.locator(".field", has=page.get_by_label("Queries (JSON)")).get_by_role("alert")
+    expect(queries_error).to_contain_text("queries[0]")
+    playground.get_by_label("Queries (JSON)").fill(str(queries))
+    playground.get_by_role("button", name="Predict").click()
+    predictions = playground.get_by_label("predictions")
+    expect(predictions.locator("tbody tr")).to_have_count(3)
+    for cell in predictions.locator("code.prediction").all_inner_texts():
+        assert cell in ("0", "1")
+    page.screenshot(path=artifacts / "10-inference-playground.png", full_page=True)
+
+    # Users: an admin adds an APP_DEVELOPER, who cannot reach the users page.
+    page.get_by_role("link", name="Users").click()
+    form = page.get_by_role("form", name="create a user")
+    form.get_by_label("Email").fill(DEVELOPER_EMAIL)
+    form.get_by_label("Password").fill("short")
+    form.get_by_role("button", name="Add user").click()
+    expect(form.locator(".field", has=page.get_by_label("Password")).get_by_role("alert")).to_contain_text("at least 8")
+    form.get_by_label("Password").fill(DEVELOPER_PASSWORD)
+    form.get_by_label("Role").select_option("APP_DEVELOPER")
+    form.get_by_role("button", name="Add user").click()
+    expect(page.get_by_role("table", name="users").get_by_role("cell", name=DEVELOPER_EMAIL)).to_be_visible()
+    page.screenshot(path=artifacts / "11-users.png", full_page=True)
+
+    page.get_by_role("button", name="Sign out").click()
+    sign_in(page, url, DEVELOPER_EMAIL, DEVELOPER_PASSWORD)
+    expect(page.get_by_role("navigation", name="main").get_by_role("link", name="Users")).to_have_count(0)
+    page.goto(f"{url}/models")
+    expect(page.get_by_role("heading", name="Model templates")).to_be_visible()
+    expect(page.get_by_role("form", name="upload a model template")).to_have_count(0)
+    page.goto(f"{url}/users")
+    expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
+    expect(page.get_by_role("table", name="users")).to_have_count(0)
+    page.screenshot(path=artifacts / "12-app-developer-no-users.png", full_page=True)

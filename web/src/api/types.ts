@@ -1,0 +1,185 @@
+// What the admin API answers (see GET /api/v1/openapi.json).
+
+export type Role = "SUPERADMIN" | "ADMIN" | "MODEL_DEVELOPER" | "APP_DEVELOPER";
+export const ROLES: Role[] = ["SUPERADMIN", "ADMIN", "MODEL_DEVELOPER", "APP_DEVELOPER"];
+
+export type TrialStatus = "PENDING" | "RUNNING" | "COMPLETED" | "ERRORED" | "STOPPED" | "CANCELLED";
+export const TRIAL_STATUSES: TrialStatus[] = ["RUNNING", "PENDING", "COMPLETED", "STOPPED", "ERRORED", "CANCELLED"];
+export type JobStatus = "PENDING" | "RUNNING" | "STOPPING" | "COMPLETED" | "ERRORED" | "STOPPED";
+export type InferenceStatus = "STARTING" | "RUNNING" | "ERRORED" | "STOPPED";
+
+export interface User {
+  id: number;
+  email: string;
+  role: Role;
+  banned: boolean;
+  created_at: string;
+}
+
+export interface Dataset {
+  id: number;
+  name: string;
+  format: "IMAGE_FILES" | "TABULAR";
+  size: number;
+  checksum: string;
+  owner_id: number;
+  created_at: string;
+}
+
+export type KnobSpec =
+  | { type: "FloatKnob" | "IntegerKnob"; value_min: number; value_max: number; is_exp: boolean }
+  | { type: "CategoricalKnob"; values: unknown[] }
+  | { type: "FixedKnob"; value: unknown }
+  | { type: "ArchKnob"; items: unknown[][] }
+  | { type: "PolicyKnob"; policy: string };
+
+export interface Model {
+  id: number;
+  name: string;
+  task: string;
+  class_name: string;
+  access: "PUBLIC" | "PRIVATE";
+  dependencies: Record<string, string>;
+  knob_config: Record<string, KnobSpec>;
+  checksum: string;
+  owner_id: number;
+  created_at: string;
+}
+
+export type TrialCounts = Record<TrialStatus, number>;
+
+export interface BudgetUsed {
+  time_s: number;
+  time_limit_s: number | null;
+  trials: number;
+  trial_limit: number | null;
+}
+
+export interface SubJob {
+  id: number;
+  model_id: number;
+  model_name: string;
+  strategy: string;
+  status: JobStatus;
+  error: string | null;
+  trial_counts: TrialCounts;
+}
+
+export interface TrainJob {
+  id: number;
+  app: string;
+  app_version: number;
+  task: string;
+  status: JobStatus;
+  error: string | null;
+  train_dataset_id: number;
+  val_dataset_id: number;
+  budget: Record<string, number>;
+  train_args: Record<string, unknown>;
+  owner_id: number;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  trial_counts: TrialCounts;
+  best_score: number | null;
+  budget_used: BudgetUsed;
+  sub_jobs: SubJob[];
+}
+
+export interface Trial {
+  id: number;
+  train_job_id: number;
+  sub_job_id: number;
+  model_id: number;
+  model_name: string;
+  number: number;
+  knobs: Record<string, unknown>;
+  policies: Record<string, boolean>;
+  status: TrialStatus;
+  score: number | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  duration_s: number | null;
+  worker: string | null;
+  attempts: number;
+  error: string | null;
+  has_params: boolean;
+  traceback?: string | null;
+}
+
+/** A trial as the charts need it (GET .../trials/changes). */
+export interface TrialPoint {
+  id: number;
+  number: number;
+  model_id: number;
+  status: TrialStatus;
+  score: number | null;
+  started_at: string | null;
+  finished_at: string | null;
+  knobs: Record<string, unknown>;
+  policies: Record<string, boolean>;
+  worker: string | null;
+}
+
+export interface TrialPage {
+  trials: Trial[];
+  total: number;
+  page: number;
+  per_page: number;
+}
+
+export interface TrialChanges {
+  trials: TrialPoint[];
+  last_id: number;
+  more: boolean;
+}
+
+export interface MetricRow {
+  step: number;
+  time: string;
+  metrics: Record<string, number | null>;
+}
+
+export interface LogLine {
+  id: number;
+  time: string;
+  line: string;
+}
+
+export interface InferenceJob {
+  id: number;
+  app: string;
+  app_version: number;
+  train_job_id: number;
+  status: InferenceStatus;
+  public: boolean;
+  predictor_url: string | null;
+  error: string | null;
+  owner_id: number;
+  created_at: string;
+  stopped_at: string | null;
+  members: { trial_id: number; model_name: string; score: number | null }[];
+  api_key?: string;
+}
+
+export interface Prediction {
+  predictions: unknown[];
+  members?: { answered: number[]; left_out: { trial_id: number; reason: string }[] };
+}
+
+export function isAdmin(role: Role | undefined): boolean {
+  return role === "SUPERADMIN" || role === "ADMIN";
+}
+
+export function canUploadModels(role: Role | undefined): boolean {
+  return role === "MODEL_DEVELOPER" || isAdmin(role);
+}
+
+export function isFinished(status: JobStatus): boolean {
+  return status === "COMPLETED" || status === "ERRORED" || status === "STOPPED";
+}
+
+export function isTrialOpen(status: TrialStatus): boolean {
+  return status === "PENDING" || status === "RUNNING";
+}

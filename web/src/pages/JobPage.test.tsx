@@ -1,0 +1,125 @@
+import { render, screen, waitFor } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { MemoryRouter, Route, Routes } from "react-router";
+import { describe, expect, it, vi } from "vitest";
+
+import type { Built } from "../lib/charts";
+import { mockApi } from "../test/api";
+import { JobPage } from "./JobPage";
+
+// jsdom has no canvas: the charts show what they were given instead of drawing it.
+vi.mock("../components/Chart", () => ({
+  Chart: ({ title, built, testId }: { title: string; built: Built; testId: string }) => (
+    <div data-testid={testId} data-shown={built.shown} data-total={built.total}>
+      {title}
+    </div>
+  ),
+}));
+
+function job(status: string, trials: number) {
+  return {
+    id: 1,
+    app: "fraud",
+    app_version: 2,
+    task: "TABULAR_CLASSIFICATION",
+    status,
+    error: null,
+    train_dataset_id: 1,
+    val_dataset_id: 2,
+    budget: { GPU_COUNT: 0, TIME_HOURS: 0.5, MODEL_TRIAL_COUNT: 10 },
+    train_args: {},
+    owner_id: 1,
+    created_at: "2030-01-01T00:00:00+00:00",
+    started_at: "2030-01-01T00:00:00+00:00",
+    finished_at: null,
+    trial_counts: { PENDING: 0, RUNNING: 1, COMPLETED: trials - 1, ERRORED: 0, STOPPED: 0, CANCELLED: 0 },
+    best_score: 0.8,
+    budget_used: { time_s: 600, time_limit_s: 1800, trials, trial_limit: 10 },
+    sub_jobs: [{ id: 1, model_id: 5, model_name: "forest", strategy: "tpe", status, error: null, trial_counts: {} }],
+  };
+}
+
+function point(id: number, status: string, score: number | null) {
+  return {
+    id,
+    number: id - 1,
+    model_id: 5,
+    status,
+    score,
+    started_at: "2030-01-01T00:00:00+00:00",
+    finished_at: score === null ? null : `2030-01-01T00:0${id}:00+00:00`,
+    knobs: { depth: id },
+    policies: {},
+    worker: "w",
+  };
+}
+
+describe("JobPage", () => {
+  it("shows the budget used, draws the trials, and polls only what changed until the job ends", async () => {
+    let polls = 0;
+    const calls = mockApi({
+      "GET /train_jobs/fraud/2": () => [200, polls === 0 ? job("RUNNING", 3) : job("COMPLETED", 3)],
+      "GET /train_jobs/fraud/2/trials/changes": () => {
+        polls += 1;
+        return polls === 1
+          ? [200, { trials: [point(1, "COMPLETED", 0.8), point(2, "RUNNING", null)], last_id: 2, more: false }]
+          : [200, { trials: [point(2, "COMPLETED", 0.9)], last_id: 2, more: false }];
+      },
+      "GET /train_jobs/fraud/2/trials": [200, { trials: [], total: 0, page: 1, per_page: 25 }],
+      "GET /models/5": [200, { knob_config: { depth: { type: "IntegerKnob", value_min: 1, value_max: 9, is_exp: false } } }],
+      "GET /trials/1/metrics": [200, { metrics: [{ step: 0, time: "", metrics: { acc: 0.5 } }] }],
+      "GET /trials/2/metrics": [200, { metrics: [{ step: 0, time: "", metrics: { acc: 0.6 } }] }],
+    });
+    render(
+      <MemoryRouter initialEntries={["/jobs/fraud/2"]}>
+        <Routes>
+          <Route path="/jobs/:app/:version" element={<JobPage />} />
+        </Routes>
+      </MemoryRouter>,
+    );
+
+    expect(await screen.findByRole("progressbar", { name: "Time" })).toHaveAttribute("aria-valuenow", "33");
+    expect(screen.getByRole("progressbar", { name: "Trials" })).toHaveAttribute("aria-valuetext", "3 of 10");
+    expect(screen.getByTestId("chart-scores")).toHaveAttribute("data-shown", "1");
+    expect(screen.getByRole("button", { name: "Stop job" })).toBeInTheDocument();
+    await waitFor(() => expect(screen.getByTestId("chart-metrics")).toHaveAttribute("data-shown", "1"));
+
+    // The next poll names the running trial and the last id, and the job ends.
+    await waitFor(() => expect(screen.getByTestId("job-page")).toHaveAttribute("data-status", "COMPLETED"), { timeout: 4000 });
+    const changes = calls.filter((c) => c.path.includes("/changes")).map((c) => c.path.split("?")[1]);
+    expect(changes).toEqual(["after_id=0", "after_id=2&open=2"]);
+    expect(screen.getByTestId("chart-scores")).toHaveAttribute("data-shown", "2");
+    expect(screen.getByTestId("chart-best")).toHaveAttribute("data-shown", "2");
+    expect(screen.queryByRole("button", { name: "Stop job" })).not.toBeInTheDocument();
+    // The best trials changed: the metric curves ask for the new one's metrics (after the render).
+    await waitFor(() => expect(calls.some((c) => c.path === "/trials/2/metrics")).toBe(true));
+  });
+});
+
+describe("stopping a job", () => {
+  it("asks first, then shows the job as the API answers it", async () => {
+    const calls = mockApi({
+      "GET /train_jobs/fraud/2": [200, job("RUNNING", 1)],
+      "GET /train_jobs/fraud/2/trials/changes": [200, { trials: [point(1, "RUNNING", null)], last_id: 1, more: false }],
+      "GET /train_jobs/fraud/2/trials": [200, { trials: [], total: 0, page: 1, per_page: 25 }],
+      "GET /models/5": [200, { knob_config: {} }],
+      "POST /train_jobs/fraud/2/stop": [200, job("STOPPING", 1)],
+    });
+    const confirm = vi.spyOn(window, "confirm").mockReturnValueOnce(false).mockReturnValueOnce(true);
+    render(
+      <MemoryRouter initialEntries={["/jobs/fraud/2"]}>
+        <Routes>
+          <Route path="/jobs/:app/:version" element={<JobPage />} />
+        </Routes>
+      </MemoryRouter>,
+    );
+    const user = userEvent.setup();
+    await user.click(await screen.findByRole("button", { name: "Stop job" }));
+    expect(calls.some((c) => c.method === "POST")).toBe(false);
+    await user.click(screen.getByRole("button", { name: "Stop job" }));
+    expect(confirm).toHaveBeenCalledTimes(2);
+    expect(calls.filter((c) => c.method === "POST").map((c) => c.path)).toEqual(["/train_jobs/fraud/2/stop"]);
+    expect(await screen.findByTestId("job-page")).toHaveAttribute("data-status", "STOPPING");
+    expect(screen.queryByRole("button", { name: "Stop job" })).not.toBeInTheDocument();
+  });
+});
