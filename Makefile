@@ -10,7 +10,7 @@ WEB_DEPS := web/node_modules/.package-lock.json
 WEB_DIST := baobab/admin/web_dist/index.html
 WEB_SRC  := web/package.json web/index.html web/vite.config.ts web/tsconfig.json $(shell find web/src -type f 2>/dev/null)
 
-.PHONY: images install test lint demo fashion-mnist chromium web web-test bench-strategies bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping clean
+.PHONY: images docker-engine install test lint demo fashion-mnist chromium web web-test bench-strategies bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,7 +33,7 @@ web: $(WEB_DIST)
 web-test: $(WEB_DEPS)
 	cd web && npm test
 
-test: $(STAMP) fashion-mnist web chromium
+test: $(STAMP) fashion-mnist web chromium docker-engine
 	$(BIN)/ruff check baobab tests examples bench
 	cd web && npm test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -71,11 +71,23 @@ bench-overhead-celery: $(STAMP)
 BASE_IMAGE ?= python:3.11-slim-bookworm
 IMAGE_TAG  ?= 0.1.0
 TORCH      ?= torch==2.13.0+cpu
-images: $(STAMP)
+WHEELS     := docker/wheels/.collected
+$(WHEELS): pyproject.toml | $(STAMP)
 	$(BIN)/pip wheel --quiet --wheel-dir docker/wheels '.[torch]' 'setuptools>=68' 'async-timeout>=4.0.3' '$(TORCH)'
+	touch $(WHEELS)
+
+images: $(STAMP) $(WHEELS)
 	docker build -f docker/Dockerfile.api --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg PIP_NO_INDEX=1 -t baobab-api:$(IMAGE_TAG) .
 	docker build -f docker/Dockerfile.worker --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg PIP_NO_INDEX=1 \
 		--build-arg TORCH='$(TORCH)' -t baobab-worker:$(IMAGE_TAG) .
+
+# The container tests' engine and images: dockerd started (as root) where none answers, a base image
+# from debootstrap, then the images on it. Where dockerd cannot run, it says so and those tests skip.
+TEST_BASE_IMAGE ?= baobab-base:bookworm
+docker-engine: $(STAMP)
+	@sh docker/engine.sh $(TEST_BASE_IMAGE)
+	@if docker image inspect $(TEST_BASE_IMAGE) >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory images BASE_IMAGE=$(TEST_BASE_IMAGE); fi
 
 bench-web: $(STAMP) web chromium
 	$(BIN)/python bench/web_large_job.py

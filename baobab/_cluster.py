@@ -16,7 +16,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from baobab._settings import Settings
+from baobab._settings import Executor, Settings
 
 __all__ = ["run_advisor", "run_api", "run_predictor_host"]
 
@@ -83,12 +83,13 @@ def run_advisor(settings: Settings, *, slots: int | None = None) -> None:
     stop = _stop_on_signals()
     engine = create_engine_from_url(settings.database_url)
     events = _events(settings)
-    executor = CeleryExecutor(settings, events, engine=engine, slots=slots)
-    if settings.executor == "kubernetes":  # trials still go through Celery; this sizes the worker pods
-        from baobab.worker._kubernetes import KubernetesPool, KubernetesPoolConfig, kubernetes_api
-
-        pool = KubernetesPool(engine, kubernetes_api(), KubernetesPoolConfig.from_env(), cpu_slots=settings.cpu_slots)
-        threading.Thread(target=pool.run, args=(stop,), name="baobab-kubernetes-pool", daemon=True).start()
+    # The container executors put each job's trials on a queue of its own, consumed by that job's workers.
+    executor = CeleryExecutor(
+        settings, events, engine=engine, slots=slots, job_queues=settings.executor is Executor.DOCKER
+    )
+    pool = _container_pool(settings, engine)  # trials still go through Celery; this runs the workers
+    if pool is not None:
+        threading.Thread(target=pool.run, args=(stop,), name="baobab-container-pool", daemon=True).start()
     rescan_s = max(0.5, min(_MAX_RESCAN_S, settings.heartbeat_timeout_s / 2))
     driver = JobDriver(engine, executor, events, settings, lease_s=settings.lease_s, rescan_s=rescan_s)
     logger.info("advisor %s: driving jobs (lease %g s, rescan %g s)", driver.name, settings.lease_s, rescan_s)
@@ -100,15 +101,42 @@ def run_advisor(settings: Settings, *, slots: int | None = None) -> None:
         engine.dispose()
 
 
-def run_predictor_host(settings: Settings, *, host: str) -> None:
-    """Start, watch and stop the predictors of inference jobs on this machine until SIGTERM."""
+def _container_pool(settings: Settings, engine: Any) -> Any:
+    """The manager of worker and predictor containers (docker) or pods (kubernetes); ``None`` for celery."""
+    if settings.executor is Executor.DOCKER:
+        import docker
+
+        from baobab.worker._docker import DockerPool, DockerPoolConfig
+
+        return DockerPool(
+            engine, docker.from_env(), DockerPoolConfig.from_settings(settings), cpu_slots=settings.cpu_slots
+        )
+    if settings.executor is Executor.KUBERNETES:
+        from baobab.worker._kubernetes import KubernetesPool, KubernetesPoolConfig, kubernetes_api
+
+        return KubernetesPool(engine, kubernetes_api(), KubernetesPoolConfig.from_env(), cpu_slots=settings.cpu_slots)
+    return None
+
+
+def run_predictor_host(
+    settings: Settings, *, host: str, job_id: int | None = None, port: int = 0, advertise: str | None = None
+) -> None:
+    """Start, watch and stop the predictors of inference jobs on this machine (or of ``job_id``) until SIGTERM."""
     from baobab.predictor import InferenceSupervisor
     from baobab.store import create_engine_from_url
 
     stop = _stop_on_signals()
     engine = create_engine_from_url(settings.database_url)
     events = _events(settings)
-    supervisor = InferenceSupervisor(engine, events, settings, host=host)
+    supervisor = InferenceSupervisor(
+        engine,
+        events,
+        settings,
+        host=host,
+        job_ids=None if job_id is None else [job_id],
+        port=port,
+        advertise=advertise,
+    )
     try:
         supervisor.run(stop)
     finally:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -36,6 +36,8 @@ ENV_PREFIX = "BAOBAB_"
 _DEV_SECRET_KEY = "baobab-development-key-do-not-use-in-production"
 _MASK = "********"
 # The password in ``scheme://user:password@host...`` (user may be empty, as in Redis URLs).
+# A memory size as Docker takes it: a whole number of bytes, or with b, k, m or g.
+_DOCKER_SIZE = re.compile(r"[1-9][0-9]*[bkmgBKMG]?")
 _URL_PASSWORD = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@]*):[^/]*@")
 
 
@@ -185,6 +187,19 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0.01,
     ),
     Setting("lease_s", float, 30.0, "how long an advisor's hold on a job lasts unless renewed", minimum=0.01),
+    Setting(
+        "docker_image", str, "baobab-worker:0.1.0", "image of the worker and predictor containers (docker executor)"
+    ),
+    Setting(
+        "docker_network", str, None, "Docker network of the containers, where the broker and the API are reachable"
+    ),
+    Setting("docker_artifacts", str, None, "volume name or host folder mounted as the containers' artifacts"),
+    Setting(
+        "docker_user", str, None, "uid:gid of the containers (default: the image's); must own a host folder mounted"
+    ),
+    Setting("docker_scope", str, "baobab", "label value naming this platform's containers on a shared Docker host"),
+    Setting("docker_cpus_per_slot", float, 1.0, "CPUs a worker container gets per trial slot", minimum=0.01),
+    Setting("docker_memory_per_slot", str, "4g", "memory a container gets per trial slot (Docker size: 512m, 4g)"),
 )
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
 _BY_ENV = {setting.env: setting for setting in SETTINGS}
@@ -214,6 +229,13 @@ class Settings:
     heartbeat_timeout_s: float
     redelivery_s: float
     lease_s: float
+    docker_image: str
+    docker_network: str | None
+    docker_artifacts: str | None
+    docker_user: str | None
+    docker_scope: str
+    docker_cpus_per_slot: float
+    docker_memory_per_slot: str
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -267,6 +289,19 @@ class Settings:
             lines.append(f"{setting.env}={_shown(setting, value, censored)}")
         return "\n".join(lines)
 
+    def to_env(self, names: Collection[str] | None = None) -> dict[str, str]:
+        """``BAOBAB_*`` variables that give another process these settings (``names`` only, if given).
+
+        Unset ones are left out. Used to hand settings to the processes and containers
+        Baobab starts, so each sees what its parent was configured with.
+        """
+        env = {}
+        for setting in SETTINGS:
+            value = getattr(self, setting.name)
+            if value is not None and (names is None or setting.name in names):
+                env[setting.env] = value.value if isinstance(value, StrEnum) else str(value)
+        return env
+
     def __repr__(self) -> str:
         shown = (f"{s.name}={_shown(s, getattr(self, s.name), True)!r}" for s in SETTINGS)
         return f"Settings({', '.join(shown)})"
@@ -278,10 +313,17 @@ class Settings:
                 f"BAOBAB_HEARTBEAT_S={self.heartbeat_s:g}, or one late heartbeat hands a live trial to another worker",
                 setting="BAOBAB_HEARTBEAT_TIMEOUT_S",
             )
-        if self.executor is Executor.CELERY and self.broker_url is None:
+        if self.executor is not Executor.LOCAL and self.broker_url is None:
             raise SettingsError(
-                "BAOBAB_EXECUTOR=celery needs a broker: set BAOBAB_BROKER_URL (e.g. redis://host:6379/0)",
+                f"BAOBAB_EXECUTOR={self.executor.value} needs a broker: set BAOBAB_BROKER_URL "
+                "(e.g. redis://host:6379/0)",
                 setting="BAOBAB_BROKER_URL",
+            )
+        if not _DOCKER_SIZE.fullmatch(self.docker_memory_per_slot):
+            raise SettingsError(
+                f"BAOBAB_DOCKER_MEMORY_PER_SLOT={self.docker_memory_per_slot!r}: expected a Docker size "
+                "such as 512m or 4g",
+                setting="BAOBAB_DOCKER_MEMORY_PER_SLOT",
             )
         if self.mode is Mode.PRODUCTION and self.secret_key == _DEV_SECRET_KEY:
             raise SettingsError(

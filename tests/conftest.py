@@ -1,14 +1,19 @@
-"""Fixtures shared by every test package: an empty database on each backend.
+"""Fixtures shared by every test package: an empty database on each backend, a Docker engine.
 
 Each PostgreSQL test gets a database of its own (created from the server's
 ``TEST_POSTGRES_URL`` database, default ``test``, and dropped afterwards), so tests
 never see each other's rows. In CI (``CI`` set) an unreachable PostgreSQL fails the
 tests that need it; elsewhere they are skipped with the reason.
+
+The container tests need a Docker engine (``make docker-engine`` starts one where it
+can, as root) and images built from a local base; where there is none they are skipped
+with the reason, in CI too: not every machine can run dockerd.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,3 +57,49 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     finally:
         with admin.connect() as connection:
             connection.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
+
+
+#: The base image ``docker/base.sh`` makes (no registry can be pulled from here).
+DOCKER_BASE_IMAGE = os.environ.get("DEPLOY_TEST_BASE_IMAGE", "baobab-base:bookworm")
+
+
+def _no_docker_engine() -> str | None:
+    """Why no engine can be reached, checked on a socket of our own (a failed client leaks its socket)."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not host.startswith("unix://"):
+        return None  # a TCP engine: let the client find out
+    path = host.removeprefix("unix://")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except OSError as e:
+            return f"{path}: {e.strerror or e}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    """A client of the machine's Docker engine that has the local base image; skips with the reason otherwise."""
+    import docker
+
+    hint = "`make docker-engine` starts dockerd (as root) and builds the images"
+    reason = _no_docker_engine()
+    if reason:
+        pytest.skip(f"no Docker engine answers here ({reason}); {hint}")
+    client = docker.from_env(timeout=30)
+    try:
+        client.ping()
+        client.images.get(DOCKER_BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        client.close()
+        pytest.skip(f"base image {DOCKER_BASE_IMAGE} not found (no registry can be pulled from); {hint}")
+    except docker.errors.DockerException as e:
+        client.close()
+        pytest.skip(f"no Docker engine answers here ({e}); {hint}")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def docker_base_image() -> str:
+    return DOCKER_BASE_IMAGE

@@ -65,7 +65,11 @@ def _parser() -> argparse.ArgumentParser:
     defaults = PredictorOptions()
     parser = argparse.ArgumentParser(prog="python -m baobab.predictor", description=__doc__.splitlines()[0])
     parser.add_argument("job_id", type=int, help="the inference job to serve")
-    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (the port is chosen freely)")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    parser.add_argument(
+        "--advertise", help="host name put in the job's URL (default: the machine's name on every interface)"
+    )
     parser.add_argument("--batch-window-ms", type=float, default=defaults.batch_window_s * 1000)
     parser.add_argument("--max-batch-size", type=int, default=defaults.max_batch_size)
     parser.add_argument("--member-timeout-s", type=float, default=defaults.member_timeout_s)
@@ -194,7 +198,7 @@ def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str]
         server = waitress.create_server(
             app,
             host=args.host,
-            port=0,
+            port=args.port,
             threads=options.threads,
             ident="baobab-predictor",
             clear_untrusted_proxy_headers=True,
@@ -204,7 +208,7 @@ def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str]
     port = server.effective_port
     # Listening on every interface: clients are told the machine's name, the self-check uses loopback.
     wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
-    url = _url(socket.gethostname() if args.host in wildcard else args.host, port)
+    url = _url(args.advertise or (socket.gethostname() if args.host in wildcard else args.host), port)
     threading.Thread(target=server.run, name="http", daemon=True).start()
     try:
         _wait_until_answering(_url(wildcard.get(args.host, args.host), port))

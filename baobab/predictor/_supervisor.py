@@ -31,13 +31,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Collection
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, select, update
 
-from baobab import SETTINGS, Settings
+from baobab import Settings
 from baobab._settings import ENV_PREFIX
 from baobab.exceptions import StoreError
 from baobab.predictor._main import PredictorOptions
@@ -80,7 +81,12 @@ class InferenceSupervisor:
         events: the channel the admin API publishes INFERENCE_CREATED and INFERENCE_STOPPED on.
         settings: handed to each predictor through its environment; logs go to
             ``settings.home/"logs"/"predictor-<id>.log"``.
-        host: the interface predictors listen on (each picks its own port).
+        host: the interface predictors listen on.
+        job_ids: serve only these inference jobs (a container per job); ``None``: all.
+        port: the port predictors listen on; 0 lets each pick a free one (the only
+            choice when several jobs are served here).
+        advertise: the host name their URLs give the API; by default ``host``, or the
+            machine's name when ``host`` is every interface.
         options: batching and timeouts of the predictors.
         start_timeout_s: how long a predictor has to load its members and serve.
         reconcile_s: how often the store is compared with the running predictors.
@@ -93,6 +99,9 @@ class InferenceSupervisor:
         settings: Settings,
         *,
         host: str = "127.0.0.1",
+        job_ids: Collection[int] | None = None,
+        port: int = 0,
+        advertise: str | None = None,
         options: PredictorOptions | None = None,
         start_timeout_s: float = 300.0,
         reconcile_s: float = 5.0,
@@ -100,7 +109,12 @@ class InferenceSupervisor:
         self._engine = engine
         self._events = events
         self._settings = settings
+        if port and (job_ids is None or len(job_ids) != 1):
+            raise ValueError("a fixed predictor port serves one inference job: give exactly one job id")
         self._host = host
+        self._job_ids = frozenset(job_ids) if job_ids is not None else None
+        self._port = port
+        self._advertise = advertise
         self._options = options if options is not None else PredictorOptions()
         self._start_timeout_s = start_timeout_s
         self._reconcile_s = reconcile_s
@@ -154,10 +168,14 @@ class InferenceSupervisor:
 
     # -- following the store --------------------------------------------------------------
 
+    def _mine(self, query: Any) -> Any:
+        """``query`` narrowed to the jobs this supervisor serves."""
+        return query if self._job_ids is None else query.where(InferenceJob.id.in_(self._job_ids))
+
     def _take_over(self) -> None:
         with session_scope(self._engine) as session:
             session.execute(
-                update(InferenceJob)
+                self._mine(update(InferenceJob))
                 .where(InferenceJob.status == InferenceJobStatus.RUNNING)
                 .values(status=InferenceJobStatus.STARTING, predictor_url=None)
             )
@@ -166,7 +184,9 @@ class InferenceSupervisor:
     def _reconcile(self) -> None:
         with session_scope(self._engine) as session:
             starting = set(
-                session.scalars(select(InferenceJob.id).where(InferenceJob.status == InferenceJobStatus.STARTING))
+                session.scalars(
+                    self._mine(select(InferenceJob.id)).where(InferenceJob.status == InferenceJobStatus.STARTING)
+                )
             )
             with self._lock:
                 running = set(self._predictors)
@@ -181,6 +201,8 @@ class InferenceSupervisor:
             self._stop(job_id)
 
     def _start_if_wanted(self, job_id: int) -> None:
+        if self._job_ids is not None and job_id not in self._job_ids:
+            return
         with session_scope(self._engine) as session:
             status = session.scalar(select(InferenceJob.status).where(InferenceJob.id == job_id))
         with self._lock:
@@ -220,6 +242,8 @@ class InferenceSupervisor:
             "baobab.predictor",
             str(job_id),
             f"--host={self._host}",
+            f"--port={self._port}",
+            *([f"--advertise={self._advertise}"] if self._advertise else []),
             "--exit-with-parent",
             *self._options.to_args(),
         ]
@@ -347,10 +371,7 @@ def _url_of(line: bytes) -> str | None:
 def _predictor_env(settings: Settings) -> dict[str, str]:
     """This process's environment, with ``settings`` as the only ``BAOBAB_*`` variables."""
     env = {name: value for name, value in os.environ.items() if not name.startswith(ENV_PREFIX)}
-    for setting in SETTINGS:
-        value = getattr(settings, setting.name)
-        if value is not None:
-            env[setting.env] = value.value if isinstance(value, StrEnum) else str(value)
+    env.update(settings.to_env())
     # The predictor must find this baobab even when it is not installed (run from a checkout).
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)

@@ -109,6 +109,8 @@ class LocalCluster:
         workers: worker machines to start.
         slots: trials at once per worker machine.
         settings: more ``BAOBAB_*`` variables for every service (timeouts, the admin).
+        executor: the API's and the advisors' ``BAOBAB_EXECUTOR``; with ``docker``
+            (and ``workers=0``) the advisor starts the workers and predictors as containers.
     """
 
     def __init__(
@@ -120,6 +122,7 @@ class LocalCluster:
         workers: int = 2,
         slots: int = 1,
         settings: Mapping[str, str] | None = None,
+        executor: str = "celery",
     ) -> None:
         self.home = Path(home)
         self.port = _free_port()
@@ -132,7 +135,7 @@ class LocalCluster:
             BAOBAB_ARTIFACTS_URL=str(self.home / "shared-artifacts"),
             BAOBAB_API_URL=self.url,
         )
-        self._server_env = {**base, "BAOBAB_DATABASE_URL": database_url}
+        self._server_env = {**base, "BAOBAB_DATABASE_URL": database_url, "BAOBAB_EXECUTOR": executor}
         self._worker_env = {k: v for k, v in base.items() if k not in _STORE_ONLY}
         self.slots = slots
         self.api = self._service("api", ["api", "--host", "127.0.0.1", "--port", str(self.port)], self._server_env)

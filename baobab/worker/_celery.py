@@ -63,7 +63,7 @@ from baobab.worker._runner import WorkerResources, run_trial
 if TYPE_CHECKING:
     from baobab import Settings
 
-__all__ = ["CPU_QUEUE", "GPU_QUEUE", "CeleryExecutor", "make_celery", "run_worker"]
+__all__ = ["CPU_QUEUE", "GPU_QUEUE", "CeleryExecutor", "job_queue", "make_celery", "run_worker"]
 
 logger = logging.getLogger("baobab.worker")
 
@@ -75,6 +75,11 @@ _OVERRUN_EXIT = 75
 #: How often the executor asks the workers how many trials they can run at once (and sees the broker live).
 _WATCH_S = 5.0
 _UNFINISHED = (TrialState.PENDING, TrialState.RUNNING)
+
+
+def job_queue(job_id: int) -> str:
+    """The queue of one train job's trials, when each job has workers of its own (the container executors)."""
+    return f"baobab.job.{job_id}"
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -209,13 +214,25 @@ class CeleryExecutor:
         engine: the metadata store, read for what runs and written for stops and cancels.
         slots: trials at once over every job; by default what the workers report
             (their pool sizes, asked every few seconds).
+        job_queues: send each job's trials to :func:`job_queue` instead of the shared
+            CPU and GPU queues: the docker executor starts workers per job, and a
+            container removed with its job must hold no other job's trial.
     """
 
     #: One trial queued per slot besides the running one: a worker takes its next trial as it acks the last.
     queue_ahead = 1
 
-    def __init__(self, settings: Settings, events: EventChannel, *, engine: Engine, slots: int | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        events: EventChannel,
+        *,
+        engine: Engine,
+        slots: int | None = None,
+        job_queues: bool = False,
+    ) -> None:
         self.settings = settings
+        self.job_queues = job_queues
         self.events = events
         self.engine = engine
         self.app = make_celery(settings)
@@ -275,14 +292,19 @@ class CeleryExecutor:
             return held | self._unsent
 
     def queue_of(self, trial_id: int) -> str:
-        """The GPU queue for trials of jobs that ask for GPUs, else the CPU queue."""
+        """The job's own queue with ``job_queues``; else the GPU queue for jobs that ask for GPUs, or the CPU queue."""
         with session_scope(self.engine) as session:
-            budget = session.scalar(
-                select(TrainJob.budget)
+            row = session.execute(
+                select(TrainJob.id, TrainJob.budget)
                 .join(SubJob, SubJob.train_job_id == TrainJob.id)
                 .join(Trial)
                 .where(Trial.id == trial_id)
-            )
+            ).first()
+        if row is None:  # gone with its job: any queue, its delivery finds nothing to claim
+            return CPU_QUEUE
+        job_id, budget = row
+        if self.job_queues:
+            return job_queue(job_id)
         return GPU_QUEUE if budget and budget.get("GPU_COUNT", 0) else CPU_QUEUE
 
     def close(self) -> None:

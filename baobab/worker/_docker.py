@@ -3,8 +3,9 @@ per job, started and removed through the Docker API (the official ``docker`` cli
 
 A pool manager on top of the Celery executor: trials still travel through Celery, and
 this manager keeps one worker container per active train job (``baobab worker --gpus``
-with a GPU device request for ``GPU_COUNT`` GPUs, or ``--slots`` with a CPU limit) and one
-predictor container per served inference job. Every container carries labels naming the
+with a GPU device request for ``GPU_COUNT`` GPUs, or ``--slots`` with a CPU limit), which
+takes trials from that job's own queue only, and one predictor container per served
+inference job (``baobab predictor --job``). Every container carries labels naming the
 manager's ``scope`` and the job, so what a crashed manager left behind is found and removed
 by the next reconcile: the store says what should run, the labels say what does.
 """
@@ -14,17 +15,28 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import docker
 from docker.errors import NotFound
 from docker.types import DeviceRequest
 from sqlalchemy.engine import Engine
 
+from baobab.worker._celery import job_queue
 from baobab.worker._pool import Unit, plan, run_reconciler
+
+if TYPE_CHECKING:
+    from baobab import Settings
 
 __all__ = ["DockerPool", "DockerPoolConfig"]
 
 logger = logging.getLogger(__name__)
+
+#: What a worker container is told (its Settings) and what a predictor container is told besides.
+_WORKER_SETTINGS = ("broker_url", "api_url", "heartbeat_s", "heartbeat_timeout_s", "redelivery_s", "trial_timeout_s")
+_PREDICTOR_SETTINGS = ("database_url", "secret_key", "mode")
+#: The network where containers share the host's interfaces (they reach its loopback; no name of their own).
+HOST_NETWORK = "host"
 
 SCOPE_LABEL = "io.baobab.scope"
 KIND_LABEL = "io.baobab.kind"
@@ -41,6 +53,8 @@ class DockerPoolConfig:
         worker_image: The worker image (``make images``), used for workers and predictors.
         network: The Docker network where the broker, the database and the API are reachable.
         artifacts_volume: A volume name or host folder mounted at ``artifacts_path``.
+        user: ``uid:gid`` the containers run as; a host folder as ``artifacts_volume`` must be
+            writable by it (the images' own user is 10001).
         env: Settings given to every container (``BAOBAB_BROKER_URL``, ``BAOBAB_API_URL``, ...);
             predictors get ``predictor_env`` on top (database, secret), workers never do.
         cpus_per_slot, memory_per_slot: Limits per trial slot of a CPU worker (and per GPU).
@@ -51,11 +65,37 @@ class DockerPoolConfig:
     network: str | None = None
     artifacts_volume: str | None = None
     artifacts_path: str = "/data/artifacts"
+    user: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     predictor_env: dict[str, str] = field(default_factory=dict)
     cpus_per_slot: float = 1.0
     memory_per_slot: str = "4g"
-    predictor_port: int = 8200
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DockerPoolConfig:
+        """The advisor's ``BAOBAB_DOCKER_*`` settings; containers get the settings their command needs.
+
+        Workers get the broker, the API and the timing settings, never the database or the
+        secret key; predictors get those too (they read the job from the store). With
+        ``BAOBAB_DOCKER_ARTIFACTS`` the artifacts are that volume, else the shared URL.
+        """
+        if settings.api_url is None:
+            raise ValueError("BAOBAB_EXECUTOR=docker needs BAOBAB_API_URL: the API as the worker containers reach it")
+        env = settings.to_env(_WORKER_SETTINGS)
+        env["BAOBAB_EXECUTOR"] = "celery"  # inside a container, a worker is a plain Celery worker
+        if settings.docker_artifacts is None:
+            env["BAOBAB_ARTIFACTS_URL"] = settings.artifacts_url
+        return cls(
+            scope=settings.docker_scope,
+            worker_image=settings.docker_image,
+            network=settings.docker_network,
+            artifacts_volume=settings.docker_artifacts,
+            user=settings.docker_user,
+            env=env,
+            predictor_env=settings.to_env(_PREDICTOR_SETTINGS),
+            cpus_per_slot=settings.docker_cpus_per_slot,
+            memory_per_slot=settings.docker_memory_per_slot,
+        )
 
 
 class DockerPool:
@@ -117,21 +157,23 @@ class DockerPool:
             volumes[pool.artifacts_volume] = {"bind": pool.artifacts_path, "mode": "rw"}
             env.setdefault("BAOBAB_ARTIFACTS_URL", pool.artifacts_path)
         device_requests = []
+        name = self.container_name(unit)
         if unit.kind == "predictor":
             env.update(pool.predictor_env)
-            command = ["predictor", "--host", "0.0.0.0", "--port", str(pool.predictor_port), "--job", str(unit.job_id)]
+            command = ["predictor", "--host", "0.0.0.0", "--job", str(unit.job_id)]
+            if pool.network != HOST_NETWORK:  # the API finds the container by its name on the network
+                command += ["--advertise", name]
             slots = 1
-        elif unit.gpus:
-            # inside the container the requested GPUs are numbered from 0
-            command = ["worker", "--gpus", ",".join(str(i) for i in range(unit.gpus))]
-            device_requests = [DeviceRequest(count=unit.gpus, capabilities=[["gpu"]])]
-            slots = unit.gpus
         else:
-            command = ["worker", "--slots", str(unit.slots)]
+            if unit.gpus:
+                # inside the container the requested GPUs are numbered from 0
+                command = ["worker", "--gpus", ",".join(str(i) for i in range(unit.gpus))]
+                device_requests = [DeviceRequest(count=unit.gpus, capabilities=[["gpu"]])]
+            else:
+                command = ["worker", "--slots", str(unit.slots)]
+            # the job's own queue (CeleryExecutor's job_queues): removing this container touches no other job
+            command += ["--queues", job_queue(unit.job_id), "--name", f"worker@{name}"]
             slots = unit.slots
-        name = self.container_name(unit)
-        if unit.kind == "worker":
-            command += ["--name", f"worker@{name}"]
         logger.info("docker pool: starting %s (%s)", name, " ".join(command))
         return self.client.containers.run(
             pool.worker_image,
@@ -142,6 +184,7 @@ class DockerPool:
             environment=env,
             volumes=volumes,
             network=pool.network,
+            user=pool.user,
             device_requests=device_requests,
             nano_cpus=int(pool.cpus_per_slot * slots * 1e9),
             mem_limit=_times(pool.memory_per_slot, slots),

@@ -197,7 +197,9 @@ class KubernetesPool:
         container.update(
             name="predictor",
             image=image,
-            args=["predictor", "--host", "0.0.0.0", "--port", str(PREDICTOR_PORT), "--job", str(job_id)],
+            # the API reaches the predictor through its Service's name
+            args=["predictor", "--host", "0.0.0.0", "--port", str(PREDICTOR_PORT)]
+            + ["--advertise", f"{name}.{ns}.svc", "--job", str(job_id)],
             ports=[{"name": "http", "containerPort": PREDICTOR_PORT, "protocol": "TCP"}],
             livenessProbe={"tcpSocket": {"port": "http"}, "periodSeconds": 20},
             readinessProbe={"tcpSocket": {"port": "http"}, "periodSeconds": 10},

@@ -104,13 +104,16 @@ def start_cluster(
     """
     started: list[Cluster] = []
 
-    def start(*, workers: int = 2, slots: int = 1, settings: dict[str, str] | None = None) -> Cluster:
+    def start(
+        *, workers: int = 2, slots: int = 1, settings: dict[str, str] | None = None, executor: str = "celery"
+    ) -> Cluster:
         services = LocalCluster(
             tmp_path / "cluster",
             database_url=postgres_url,
             broker_url=redis_url,
             workers=workers,
             slots=slots,
+            executor=executor,
             settings={
                 **TIMINGS,
                 "BAOBAB_ADMIN_EMAIL": ADMIN_EMAIL,

@@ -1,7 +1,7 @@
 """The docker executor against a real dockerd (skipped, with the reason, where none answers).
 
 Nothing can be pulled here, so the containers run a stand-in image built from a local base
-(``DEPLOY_TEST_BASE_IMAGE``, default ``baobab-base:bookworm``, made by ``docker/base.sh``):
+(``DOCKER_BASE_IMAGE``, made by ``docker/base.sh``):
 its entrypoint sleeps, whatever ``baobab ...`` arguments the executor passes. What is
 checked is what dockerd was asked for: labels, command, limits, mounts, network, GPUs.
 """
@@ -9,54 +9,24 @@ checked is what dockerd was asked for: labels, command, limits, mounts, network,
 from __future__ import annotations
 
 import io
-import os
-import socket
 import uuid
 
 import docker
 import pytest
 
+from baobab import Settings
 from baobab.store import JobStatus
 from baobab.worker._docker import JOB_LABEL, KIND_LABEL, SCOPE_LABEL, DockerPool, DockerPoolConfig
 from baobab.worker._pool import Unit
 
-BASE = os.environ.get("DEPLOY_TEST_BASE_IMAGE", "baobab-base:bookworm")
 STAND_IN = "baobab-test-stand-in:latest"
 
 
-def _no_engine() -> str | None:
-    """Why no engine can be reached, checked on a socket of our own (a failed client leaks its socket)."""
-    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    if not host.startswith("unix://"):
-        return None  # a TCP engine: let the client find out
-    path = host.removeprefix("unix://")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(path)
-        except OSError as e:
-            return f"{path}: {e.strerror or e}"
-    return None
-
-
 @pytest.fixture(scope="module")
-def engine_client():
-    reason = _no_engine()
-    if reason:
-        pytest.skip(f"no Docker engine answers here ({reason}); start dockerd as root to run these tests")
-    client = docker.from_env(timeout=10)
-    try:
-        client.ping()
-        client.images.get(BASE)
-    except docker.errors.ImageNotFound:
-        client.close()
-        pytest.skip(f"base image {BASE} not found: build it with docker/base.sh (no registry can be pulled from)")
-    except docker.errors.DockerException as e:
-        client.close()
-        pytest.skip(f"no Docker engine answers here ({e}); start dockerd as root to run these tests")
-    dockerfile = f'FROM {BASE}\nENTRYPOINT ["/bin/sh", "-c", "exec sleep 600", "baobab"]\n'
-    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=STAND_IN, rm=True)
-    yield client
-    client.close()
+def engine_client(docker_client, docker_base_image):
+    dockerfile = f'FROM {docker_base_image}\nENTRYPOINT ["/bin/sh", "-c", "exec sleep 600", "baobab"]\n'
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=STAND_IN, rm=True)
+    return docker_client
 
 
 @pytest.fixture
@@ -92,7 +62,15 @@ def test_a_worker_container_per_cpu_job_with_labels_limits_volume_and_network(do
     assert container.status == "running"
     assert container.labels[SCOPE_LABEL] == docker_pool.pool.scope
     assert (container.labels[KIND_LABEL], container.labels[JOB_LABEL]) == ("worker", str(job))
-    assert attrs["Args"][-5:] == ["worker", "--slots", "2", "--name", f"worker@{container.name}"]
+    assert attrs["Args"][-7:] == [
+        "worker",
+        "--slots",
+        "2",
+        "--queues",
+        f"baobab.job.{job}",
+        "--name",
+        f"worker@{container.name}",
+    ]
     assert attrs["HostConfig"]["NanoCpus"] == 1_000_000_000  # 2 slots x 0.5 CPU
     assert attrs["HostConfig"]["Memory"] == 512 * 2**20
     assert [(m["Name"], m["Destination"]) for m in attrs["Mounts"]] == [(docker_pool.pool.scope, "/data/artifacts")]
@@ -114,7 +92,8 @@ def test_a_predictor_per_inference_job(docker_pool, jobs):
     docker_pool.reconcile()
     container = docker_pool.running()[f"predictor-{served}"]
     attrs = container.attrs
-    assert attrs["Args"][-2:] == ["--job", str(served)]
+    # its own job only, found by the API at its name on the pool's network
+    assert attrs["Args"][-5:] == ["0.0.0.0", "--job", str(served), "--advertise", container.name]
     env = dict(item.split("=", 1) for item in attrs["Config"]["Env"])
     assert env["BAOBAB_DATABASE_URL"] == "postgresql+psycopg2://db/baobab"
     jobs.end_inference(served)
@@ -144,17 +123,50 @@ def test_gpu_jobs_ask_dockerd_for_gpus(docker_pool, jobs):
         return
     requests = container.attrs["HostConfig"]["DeviceRequests"]
     assert requests[0]["Count"] == 2 and requests[0]["Capabilities"] == [["gpu"]]
-    assert container.attrs["Args"][-4:-2] == ["--gpus", "0,1"]
+    assert container.attrs["Args"][1:5] == ["--gpus", "0,1", "--queues", f"baobab.job.{unit.job_id}"]
 
 
 @pytest.mark.parametrize(("image", "has_torch"), [("baobab-api:0.1.0", False), ("baobab-worker:0.1.0", True)])
-def test_built_images_run_baobab_as_non_root(engine_client, image, has_torch):
+def test_built_images_run_baobab_as_non_root(engine_client, docker_base_image, image, has_torch):
     try:
         engine_client.images.get(image)
     except docker.errors.ImageNotFound:
-        pytest.skip(f"{image} is not built here: `make images BASE_IMAGE={BASE}` builds it")
+        pytest.skip(f"{image} is not built here: `make images BASE_IMAGE={docker_base_image}` builds it")
     script = "import os, importlib.util; print(os.getuid(), importlib.util.find_spec('torch') is not None)"
     out = engine_client.containers.run(image, ["-c", script], entrypoint="python3", remove=True)
     assert out.decode().split() == ["10001", str(has_torch)]
     usage = engine_client.containers.run(image, ["--help"], remove=True).decode()
     assert "api" in usage and "worker" in usage and "advisor" in usage
+
+
+def test_the_pool_config_comes_from_the_advisors_settings(tmp_path):
+    """Workers get what they report with and never the database or the secret; predictors get both."""
+    settings = Settings.from_env(
+        {},
+        home=tmp_path,
+        executor="docker",
+        database_url="postgresql+psycopg2://baobab:dbpw@db/baobab",
+        broker_url="redis://redis:6379/0",
+        api_url="http://api:8100",
+        secret_key="s3cret",
+        docker_network="baobab-net",
+        docker_artifacts="baobab-artifacts",
+        docker_scope="team-a",
+        docker_memory_per_slot="2g",
+    )
+    config = DockerPoolConfig.from_settings(settings)
+    assert (config.scope, config.network, config.artifacts_volume) == ("team-a", "baobab-net", "baobab-artifacts")
+    assert config.worker_image == "baobab-worker:0.1.0" and config.memory_per_slot == "2g"
+    assert config.env["BAOBAB_BROKER_URL"] == "redis://redis:6379/0"
+    assert config.env["BAOBAB_API_URL"] == "http://api:8100"
+    assert config.env["BAOBAB_EXECUTOR"] == "celery"
+    assert not {"BAOBAB_DATABASE_URL", "BAOBAB_SECRET_KEY", "BAOBAB_ARTIFACTS_URL"} & set(config.env)
+    assert config.predictor_env["BAOBAB_DATABASE_URL"] == "postgresql+psycopg2://baobab:dbpw@db/baobab"
+    assert config.predictor_env["BAOBAB_SECRET_KEY"] == "s3cret"
+
+    # without a volume, the containers use the shared artifact URL as it is
+    shared = Settings.from_env({}, home=tmp_path, executor="docker", broker_url="redis://r/0", api_url="http://a")
+    assert DockerPoolConfig.from_settings(shared).env["BAOBAB_ARTIFACTS_URL"] == shared.artifacts_url
+    no_api = Settings.from_env({}, home=tmp_path, executor="docker", broker_url="redis://r/0")
+    with pytest.raises(ValueError, match="BAOBAB_EXECUTOR=docker needs BAOBAB_API_URL"):
+        DockerPoolConfig.from_settings(no_api)

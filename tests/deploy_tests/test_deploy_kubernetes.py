@@ -79,12 +79,13 @@ def test_each_inference_job_gets_a_predictor_deployment_and_service_removed_when
     assert deployment.metadata.labels[MANAGED_LABEL] == RELEASE
     container = deployment.spec.template.spec.containers[0]
     assert container.image == "baobab-worker:0.1.0"  # the worker image: the predictor needs torch
-    assert container.args[-2:] == ["--job", str(first)]
+    assert container.args[-5:] == ["8200", "--advertise", f"{RELEASE}-predictor-{first}.ml.svc", "--job", str(first)]
     env = {e.name for e in container.env}
     assert {"BAOBAB_DATABASE_URL", "BAOBAB_SECRET_KEY", "BAOBAB_BROKER_URL"} <= env
     assert deployment.spec.template.spec.service_account_name is None  # no API rights for predictors
     service = kube.core.read_namespaced_service(f"{RELEASE}-predictor-{first}", "ml")
     assert service.spec.selector == {MANAGED_LABEL: RELEASE, JOB_LABEL: str(first)}
+    assert service.spec.ports[0].port == 8200  # the port the predictor listens on, in the URL it advertises
 
     jobs.end_inference(first)
     manager.reconcile()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
@@ -197,3 +199,37 @@ def test_a_predictor_that_cannot_serve_errors_its_job(world: World, start: Start
 def test_options_reach_the_predictor() -> None:
     options = PredictorOptions(batch_window_s=0.002, max_batch_size=8, member_timeout_s=1.5)
     assert options.to_args()[:3] == ["--batch-window-ms=2", "--max-batch-size=8", "--member-timeout-s=1.5"]
+
+
+def test_a_one_job_supervisor_serves_that_job_on_its_port_under_the_advertised_name(world: World, start: Start) -> None:
+    """What ``baobab predictor --job`` runs in a container: the other jobs are left to their own supervisors."""
+    mine, api_key = regression_job(world)
+    other, _ = regression_job(world, status=InferenceJobStatus.RUNNING, predictor_url="http://elsewhere:9")
+    with socket.socket() as probe:  # a port free now, as a container's fixed port would be
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    supervisor, events, halt = start(host="0.0.0.0", job_ids=[mine], port=port, advertise="localhost", reconcile_s=0.2)
+    job = wait_status(world, mine, InferenceJobStatus.RUNNING)
+    assert job.predictor_url == f"http://localhost:{port}"
+    response = requests.post(
+        f"{job.predictor_url}/predict",
+        json={"queries": [[0.0] * 10]},
+        headers={"Authorization": f"Bearer {api_key}"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    events.publish(Event(EventKind.INFERENCE_CREATED, other))
+    third, _ = regression_job(world)
+    events.publish(Event(EventKind.INFERENCE_CREATED, third))
+    time.sleep(1.0)  # the events handled and several rounds of reconciling, which must leave both alone
+    halt()
+    assert supervisor.predictor_pid(other) is None and supervisor.predictor_pid(third) is None
+    assert world.job(other).predictor_url == "http://elsewhere:9"  # not taken over: not this supervisor's job
+    assert world.job(third).status is InferenceJobStatus.STARTING
+
+
+def test_a_fixed_port_is_for_one_job_only(world: World) -> None:
+    with pytest.raises(ValueError, match="a fixed predictor port serves one inference job"):
+        InferenceSupervisor(world.engine, LocalEventChannel(), world.settings, port=8200)
+    with pytest.raises(ValueError, match="give exactly one job id"):
+        InferenceSupervisor(world.engine, LocalEventChannel(), world.settings, job_ids=[1, 2], port=8200)

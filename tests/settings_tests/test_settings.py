@@ -64,7 +64,8 @@ def test_overrides_beat_environment_beat_defaults(home: Path, monkeypatch: pytes
     assert settings.trial_timeout_s == 30.0 and isinstance(settings.trial_timeout_s, float)
     assert settings.database_url == POSTGRES  # an explicit URL is not re-derived from the new home
     assert settings.artifacts_url == str(home / "elsewhere" / "artifacts")
-    assert Settings.from_env(executor="Docker").executor is Executor.DOCKER  # strings parse like variables
+    docker = Settings.from_env(executor="Docker", broker_url="redis://127.0.0.1:6379/0")
+    assert docker.executor is Executor.DOCKER  # strings parse like variables
 
 
 def test_empty_variable_counts_as_unset(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,6 +102,8 @@ def test_unknown_override_is_refused_with_the_closest_name(home: Path) -> None:
         ("BAOBAB_TRIAL_TIMEOUT_S", "nan", "BAOBAB_TRIAL_TIMEOUT_S='nan': expected a number >= 0.001"),
         ("BAOBAB_EXECUTOR", "slurm", "BAOBAB_EXECUTOR='slurm': expected one of local, celery, docker, kubernetes"),
         ("BAOBAB_MODE", "prod", "BAOBAB_MODE='prod': expected one of embedded, production"),
+        ("BAOBAB_DOCKER_CPUS_PER_SLOT", "0", "BAOBAB_DOCKER_CPUS_PER_SLOT='0': expected a number >= 0.01"),
+        ("BAOBAB_DOCKER_MEMORY_PER_SLOT", "4 GB", "BAOBAB_DOCKER_MEMORY_PER_SLOT='4 GB': expected a Docker size"),
     ],
 )
 def test_bad_value_names_variable_value_and_expected_type(
@@ -135,11 +138,12 @@ def test_production_refuses_the_development_secret_key(home: Path, monkeypatch: 
     assert Settings.from_env(mode="embedded").mode is Mode.EMBEDDED  # the development key is fine there
 
 
-def test_celery_executor_needs_a_broker(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BAOBAB_EXECUTOR", "celery")
-    with pytest.raises(SettingsError, match=r"BAOBAB_EXECUTOR=celery needs a broker: set BAOBAB_BROKER_URL"):
+@pytest.mark.parametrize("executor", [Executor.CELERY, Executor.DOCKER, Executor.KUBERNETES])
+def test_cluster_executors_need_a_broker(home: Path, monkeypatch: pytest.MonkeyPatch, executor: Executor) -> None:
+    monkeypatch.setenv("BAOBAB_EXECUTOR", executor.value)
+    with pytest.raises(SettingsError, match=rf"BAOBAB_EXECUTOR={executor.value} needs a broker: set BAOBAB_BROKER_URL"):
         Settings.from_env()
-    assert Settings.from_env(broker_url="redis://127.0.0.1:6379/0").executor is Executor.CELERY
+    assert Settings.from_env(broker_url="redis://127.0.0.1:6379/0").executor is executor
 
 
 def test_humanize_lists_non_defaults_and_masks_secrets(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

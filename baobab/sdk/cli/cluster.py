@@ -86,12 +86,19 @@ def worker(gpus: list[str], slots: int | None, queues: str | None, name: str | N
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface predictors listen on.")
-def predictor(host: str) -> None:
-    """Run the predictors of inference jobs on this machine."""
+@click.option("--job", "job_id", type=click.IntRange(1), help="Serve only this inference job (a container per job).")
+@click.option(
+    "--port", default=0, type=click.IntRange(0, 65535), help="Port of the --job predictor. Default: a free one."
+)
+@click.option("--advertise", help="Host name the API reaches predictors at. Default: this machine's name.")
+def predictor(host: str, job_id: int | None, port: int, advertise: str | None) -> None:
+    """Run the predictors of inference jobs on this machine (or of one, with --job)."""
     from baobab._cluster import run_predictor_host
 
+    if port and job_id is None:
+        raise click.UsageError("--port needs --job: predictors of several jobs each take a free port")
     settings = _settings()
     try:
-        run_predictor_host(settings, host=host)
+        run_predictor_host(settings, host=host, job_id=job_id, port=port, advertise=advertise)
     except (BaobabError, ValueError) as e:
         raise click.ClickException(str(e)) from e

@@ -1,0 +1,47 @@
+#!/bin/sh
+# Gets a Docker engine and a base image ready for the container tests, where this machine allows:
+# as root, installs Debian's docker.io and debootstrap, starts dockerd when none answers, and
+# builds the base image from a debootstrap root (docker/base.sh; no registry can be pulled from).
+# Where that cannot be done it says why and exits 0: the container tests then skip, saying so.
+# Exits 1 only when an engine answers but the base image cannot be built.
+# Usage: docker/engine.sh [BASE_TAG]   (then `make images BASE_IMAGE=BASE_TAG`)
+set -u
+BASE=${1:-baobab-base:bookworm}
+LOG=${DOCKERD_LOG:-/var/log/baobab-dockerd.log}
+
+say() { echo "docker-engine: $*" >&2; }
+
+if ! docker info >/dev/null 2>&1; then
+    if [ "$(id -u)" != 0 ]; then
+        say "no Docker engine answers and this is not root; the container tests will be skipped"
+        exit 0
+    fi
+    if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then
+        export DEBIAN_FRONTEND=noninteractive
+        if ! { apt-get update -qq && apt-get install -y -qq docker.io debootstrap >/dev/null; }; then
+            say "docker.io could not be installed; the container tests will be skipped"
+            exit 0
+        fi
+    fi
+    nohup dockerd >"$LOG" 2>&1 &
+    tries=0
+    until docker info >/dev/null 2>&1; do
+        tries=$((tries + 1))
+        if [ "$tries" -gt 60 ] || ! kill -0 $! 2>/dev/null; then
+            say "dockerd did not start (see $LOG); the container tests will be skipped"
+            tail -n 5 "$LOG" >&2
+            exit 0
+        fi
+        sleep 1
+    done
+    say "dockerd started (log: $LOG)"
+fi
+
+if ! docker image inspect "$BASE" >/dev/null 2>&1; then
+    if [ "$(id -u)" != 0 ] || ! command -v debootstrap >/dev/null 2>&1; then
+        say "base image $BASE is missing and docker/base.sh needs root and debootstrap; the container tests will be skipped"
+        exit 0
+    fi
+    sh "$(dirname "$0")/base.sh" "$BASE" >/dev/null || { say "docker/base.sh failed"; exit 1; }
+fi
+say "engine and $BASE ready"

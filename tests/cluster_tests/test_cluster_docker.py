@@ -1,0 +1,121 @@
+"""Train → serve → predict with ``BAOBAB_EXECUTOR=docker``: the advisor runs the workers and the
+predictor as containers of the worker image through a real dockerd.
+
+The API and the advisor run on this machine (as in :mod:`test_cluster_e2e`); nothing else
+is started by the test. The containers share the host's network (``host``), where
+PostgreSQL, Redis and the API listen on loopback, and mount the API's artifact folder.
+Skipped, with the reason, where no Docker engine or no worker image is here
+(``make docker-engine`` starts one and builds the images where dockerd can run).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import docker
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import EXAMPLES, StartCluster
+
+from baobab.testing import wait_until
+from baobab.worker._docker import JOB_LABEL, KIND_LABEL, SCOPE_LABEL
+
+WORKER_IMAGE = "baobab-worker:0.1.0"
+TRIALS = 4
+
+
+@pytest.fixture
+def worker_image(docker_client) -> str:
+    try:
+        docker_client.images.get(WORKER_IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"{WORKER_IMAGE} is not built here: `make docker-engine` builds it where dockerd runs")
+    return WORKER_IMAGE
+
+
+@pytest.fixture
+def scope(docker_client):
+    """A scope of this test's own; whatever containers it leaves are removed."""
+    name = f"baobab-test-{uuid.uuid4().hex[:8]}"
+    yield name
+    for container in docker_client.containers.list(all=True, filters={"label": f"{SCOPE_LABEL}={name}"}):
+        container.remove(force=True)
+
+
+def _containers(client, scope: str) -> dict[tuple[str, str], object]:
+    """(kind, job id) -> container, for every container of ``scope``."""
+    found = client.containers.list(all=True, filters={"label": f"{SCOPE_LABEL}={scope}"})
+    return {(c.labels[KIND_LABEL], c.labels[JOB_LABEL]): c for c in found}
+
+
+def test_train_serve_predict_in_worker_and_predictor_containers(
+    start_cluster: StartCluster, breast_cancer: Path, docker_client, worker_image: str, scope: str, tmp_path: Path
+) -> None:
+    cluster = start_cluster(
+        workers=0,
+        executor="docker",
+        settings={
+            "BAOBAB_DOCKER_IMAGE": worker_image,
+            "BAOBAB_DOCKER_NETWORK": "host",
+            "BAOBAB_DOCKER_ARTIFACTS": str(tmp_path / "cluster" / "shared-artifacts"),
+            "BAOBAB_DOCKER_USER": f"{os.getuid()}:{os.getgid()}",  # the owner of that host folder
+            "BAOBAB_DOCKER_SCOPE": scope,
+            "BAOBAB_DOCKER_MEMORY_PER_SLOT": "2g",
+        },
+    )
+    client = cluster.client
+    train = client.create_dataset("bc train", "TABULAR", breast_cancer / "train.csv", target="target")
+    val = client.create_dataset("bc val", "TABULAR", breast_cancer / "val.csv", target="target")
+    model = client.create_model(
+        EXAMPLES / "sklearn_tabular.py", task="TABULAR_CLASSIFICATION", class_name="SkTabularClassifier"
+    )
+    job = client.create_train_job(
+        "bc", "TABULAR_CLASSIFICATION", train["id"], val["id"], [model["id"]],
+        {"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
+    )  # fmt: skip
+    job_id = str(job["id"])
+    worker = wait_until(
+        lambda: _containers(docker_client, scope).get(("worker", job_id)),
+        timeout=60,
+        what="the worker container",
+        interval=0.5,
+    )
+    assert worker.attrs["HostConfig"]["NetworkMode"] == "host"
+    assert worker.attrs["HostConfig"]["NanoCpus"] == 2 * 10**9  # BAOBAB_CPU_SLOTS=2 slots of 1 CPU
+
+    job = client.wait_for_train_job("bc", job["app_version"], timeout=240, progress=False)
+    assert job["status"] == "COMPLETED", job
+    assert job["trial_counts"]["COMPLETED"] == TRIALS and job["best_score"] > 0.9
+    trials = client.get_trials("bc", job["app_version"])["trials"]
+    in_container = f"worker@{scope}-worker-{job_id}"  # the node name the pool gave the container
+    assert all(t["worker"].startswith(in_container) for t in trials), [t["worker"] for t in trials]
+    # the job is over: its worker container goes
+    wait_until(
+        lambda: ("worker", job_id) not in _containers(docker_client, scope),
+        timeout=30,
+        interval=0.5,
+        what="the finished job's worker container to be removed",
+    )
+
+    inference = client.create_inference_job("bc", job["app_version"], k=2)
+    served = client.wait_for_inference_job(inference["id"], timeout=180)
+    assert served["status"] == "RUNNING", served
+    predictor = _containers(docker_client, scope)[("predictor", str(inference["id"]))]
+    assert predictor.attrs["Args"][-2:] == ["--job", str(inference["id"])]
+
+    test = pd.read_csv(breast_cancer / "test.csv")
+    queries = test.drop(columns="target").to_numpy().tolist()
+    answer = client.predict(queries, predictor_url=served["predictor_url"], api_key=inference["api_key"])
+    accuracy = float(np.mean(np.asarray(answer["predictions"]) == test["target"].to_numpy()))
+    assert accuracy > 0.9
+
+    client.stop_inference_job(inference["id"])
+    wait_until(
+        lambda: not _containers(docker_client, scope),
+        timeout=30,
+        interval=0.5,
+        what="the stopped inference job's predictor container to be removed",
+    )
