@@ -80,14 +80,18 @@ def run_advisor(settings: Settings, *, slots: int | None = None) -> None:
     from baobab.store import create_engine_from_url
     from baobab.worker import CeleryExecutor
 
-    stop = _stop_on_signals()
     engine = create_engine_from_url(settings.database_url)
+    try:
+        pool = _container_pool(settings, engine)  # trials still go through Celery; this runs the workers
+    except Exception:
+        engine.dispose()
+        raise
+    stop = _stop_on_signals()
     events = _events(settings)
-    # The container executors put each job's trials on a queue of its own, consumed by that job's workers.
+    # The docker executor puts each job's trials on a queue of its own, consumed by that job's worker container.
     executor = CeleryExecutor(
         settings, events, engine=engine, slots=slots, job_queues=settings.executor is Executor.DOCKER
     )
-    pool = _container_pool(settings, engine)  # trials still go through Celery; this runs the workers
     if pool is not None:
         threading.Thread(target=pool.run, args=(stop,), name="baobab-container-pool", daemon=True).start()
     rescan_s = max(0.5, min(_MAX_RESCAN_S, settings.heartbeat_timeout_s / 2))
@@ -102,15 +106,23 @@ def run_advisor(settings: Settings, *, slots: int | None = None) -> None:
 
 
 def _container_pool(settings: Settings, engine: Any) -> Any:
-    """The manager of worker and predictor containers (docker) or pods (kubernetes); ``None`` for celery."""
+    """The manager of worker and predictor containers (docker) or pods (kubernetes); ``None`` for celery.
+
+    Raises:
+        ValueError: a setting it needs is missing, or no Docker engine answers.
+    """
     if settings.executor is Executor.DOCKER:
         import docker
 
         from baobab.worker._docker import DockerPool, DockerPoolConfig
 
-        return DockerPool(
-            engine, docker.from_env(), DockerPoolConfig.from_settings(settings), cpu_slots=settings.cpu_slots
-        )
+        config = DockerPoolConfig.from_settings(settings)
+        try:
+            client = docker.from_env()
+            client.ping()
+        except docker.errors.DockerException as e:
+            raise ValueError(f"BAOBAB_EXECUTOR=docker: no Docker engine answers ({e}); is DOCKER_HOST right?") from e
+        return DockerPool(engine, client, config, cpu_slots=settings.cpu_slots)
     if settings.executor is Executor.KUBERNETES:
         from baobab.worker._kubernetes import KubernetesPool, KubernetesPoolConfig, kubernetes_api
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import docker
-from docker.errors import NotFound
+from docker.errors import APIError, NotFound
 from docker.types import DeviceRequest
 from sqlalchemy.engine import Engine
 
@@ -175,21 +175,28 @@ class DockerPool:
             command += ["--queues", job_queue(unit.job_id), "--name", f"worker@{name}"]
             slots = unit.slots
         logger.info("docker pool: starting %s (%s)", name, " ".join(command))
-        return self.client.containers.run(
-            pool.worker_image,
-            command,
-            name=name,
-            detach=True,
-            labels=labels,
-            environment=env,
-            volumes=volumes,
-            network=pool.network,
-            user=pool.user,
-            device_requests=device_requests,
-            nano_cpus=int(pool.cpus_per_slot * slots * 1e9),
-            mem_limit=_times(pool.memory_per_slot, slots),
-            restart_policy={"Name": "no"},
-        )
+        try:
+            return self.client.containers.run(
+                pool.worker_image,
+                command,
+                name=name,
+                detach=True,
+                labels=labels,
+                environment=env,
+                volumes=volumes,
+                network=pool.network,
+                user=pool.user,
+                device_requests=device_requests,
+                nano_cpus=int(pool.cpus_per_slot * slots * 1e9),
+                mem_limit=_times(pool.memory_per_slot, slots),
+                restart_policy={"Name": "no"},
+            )
+        except APIError as e:
+            if e.status_code != 409:
+                raise
+            # names are fixed per job: another advisor (each runs this manager) started it first
+            logger.info("docker pool: %s already exists", name)
+            return None
 
     @staticmethod
     def _remove(container) -> None:

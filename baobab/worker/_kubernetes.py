@@ -161,16 +161,16 @@ class KubernetesPool:
         for job_id in sorted(wanted - deployments.keys()):
             deployment, service = self.predictor_objects(job_id)
             logger.info("kubernetes pool: starting the predictor of inference job %d", job_id)
-            self.apps.create_namespaced_deployment(ns, deployment)
+            _tolerate(409, self.apps.create_namespaced_deployment, ns, deployment)
             if job_id not in services:
-                self.core.create_namespaced_service(ns, service)
+                _tolerate(409, self.core.create_namespaced_service, ns, service)
         for job_id, name in sorted(deployments.items()):
             if job_id not in wanted:
                 logger.info("kubernetes pool: removing the predictor of inference job %d", job_id)
-                self.apps.delete_namespaced_deployment(name, ns)
+                _tolerate(404, self.apps.delete_namespaced_deployment, name, ns)
         for job_id, name in sorted(services.items()):
             if job_id not in wanted:
-                self.core.delete_namespaced_service(name, ns)
+                _tolerate(404, self.core.delete_namespaced_service, name, ns)
 
     def predictor_objects(self, job_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """The Deployment and Service of one inference job's predictor.
@@ -230,3 +230,16 @@ class KubernetesPool:
         """A Deployment as the API server wrote it (camelCase JSON), ready to be copied into a new object."""
         response = self.apps.read_namespaced_deployment(name, self.pool.namespace, _preload_content=False)
         return json.loads(response.data)
+
+
+def _tolerate(status: int, call: Any, *args: Any) -> None:
+    """``call(*args)``, where ``status`` means another advisor did the same first (both run this manager).
+
+    Names are fixed per job, so two advisors reconciling at once race to the same objects:
+    the loser's create finds it there (409), its delete finds it gone (404). Neither is an error.
+    """
+    try:
+        call(*args)
+    except client.ApiException as e:
+        if e.status != status:
+            raise

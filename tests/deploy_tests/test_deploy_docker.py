@@ -114,6 +114,16 @@ def test_leftovers_of_a_crashed_manager_are_found_by_labels_and_dead_ones_replac
     assert running[f"worker-{alive}"].id != first.id and running[f"worker-{alive}"].status == "running"
 
 
+def test_two_advisors_racing_to_the_same_container_both_carry_on(docker_pool, jobs, engine_client, monkeypatch):
+    """Every advisor runs the manager: one that listed before the other started a container finds its name taken."""
+    job = jobs.train()
+    docker_pool.reconcile()
+    late = DockerPool(jobs.engine, engine_client, docker_pool.pool, cpu_slots=2)
+    monkeypatch.setattr(late, "running", lambda: {})
+    late.reconcile()  # dockerd answers 409 for the name: not an error
+    assert [c.name for c in docker_pool.running().values()] == [f"{docker_pool.pool.scope}-worker-{job}"]
+
+
 def test_gpu_jobs_ask_dockerd_for_gpus(docker_pool, jobs):
     unit = Unit("worker", jobs.train(gpus=2), gpus=2, slots=2)
     try:

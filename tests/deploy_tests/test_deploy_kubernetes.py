@@ -126,3 +126,20 @@ def test_the_pool_config_comes_from_what_the_chart_gives_the_advisor():
     )
     with pytest.raises(ValueError, match="K8S_GPUS_PER_POD='two'"):
         KubernetesPoolConfig.from_env({"K8S_GPUS_PER_POD": "two"})
+
+
+def test_two_advisors_racing_to_the_same_predictor_both_carry_on(jobs, kube, monkeypatch):
+    """Every advisor runs the manager; one that lists just before the other creates (or deletes) loses the race."""
+    install_chart(kube)
+    served = jobs.serve(jobs.train(status=JobStatus.COMPLETED))
+    first, late = pool(jobs, kube), pool(jobs, kube)
+    first.reconcile()
+    monkeypatch.setattr(late, "running_predictors", lambda: {})  # it listed before ``first`` created
+    late.reconcile()  # its create answers 409: not an error
+    assert first.running_predictors() == {served: f"{RELEASE}-predictor-{served}"}
+
+    jobs.end_inference(served)
+    monkeypatch.setattr(late, "running_predictors", lambda: {served: f"{RELEASE}-predictor-{served}"})
+    first.reconcile()
+    late.reconcile()  # it listed before ``first`` deleted: its delete answers 404
+    assert first.running_predictors() == {}
