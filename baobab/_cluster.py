@@ -114,7 +114,7 @@ def _container_pool(settings: Settings, engine: Any) -> Any:
     if settings.executor is Executor.DOCKER:
         import docker
 
-        from baobab.worker._docker import DockerPool, DockerPoolConfig
+        from baobab.worker import DockerPool, DockerPoolConfig
 
         config = DockerPoolConfig.from_settings(settings)
         try:
@@ -124,7 +124,8 @@ def _container_pool(settings: Settings, engine: Any) -> Any:
             raise ValueError(f"BAOBAB_EXECUTOR=docker: no Docker engine answers ({e}); is DOCKER_HOST right?") from e
         return DockerPool(engine, client, config, cpu_slots=settings.cpu_slots)
     if settings.executor is Executor.KUBERNETES:
-        from baobab.worker._kubernetes import KubernetesPool, KubernetesPoolConfig, kubernetes_api
+        from baobab.worker import KubernetesPool, KubernetesPoolConfig
+        from baobab.worker._kubernetes import kubernetes_api
 
         return KubernetesPool(engine, kubernetes_api(), KubernetesPoolConfig.from_env(), cpu_slots=settings.cpu_slots)
     return None

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Gets a Docker engine and a base image ready for the container tests, where this machine allows:
-# as root, installs Debian's docker.io and debootstrap, starts dockerd when none answers, and
+# as root, installs Debian's docker.io, docker-compose and debootstrap, starts dockerd when none answers, and
 # builds the base image from a debootstrap root (docker/base.sh; no registry can be pulled from).
 # Where that cannot be done it says why and exits 0: the container tests then skip, saying so.
 # Exits 1 only when an engine answers but the base image cannot be built.
@@ -16,9 +16,10 @@ if ! docker info >/dev/null 2>&1; then
         say "no Docker engine answers and this is not root; the container tests will be skipped"
         exit 0
     fi
-    if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then
+    if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1 \
+        || ! command -v docker-compose >/dev/null 2>&1; then
         export DEBIAN_FRONTEND=noninteractive
-        if ! { apt-get update -qq && apt-get install -y -qq docker.io debootstrap >/dev/null; }; then
+        if ! { apt-get update -qq && apt-get install -y -qq docker.io docker-compose debootstrap >/dev/null; }; then
             say "docker.io could not be installed; the container tests will be skipped"
             exit 0
         fi

@@ -9,6 +9,9 @@
   cancellation, and implements :class:`baobab.advisor.Executor`.
 - :class:`CeleryExecutor` sends trials to ``baobab worker`` processes on any machine
   through Celery (:mod:`baobab.worker._celery`).
+- :class:`DockerPool` and :class:`KubernetesPool` run those workers and the predictors
+  as containers or pods, as the running jobs ask (``BAOBAB_EXECUTOR=docker`` or
+  ``kubernetes``; trials still travel through Celery).
 
 Names are imported on first use: a process started as ``python -m
 baobab.worker._inference`` imports this package first, and should not pay for
@@ -22,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from baobab.worker._celery import CeleryExecutor
+    from baobab.worker._docker import DockerPool, DockerPoolConfig
     from baobab.worker._gateway import ApiGateway, DatabaseGateway, TrialGateway
+    from baobab.worker._kubernetes import KubernetesPool, KubernetesPoolConfig
     from baobab.worker._local import LocalExecutor
     from baobab.worker._runner import TrialOutcome, WorkerResources, params_key, run_trial
 
@@ -30,6 +35,10 @@ _NAMES = {
     "ApiGateway": "baobab.worker._gateway",
     "CeleryExecutor": "baobab.worker._celery",
     "DatabaseGateway": "baobab.worker._gateway",
+    "DockerPool": "baobab.worker._docker",
+    "DockerPoolConfig": "baobab.worker._docker",
+    "KubernetesPool": "baobab.worker._kubernetes",
+    "KubernetesPoolConfig": "baobab.worker._kubernetes",
     "TrialGateway": "baobab.worker._gateway",
     "LocalExecutor": "baobab.worker._local",
     "TrialOutcome": "baobab.worker._runner",
@@ -42,6 +51,10 @@ __all__ = [
     "ApiGateway",
     "CeleryExecutor",
     "DatabaseGateway",
+    "DockerPool",
+    "DockerPoolConfig",
+    "KubernetesPool",
+    "KubernetesPoolConfig",
     "LocalExecutor",
     "TrialGateway",
     "TrialOutcome",
