@@ -24,11 +24,12 @@ if ! docker info >/dev/null 2>&1; then
             exit 0
         fi
     fi
-    nohup dockerd >"$LOG" 2>&1 &
+    # its own session, no terminal and no pipe of ours: it outlives this script and holds nothing open
+    setsid nohup dockerd >"$LOG" 2>&1 </dev/null &
     tries=0
     until docker info >/dev/null 2>&1; do
         tries=$((tries + 1))
-        if [ "$tries" -gt 60 ] || ! kill -0 $! 2>/dev/null; then
+        if [ "$tries" -gt 60 ] || ! pgrep -x dockerd >/dev/null; then
             say "dockerd did not start (see $LOG); the container tests will be skipped"
             tail -n 5 "$LOG" >&2
             exit 0
