@@ -28,13 +28,13 @@ if ! docker info >/dev/null 2>&1; then
     setsid nohup dockerd >"$LOG" 2>&1 </dev/null &
     tries=0
     until docker info >/dev/null 2>&1; do
+        sleep 1
         tries=$((tries + 1))
         if [ "$tries" -gt 60 ] || ! pgrep -x dockerd >/dev/null; then
             say "dockerd did not start (see $LOG); the container tests will be skipped"
             tail -n 5 "$LOG" >&2
             exit 0
         fi
-        sleep 1
     done
     say "dockerd started (log: $LOG)"
 fi
