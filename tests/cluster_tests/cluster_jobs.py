@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conftest import SLOW_SCORER, Cluster
+from conftest import EXAMPLES, SLOW_SCORER, Cluster
 
 from baobab.testing import wait_until
 
@@ -19,6 +19,20 @@ def start_slow_job(cluster: Cluster, data: Path, *, app: str, trials: int, sleep
     return client.create_train_job(
         app, "TABULAR_REGRESSION", dataset["id"], dataset["id"], [model["id"]],
         {"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0}, train_args={"sleep_s": sleep_s},
+    )  # fmt: skip
+
+
+def start_breast_cancer_job(cluster: Cluster, data: Path, *, trials: int) -> dict[str, Any]:
+    """App ``bc``: the scikit-learn example template on breast cancer (train/val/test CSVs in ``data``)."""
+    client = cluster.client
+    train = client.create_dataset("bc train", "TABULAR", data / "train.csv", target="target")
+    val = client.create_dataset("bc val", "TABULAR", data / "val.csv", target="target")
+    model = client.create_model(
+        EXAMPLES / "sklearn_tabular.py", task="TABULAR_CLASSIFICATION", class_name="SkTabularClassifier"
+    )
+    return client.create_train_job(
+        "bc", "TABULAR_CLASSIFICATION", train["id"], val["id"], [model["id"]],
+        {"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0},
     )  # fmt: skip
 
 

@@ -18,7 +18,8 @@ import docker
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import EXAMPLES, StartCluster
+from cluster_jobs import start_breast_cancer_job
+from conftest import StartCluster
 
 from baobab.testing import wait_until
 from baobab.worker._docker import JOB_LABEL, KIND_LABEL, SCOPE_LABEL
@@ -67,15 +68,7 @@ def test_train_serve_predict_in_worker_and_predictor_containers(
         },
     )
     client = cluster.client
-    train = client.create_dataset("bc train", "TABULAR", breast_cancer / "train.csv", target="target")
-    val = client.create_dataset("bc val", "TABULAR", breast_cancer / "val.csv", target="target")
-    model = client.create_model(
-        EXAMPLES / "sklearn_tabular.py", task="TABULAR_CLASSIFICATION", class_name="SkTabularClassifier"
-    )
-    job = client.create_train_job(
-        "bc", "TABULAR_CLASSIFICATION", train["id"], val["id"], [model["id"]],
-        {"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
-    )  # fmt: skip
+    job = start_breast_cancer_job(cluster, breast_cancer, trials=TRIALS)
     job_id = str(job["id"])
     worker = wait_until(
         lambda: _containers(docker_client, scope).get(("worker", job_id)),

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from conftest import EXAMPLES, StartCluster
+from cluster_jobs import start_breast_cancer_job
+from conftest import StartCluster
 
 TRIALS = 6
 
@@ -18,15 +19,7 @@ def test_train_serve_predict_on_celery_workers_that_hold_no_database_credentials
     services, client = cluster.services, cluster.client
     assert all("BAOBAB_DATABASE_URL" not in w.env and "BAOBAB_ADMIN_PASSWORD" not in w.env for w in services.workers)
 
-    train = client.create_dataset("bc train", "TABULAR", breast_cancer / "train.csv", target="target")
-    val = client.create_dataset("bc val", "TABULAR", breast_cancer / "val.csv", target="target")
-    model = client.create_model(
-        EXAMPLES / "sklearn_tabular.py", task="TABULAR_CLASSIFICATION", class_name="SkTabularClassifier"
-    )
-    job = client.create_train_job(
-        "bc", "TABULAR_CLASSIFICATION", train["id"], val["id"], [model["id"]],
-        {"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
-    )  # fmt: skip
+    job = start_breast_cancer_job(cluster, breast_cancer, trials=TRIALS)
     job = client.wait_for_train_job("bc", job["app_version"], timeout=180, progress=False)
     assert job["status"] == "COMPLETED", job
     assert job["trial_counts"]["COMPLETED"] == TRIALS and job["best_score"] > 0.9
