@@ -42,6 +42,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from celery import Celery, signals
+from celery.utils import worker_direct
+from kombu import Queue
 from sqlalchemy import Engine, and_, or_, select, update
 
 from baobab._http import api_session
@@ -57,6 +59,7 @@ from baobab.store import (
     issue_trial_token,
     session_scope,
 )
+from baobab.worker._affinity import choose_node, job_holders, node_loads
 from baobab.worker._gateway import ApiGateway
 from baobab.worker._runner import WorkerResources, run_trial
 
@@ -95,6 +98,8 @@ def make_celery(settings: Settings) -> Celery:
         accept_content=["json"],
         task_default_queue=CPU_QUEUE,
         worker_prefetch_multiplier=1,
+        # each worker also reads a queue of its own: trials of jobs whose data it holds (_affinity)
+        worker_direct=True,
         worker_hijack_root_logger=False,
         worker_cancel_long_running_tasks_on_connection_loss=False,
         broker_connection_retry_on_startup=True,
@@ -238,6 +243,12 @@ class CeleryExecutor:
         self.app = make_celery(settings)
         self._fixed_slots = slots
         self._slots = 0
+        #: live worker machines and their slots, as the last ``inspect`` saw them
+        self._nodes: dict[str, int] = {}
+        #: trials sent to a worker's direct queue and not yet seen claimed -> that worker
+        self._routed: dict[int, str] = {}
+        #: trials to send to the shared queue whatever holds their data (their worker went)
+        self._shared_only: set[int] = set()
         self._outbox: queue.SimpleQueue[int | None] = queue.SimpleQueue()
         self._unsent: set[int] = set()
         self._lock = threading.Lock()
@@ -291,8 +302,14 @@ class CeleryExecutor:
         with self._lock:
             return held | self._unsent
 
-    def queue_of(self, trial_id: int) -> str:
-        """The job's own queue with ``job_queues``; else the GPU queue for jobs that ask for GPUs, or the CPU queue."""
+    def destination(self, trial_id: int) -> tuple[str | Queue, str | None]:
+        """Where to send a trial, and the worker machine when it is one's direct queue.
+
+        With ``job_queues``, the job's own queue. Otherwise the direct queue of a live worker
+        that holds the job's data and has room (:mod:`baobab.worker._affinity`), else the
+        shared queue: GPU for jobs that ask for GPUs, CPU for the others.
+        """
+        beating = _now() - timedelta(seconds=self.settings.heartbeat_timeout_s)
         with session_scope(self.engine) as session:
             row = session.execute(
                 select(TrainJob.id, TrainJob.budget)
@@ -300,12 +317,24 @@ class CeleryExecutor:
                 .join(Trial)
                 .where(Trial.id == trial_id)
             ).first()
-        if row is None:  # gone with its job: any queue, its delivery finds nothing to claim
-            return CPU_QUEUE
-        job_id, budget = row
-        if self.job_queues:
-            return job_queue(job_id)
-        return GPU_QUEUE if budget and budget.get("GPU_COUNT", 0) else CPU_QUEUE
+            if row is None:  # gone with its job: any queue, its delivery finds nothing to claim
+                return CPU_QUEUE, None
+            job_id, budget = row
+            if self.job_queues:
+                return job_queue(job_id), None
+            shared = GPU_QUEUE if budget and budget.get("GPU_COUNT", 0) else CPU_QUEUE
+            with self._lock:
+                if trial_id in self._shared_only or not self._nodes:
+                    return shared, None
+                nodes, routed = dict(self._nodes), dict(self._routed)
+            holders = job_holders(session, job_id)
+            if not holders:
+                return shared, None
+            load = node_loads(session, beating)
+            waiting = session.scalars(select(Trial.id).where(Trial.id.in_(routed), Trial.status == TrialState.PENDING))
+            load.update(routed[t] for t in waiting)  # sent to a worker, not yet claimed there
+        node = choose_node(holders, nodes, load, queue_ahead=self.queue_ahead)
+        return (worker_direct(node), node) if node is not None else (shared, None)
 
     def close(self) -> None:
         self._closed.set()
@@ -323,7 +352,12 @@ class CeleryExecutor:
             delay = 0.1
             while not self._closed.is_set():
                 try:
-                    self.app.send_task(_TASK, args=[trial_id, token], queue=self.queue_of(trial_id), retry=False)
+                    queue_, node = self.destination(trial_id)
+                    self.app.send_task(_TASK, args=[trial_id, token], queue=queue_, retry=False)
+                    with self._lock:
+                        self._shared_only.discard(trial_id)
+                        if node is not None:
+                            self._routed[trial_id] = node
                     break
                 except Exception as e:
                     logger.warning("trial %d: cannot reach the broker (%s); trying again in %.1f s", trial_id, e, delay)
@@ -343,12 +377,44 @@ class CeleryExecutor:
                     logger.warning("the broker is unreachable (%s); PENDING trials are sent again once it is back", e)
                 lost = True
             else:
+                nodes = {name: int(s.get("pool", {}).get("max-concurrency", 0)) for name, s in stats.items()}
                 if self._fixed_slots is None:
-                    self._slots = sum(int(s.get("pool", {}).get("max-concurrency", 0)) for s in stats.values())
+                    self._slots = sum(nodes.values())
+                with self._lock:
+                    self._nodes = nodes
+                self._follow_routed()
                 if lost:
                     lost = False
                     self._resend_pending()
             self._closed.wait(_WATCH_S if self._slots and not lost else _WATCH_S / 5)  # look sooner while in doubt
+
+    def _follow_routed(self) -> None:
+        """Forgets routed trials that were claimed; sends those of a worker that is gone to the shared queue."""
+        with self._lock:
+            routed = dict(self._routed)
+        if not routed:
+            return
+        try:
+            with session_scope(self.engine) as session:
+                pending = set(
+                    session.scalars(select(Trial.id).where(Trial.id.in_(routed), Trial.status == TrialState.PENDING))
+                )
+        except StoreError as e:
+            logger.warning("cannot read the routed trials: %s", e)
+            return
+        with self._lock:
+            orphans = [t for t in pending if routed[t] not in self._nodes]
+            for trial_id in routed.keys() - pending:
+                self._routed.pop(trial_id, None)
+            for trial_id in orphans:
+                del self._routed[trial_id]
+                self._shared_only.add(trial_id)
+                self._unsent.add(trial_id)
+        for trial_id in orphans:
+            logger.warning(
+                "trial %d waited for worker %s, which is gone: sending it to any worker", trial_id, routed[trial_id]
+            )
+            self._outbox.put(trial_id)
 
     def _resend_pending(self) -> None:
         try:
