@@ -1,6 +1,7 @@
 """Cluster mode's executor: trials carried by Celery to ``baobab worker`` processes on any machine.
 
-Delivery, acknowledgement, redelivery and routing are Celery's. What Baobab adds is the
+Delivery, acknowledgement, redelivery and routing are Celery's (a trial goes to the
+worker that holds its job's data when it can: :mod:`baobab.worker._affinity`). What Baobab adds is the
 trial row's rules (:mod:`baobab.store._db._trial_rows`), which make every delivery of a
 trial safe, however many there are:
 
