@@ -105,6 +105,9 @@ export interface Trial {
   attempts: number;
   error: string | null;
   has_params: boolean;
+  /** The zoo model this trial's model was initialised from (warm start), and how alike they are. */
+  parent_zoo_model_id: number | null;
+  similarity: number | null;
   traceback?: string | null;
 }
 

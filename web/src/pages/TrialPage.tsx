@@ -112,6 +112,12 @@ export function TrialPage() {
             <dd>{trial.worker ?? "—"}</dd>
             <dt>Attempts</dt>
             <dd>{trial.attempts}</dd>
+            <dt>Warm start</dt>
+            <dd data-testid="warm-start">
+              {trial.parent_zoo_model_id === null
+                ? "none"
+                : `zoo model #${trial.parent_zoo_model_id}, similarity ${(trial.similarity ?? 0).toFixed(2)}`}
+            </dd>
           </dl>
         </section>
         <section className="card">

@@ -27,6 +27,8 @@ function trial(id: number, status: Trial["status"], score: number | null): Trial
     attempts: 1,
     error: null,
     has_params: score !== null,
+    parent_zoo_model_id: null,
+    similarity: null,
   };
 }
 
