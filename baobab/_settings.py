@@ -188,6 +188,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("lease_s", float, 30.0, "how long an advisor's hold on a job lasts unless renewed", minimum=0.01),
     Setting(
+        "zoo_budget_mb",
+        int,
+        20480,
+        "storage the model zoo may use, in MiB; past it the models of least value for their size go",
+        minimum=1,
+    ),
+    Setting(
         "docker_image", str, "baobab-worker:0.1.0", "image of the worker and predictor containers (docker executor)"
     ),
     Setting(
@@ -229,6 +236,7 @@ class Settings:
     heartbeat_timeout_s: float
     redelivery_s: float
     lease_s: float
+    zoo_budget_mb: int
     docker_image: str
     docker_network: str | None
     docker_artifacts: str | None

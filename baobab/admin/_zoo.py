@@ -28,7 +28,7 @@ import json
 import math
 from typing import Any
 
-from flask import Blueprint, Response, current_app, request, send_file
+from flask import Blueprint, Response, request, send_file
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -57,7 +57,6 @@ from baobab.store import (
 from baobab.zoo._client import ParentOffer
 from baobab.zoo._graph import GraphFormatError, ModelGraph
 from baobab.zoo._registry import (
-    DEFAULT_BUDGET_BYTES,
     RegisteredModel,
     choose_parent,
     record_parent,
@@ -67,12 +66,10 @@ from baobab.zoo._registry import (
 )
 from baobab.zoo._selection import FeatureCache
 
-__all__ = ["ZOO_BUDGET_CONFIG", "blueprint", "zoo_model_json"]
+__all__ = ["blueprint", "zoo_model_json"]
 
 blueprint = Blueprint("zoo", __name__, url_prefix="/api/v1/zoo")
 
-#: ``app.config`` key: the zoo's storage budget in bytes (default :data:`baobab.zoo.DEFAULT_BUDGET_BYTES`).
-ZOO_BUDGET_CONFIG = "BAOBAB_ZOO_BUDGET_BYTES"
 
 _ROLES = (UserRole.MODEL_DEVELOPER, UserRole.APP_DEVELOPER, *ADMIN_ROLES)
 _UPLOAD_FIELDS = ("graph", "score", "task", "name", "access")
@@ -163,7 +160,7 @@ def _params_url(zoo_model_id: int) -> str:
 
 
 def _budget() -> int:
-    return int(current_app.config.get(ZOO_BUDGET_CONFIG, DEFAULT_BUDGET_BYTES))
+    return admin_state().settings.zoo_budget_mb * 2**20
 
 
 def _find(session: Session, zoo_model_id: int, *, owner_id: int | None = None) -> ZooModel:

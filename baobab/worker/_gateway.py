@@ -57,12 +57,18 @@ class TrialGateway(Protocol):
 
 
 class DatabaseGateway:
-    """The database itself: what a local worker uses."""
+    """The database itself: what a local worker uses.
+
+    Args:
+        engine: the metadata store.
+        zoo_budget_bytes: the zoo's storage budget, kept after each model this worker registers.
+    """
 
     heartbeat_s: float | None = None
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, zoo_budget_bytes: int | None = None) -> None:
         self.engine = engine
+        self.zoo_budget_bytes = zoo_budget_bytes
         self._zoo: Any = None
 
     def claim(self, trial_id: int, worker: str) -> TrialClaim | ClaimRefused:
@@ -81,7 +87,7 @@ class DatabaseGateway:
         from baobab.zoo import DbZoo
 
         if self._zoo is None:  # one per worker process: it caches the zoo's graph features
-            self._zoo = DbZoo(self.engine, artifacts)
+            self._zoo = DbZoo(self.engine, artifacts, budget_bytes=self.zoo_budget_bytes)
         return self._zoo
 
 

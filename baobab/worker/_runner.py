@@ -144,7 +144,7 @@ class WorkerResources:
         if database:
             if engine is None:
                 engine = resources._engine = create_engine_from_url(settings.database_url)
-            resources.gateway = DatabaseGateway(engine)
+            resources.gateway = DatabaseGateway(engine, zoo_budget_bytes=settings.zoo_budget_mb * 2**20)
         return resources
 
     def close(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from collections.abc import Callable
@@ -13,6 +14,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 from zoo_world import World, cnn
 
+from baobab import Settings
+from baobab.admin import create_app
 from baobab.store import issue_trial_token, params_from_bytes
 from baobab.zoo import trace_graph
 from baobab.zoo._warm_start import module_params
@@ -71,6 +74,20 @@ def test_a_zoo_model_is_seen_by_its_owner_admins_and_everyone_once_public(client
     assert shown["graph"]["nodes"][0]["op"] == "conv2d"
     assert client.get("/api/v1/zoo/models?task=TABULAR_REGRESSION", headers=ann).json == {"zoo_models": []}
     assert client.get("/api/v1/zoo/models?tsk=x", headers=ann).json["error"]["field"] == "tsk"
+
+
+def test_the_zoo_keeps_within_the_budget_of_the_settings(settings: Settings, users: Users) -> None:
+    """Three models of about 0.35 MiB each: a budget of 1 MiB (``BAOBAB_ZOO_BUDGET_MB=1``) keeps two."""
+    app = create_app(dataclasses.replace(settings, zoo_budget_mb=1))
+    try:
+        client = app.test_client()
+        root = users["root"][1]
+        sizes = [_upload(client, root, 48, access="PUBLIC").json["size_bytes"] for _ in range(3)]
+        assert sum(sizes[:2]) < 2**20 < sum(sizes)  # two fit, three do not
+        kept = client.get("/api/v1/zoo/models", headers=root).json["zoo_models"]
+        assert len(kept) == 2
+    finally:
+        app.extensions["baobab"].engine.dispose()
 
 
 def test_a_bad_upload_is_a_400_naming_the_field(client: FlaskClient, users: Users) -> None:
