@@ -1,8 +1,9 @@
 """A cluster on loopback: ``baobab api``, ``advisor`` and ``worker`` processes on a real PostgreSQL and Redis.
 
-Each test gets a PostgreSQL database and a Redis database number of its own. In CI
-(``CI`` set) an unreachable Redis or PostgreSQL fails the tests; elsewhere they are
-skipped with the reason. Timings are short (heartbeat 0.5 s, a trial stale after 3 s,
+Each test gets a PostgreSQL database and a Redis database number of its own (a RabbitMQ
+virtual host, for the tests that ask for RabbitMQ as the broker). In CI (``CI`` set) an
+unreachable Redis, RabbitMQ or PostgreSQL fails the tests; elsewhere they are skipped
+with the reason. Timings are short (heartbeat 0.5 s, a trial stale after 3 s,
 leases of 3 s, redelivery after 8 s) so that every fault is over within seconds.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,6 +28,8 @@ from baobab.testing import LocalCluster
 
 REDIS_HOST = os.environ.get("TEST_REDIS_HOST", "127.0.0.1")
 REDIS_PORT = int(os.environ.get("TEST_REDIS_PORT", "6379"))
+RABBITMQ_HOST = os.environ.get("TEST_RABBITMQ_HOST", "127.0.0.1")
+RABBITMQ_USER, RABBITMQ_PASSWORD = "guest", "guest"  # Debian's default user, allowed from loopback
 ADMIN_EMAIL = "root@example.com"
 ADMIN_PASSWORD = "root-password"
 EXAMPLES = Path(__file__).parents[2] / "examples" / "models"
@@ -66,6 +70,25 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.fixture
+def rabbitmq_url() -> Iterator[str]:
+    """A virtual host of this test's own on the machine's RabbitMQ (made and dropped with ``rabbitmqctl``)."""
+    vhost = f"baobab-{uuid.uuid4().hex[:8]}"
+
+    def ctl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, text=True, timeout=60)
+
+    try:
+        made = ctl("add_vhost", vhost)
+    except (FileNotFoundError, subprocess.TimeoutExpired) as e:
+        _unreachable(f"RabbitMQ cannot be managed here (rabbitmqctl: {e})")
+    if made.returncode != 0:
+        _unreachable(f"RabbitMQ at {RABBITMQ_HOST}:5672 cannot be reached: {made.stderr.strip()}")
+    ctl("set_permissions", "-p", vhost, RABBITMQ_USER, ".*", ".*", ".*")
+    yield f"amqp://{RABBITMQ_USER}:{RABBITMQ_PASSWORD}@{RABBITMQ_HOST}:5672/{vhost}"
+    ctl("delete_vhost", vhost)
+
+
+@pytest.fixture
 def postgres_url(_postgres_admin: Engine) -> Iterator[str]:
     """An empty PostgreSQL database of this test's own."""
     name = f"baobab_cluster_{uuid.uuid4().hex[:12]}"
@@ -98,19 +121,24 @@ StartCluster = Callable[..., Cluster]
 def start_cluster(
     request: pytest.FixtureRequest, tmp_path: Path, postgres_url: str, redis_url: str
 ) -> Iterator[StartCluster]:
-    """Starts a cluster (``workers`` worker machines of ``slots`` each); stopped after the test.
+    """Starts a cluster (``workers`` machines of ``slots`` each; Redis unless ``broker_url``); stopped after the test.
 
     The services' logs are printed when the test fails.
     """
     started: list[Cluster] = []
 
     def start(
-        *, workers: int = 2, slots: int = 1, settings: dict[str, str] | None = None, executor: str = "celery"
+        *,
+        workers: int = 2,
+        slots: int = 1,
+        settings: dict[str, str] | None = None,
+        executor: str = "celery",
+        broker_url: str | None = None,
     ) -> Cluster:
         services = LocalCluster(
             tmp_path / "cluster",
             database_url=postgres_url,
-            broker_url=redis_url,
+            broker_url=broker_url or redis_url,
             workers=workers,
             slots=slots,
             executor=executor,
