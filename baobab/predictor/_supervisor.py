@@ -1,11 +1,18 @@
 """The inference supervisor: one predictor process per running inference job.
 
-A thread of ``baobab up``. It follows the store, not only the events: when it starts,
-and every ``reconcile_s`` seconds, it starts a predictor for each STARTING job that
-has none (so a lost INFERENCE_CREATED only delays it) and stops the predictors of
-jobs that are finished (so does a lost INFERENCE_STOPPED). On start it also takes
-over RUNNING jobs: their predictors went with the previous supervisor, so they are
-set back to STARTING (no URL) and started again.
+A thread of ``baobab up``, or ``baobab predictor`` on any machine of a cluster. It
+follows the store, not only the events: when it starts, and every ``reconcile_s``
+seconds, it starts a predictor for each STARTING job that has none (so a lost
+INFERENCE_CREATED only delays it) and stops the predictors of jobs that are finished
+(so does a lost INFERENCE_STOPPED).
+
+Several supervisors (predictor hosts) share the jobs by leases in ``inference_jobs``
+(``driver``, ``lease_expires_at``, ``BAOBAB_LEASE_S``), as advisors share train jobs: a
+supervisor starts a predictor only for a job whose lease it took, renews its leases at
+each reconcile, and stops a predictor whose lease another took. It also takes over
+RUNNING jobs whose lease is free (released by a supervisor that stopped cleanly, or run
+out because its host died): their predictors are gone, so they are set back to
+STARTING (no URL) and started again.
 
 A job's life, as stored:
 
@@ -27,16 +34,18 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Collection
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, or_, select, update
 
 from baobab import Settings
 from baobab._settings import ENV_PREFIX
@@ -89,7 +98,8 @@ class InferenceSupervisor:
             machine's name when ``host`` is every interface.
         options: batching and timeouts of the predictors.
         start_timeout_s: how long a predictor has to load its members and serve.
-        reconcile_s: how often the store is compared with the running predictors.
+        reconcile_s: how often the store is compared with the running predictors (and
+            leases renewed: at least three times a ``settings.lease_s``).
     """
 
     def __init__(
@@ -117,10 +127,14 @@ class InferenceSupervisor:
         self._advertise = advertise
         self._options = options if options is not None else PredictorOptions()
         self._start_timeout_s = start_timeout_s
-        self._reconcile_s = reconcile_s
+        # leases are renewed at each reconcile: often enough that none runs out between two
+        self._reconcile_s = min(reconcile_s, settings.lease_s / 3)
         self._predictors: dict[int, _Predictor] = {}
         self._lock = threading.Lock()
         self._closed = False
+        #: how this supervisor signs its leases
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._lease = timedelta(seconds=settings.lease_s)
 
     def predictor_pid(self, job_id: int) -> int | None:
         """The process id of job ``job_id``'s predictor, if one runs (also its process group)."""
@@ -132,13 +146,11 @@ class InferenceSupervisor:
         """Serve until ``stop`` is set, then kill every predictor."""
         subscription = self._events.subscribe(EventKind.INFERENCE_CREATED, EventKind.INFERENCE_STOPPED)
         try:
-            taken_over = False
-            next_reconcile = time.monotonic()
+            next_reconcile = time.monotonic()  # at once: what the store holds comes before any event
             while not stop.is_set() and not self._closed:
                 try:
-                    if not taken_over:
-                        self._take_over()
-                        taken_over = True
+                    if time.monotonic() >= next_reconcile:
+                        self._reconcile()
                         next_reconcile = time.monotonic() + self._reconcile_s
                     event = subscription.get(timeout=0.2)
                     if event is not None and event.kind is EventKind.INFERENCE_CREATED:
@@ -146,9 +158,6 @@ class InferenceSupervisor:
                     elif event is not None and event.kind is EventKind.INFERENCE_STOPPED:
                         self._stop_if_finished(event.id)
                     self._check_start_timeouts()
-                    if time.monotonic() >= next_reconcile:
-                        self._reconcile()
-                        next_reconcile = time.monotonic() + self._reconcile_s
                 except StoreError:  # the database is away for a moment: try again shortly
                     logger.exception("inference supervisor: the metadata store failed")
                     stop.wait(1.0)
@@ -157,7 +166,7 @@ class InferenceSupervisor:
             self.close()
 
     def close(self) -> None:
-        """Kill every predictor (their jobs stay as stored, to be taken over on the next start)."""
+        """Kill every predictor and release the leases: their jobs stay RUNNING, for the next supervisor to take."""
         with self._lock:
             self._closed = True
             predictors = list(self._predictors.values())
@@ -165,6 +174,15 @@ class InferenceSupervisor:
             self._signal(predictor, signal.SIGTERM)
         for predictor in predictors:
             self._kill(predictor)
+        try:
+            with session_scope(self._engine) as session:
+                session.execute(
+                    update(InferenceJob)
+                    .where(InferenceJob.driver == self.name)
+                    .values(driver=None, lease_expires_at=None)
+                )
+        except StoreError:  # the leases run out instead
+            logger.warning("inference supervisor %s: could not release its leases", self.name)
 
     # -- following the store --------------------------------------------------------------
 
@@ -172,42 +190,85 @@ class InferenceSupervisor:
         """``query`` narrowed to the jobs this supervisor serves."""
         return query if self._job_ids is None else query.where(InferenceJob.id.in_(self._job_ids))
 
+    def _free(self, now: datetime) -> Any:
+        """Jobs whose lease this supervisor may take: nobody's, its own, or run out."""
+        return or_(InferenceJob.driver.is_(None), InferenceJob.driver == self.name, InferenceJob.lease_expires_at < now)
+
     def _take_over(self) -> None:
+        """RUNNING jobs with a free lease lost their predictor: lease them and serve them again."""
+        now = datetime.now(UTC)
         with session_scope(self._engine) as session:
-            session.execute(
+            taken = session.execute(
                 self._mine(update(InferenceJob))
-                .where(InferenceJob.status == InferenceJobStatus.RUNNING)
-                .values(status=InferenceJobStatus.STARTING, predictor_url=None)
+                .where(InferenceJob.status == InferenceJobStatus.RUNNING, self._free(now))
+                .where(InferenceJob.driver.is_(None) | (InferenceJob.driver != self.name))
+                .values(
+                    status=InferenceJobStatus.STARTING,
+                    predictor_url=None,
+                    driver=self.name,
+                    lease_expires_at=now + self._lease,
+                )
+            ).rowcount
+        if taken:
+            logger.info("inference supervisor %s: took over %d running inference jobs", self.name, taken)
+
+    def _lease_job(self, job_id: int) -> bool:
+        """Take (or keep) the lease of a STARTING job; False if another supervisor holds it."""
+        now = datetime.now(UTC)
+        with session_scope(self._engine) as session:
+            return bool(
+                session.execute(
+                    update(InferenceJob)
+                    .where(
+                        InferenceJob.id == job_id,
+                        InferenceJob.status == InferenceJobStatus.STARTING,
+                        self._free(now),
+                    )
+                    .values(driver=self.name, lease_expires_at=now + self._lease)
+                ).rowcount
             )
-        self._reconcile()
 
     def _reconcile(self) -> None:
+        now = datetime.now(UTC)
+        with self._lock:
+            running = set(self._predictors)
+        with session_scope(self._engine) as session:
+            if running:  # renew; a lease another took (this host was frozen past it) is lost
+                session.execute(
+                    update(InferenceJob)
+                    .where(InferenceJob.id.in_(running), InferenceJob.driver == self.name)
+                    .values(lease_expires_at=now + self._lease)
+                )
+            kept = set(
+                session.scalars(
+                    select(InferenceJob.id).where(
+                        InferenceJob.id.in_(running),
+                        InferenceJob.status.in_(_LIVE),
+                        InferenceJob.driver == self.name,
+                    )
+                )
+            )
+        self._take_over()
         with session_scope(self._engine) as session:
             starting = set(
                 session.scalars(
-                    self._mine(select(InferenceJob.id)).where(InferenceJob.status == InferenceJobStatus.STARTING)
-                )
-            )
-            with self._lock:
-                running = set(self._predictors)
-            live = set(
-                session.scalars(
-                    select(InferenceJob.id).where(InferenceJob.id.in_(running), InferenceJob.status.in_(_LIVE))
+                    self._mine(select(InferenceJob.id)).where(
+                        InferenceJob.status == InferenceJobStatus.STARTING, self._free(now)
+                    )
                 )
             )
         for job_id in sorted(starting - running):
-            self._start(job_id)
-        for job_id in sorted(running - live):
+            if self._lease_job(job_id):
+                self._start(job_id)
+        for job_id in sorted(running - kept):
             self._stop(job_id)
 
     def _start_if_wanted(self, job_id: int) -> None:
         if self._job_ids is not None and job_id not in self._job_ids:
             return
-        with session_scope(self._engine) as session:
-            status = session.scalar(select(InferenceJob.status).where(InferenceJob.id == job_id))
         with self._lock:
             known = job_id in self._predictors
-        if status is InferenceJobStatus.STARTING and not known:
+        if not known and self._lease_job(job_id):
             self._start(job_id)
 
     def _stop_if_finished(self, job_id: int) -> None:
@@ -325,7 +386,11 @@ class InferenceSupervisor:
         with session_scope(self._engine) as session:
             changed = session.execute(
                 update(InferenceJob)
-                .where(InferenceJob.id == predictor.job_id, InferenceJob.status == InferenceJobStatus.STARTING)
+                .where(
+                    InferenceJob.id == predictor.job_id,
+                    InferenceJob.status == InferenceJobStatus.STARTING,
+                    InferenceJob.driver == self.name,
+                )
                 .values(status=InferenceJobStatus.RUNNING, predictor_url=predictor.url, error=None)
             ).rowcount
         if changed:
@@ -352,9 +417,18 @@ class InferenceSupervisor:
         with session_scope(self._engine) as session:
             session.execute(
                 update(InferenceJob)
-                .where(InferenceJob.id == predictor.job_id, InferenceJob.status.in_(_LIVE))
+                .where(
+                    InferenceJob.id == predictor.job_id,
+                    InferenceJob.status.in_(_LIVE),
+                    InferenceJob.driver == self.name,
+                )
                 .values(
-                    status=InferenceJobStatus.ERRORED, error=error, predictor_url=None, stopped_at=datetime.now(UTC)
+                    status=InferenceJobStatus.ERRORED,
+                    error=error,
+                    predictor_url=None,
+                    stopped_at=datetime.now(UTC),
+                    driver=None,
+                    lease_expires_at=None,
                 )
             )
 

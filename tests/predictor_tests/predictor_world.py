@@ -183,8 +183,9 @@ class World:
         public: bool = False,
         status: InferenceJobStatus = InferenceJobStatus.STARTING,
         predictor_url: str | None = None,
+        **fields: Any,
     ) -> tuple[int, str]:
-        """An inference job over ``trial_ids`` (of one train job); returns its id and API key."""
+        """An inference job over ``trial_ids`` (of one train job), more columns in ``fields``; returns id and key."""
         api_key = secrets.token_urlsafe(32)
         with session_scope(self.engine) as session:
             train_job_id = session.get(SubJob, session.get(Trial, trial_ids[0]).sub_job_id).train_job_id
@@ -195,6 +196,7 @@ class World:
                 api_key_hash=hashlib.sha256(api_key.encode()).hexdigest(),
                 public=public,
                 predictor_url=predictor_url,
+                **fields,
             )
             session.add(job)
             session.flush()

@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -233,3 +233,34 @@ def test_a_fixed_port_is_for_one_job_only(world: World) -> None:
         InferenceSupervisor(world.engine, LocalEventChannel(), world.settings, port=8200)
     with pytest.raises(ValueError, match="give exactly one job id"):
         InferenceSupervisor(world.engine, LocalEventChannel(), world.settings, job_ids=[1, 2], port=8200)
+
+
+def test_several_hosts_share_the_jobs_by_leases(world: World, start: Start) -> None:
+    """Predictor hosts as ``baobab predictor`` runs them on several machines of a cluster."""
+    stale = "http://127.0.0.1:9"
+    now = datetime.now(UTC)
+    running = {"status": InferenceJobStatus.RUNNING, "predictor_url": stale}
+    held, _ = regression_job(world, **running, driver="alive:1:a", lease_expires_at=now + timedelta(hours=1))
+    orphaned, _ = regression_job(world, **running, driver="dead:1:b", lease_expires_at=now - timedelta(seconds=1))
+    fresh = [regression_job(world)[0] for _ in range(2)]
+    first, _, halt_first = start(reconcile_s=0.2)
+    second, _, _ = start(reconcile_s=0.2)
+
+    served = {
+        job_id: wait_status(world, job_id, InferenceJobStatus.RUNNING, old_url=stale) for job_id in [orphaned, *fresh]
+    }
+    for job_id in served:  # each job by one host, the one named in its lease
+        pids = [s.predictor_pid(job_id) for s in (first, second)]
+        assert sum(pid is not None for pid in pids) == 1, (job_id, pids)
+        owner = first if pids[0] is not None else second
+        assert world.job(job_id).driver == owner.name
+    # a lease that holds is left alone, even on a job whose URL looks dead
+    assert world.job(held).predictor_url == stale and world.job(held).driver == "alive:1:a"
+    assert first.predictor_pid(held) is None and second.predictor_pid(held) is None
+
+    # a host that stops cleanly hands its jobs over at once
+    moved = [job_id for job_id in served if first.predictor_pid(job_id) is not None]
+    halt_first()
+    for job_id in moved:
+        job = wait_status(world, job_id, InferenceJobStatus.RUNNING, old_url=served[job_id].predictor_url)
+        assert job.driver == second.name and second.predictor_pid(job_id) is not None
