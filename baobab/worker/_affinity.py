@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, literal, select, union_all
 from sqlalchemy.orm import Session
 
 from baobab.store import SubJob, Trial, TrialState
 
-__all__ = ["choose_node", "job_holders", "node_loads", "node_of"]
+__all__ = ["affinity_view", "choose_node", "node_of"]
 
 
 def node_of(worker: str) -> str:
@@ -54,21 +55,42 @@ def choose_node(
     return best
 
 
-def job_holders(session: Session, train_job_id: int) -> Counter[str]:
-    """The worker machines that have run trials of a train job, and how many each."""
-    workers = session.scalars(
-        select(Trial.worker)
+def affinity_view(
+    session: Session, train_job_id: int, running_since: datetime, routed: Mapping[int, str]
+) -> tuple[Counter[str], Counter[str]]:
+    """What routing a trial of a job needs, read in one round trip: its holders and every machine's load.
+
+    Args:
+        train_job_id: the job of the trial to send.
+        running_since: a RUNNING trial counts towards its machine's load if it beat since then.
+        routed: trials sent to a machine's own queue (trial id -> machine); those still
+            PENDING (not yet claimed there) count towards that machine's load too.
+
+    Returns:
+        The machines that ran trials of the job and how many each; the trials running
+        on or waiting for each machine.
+    """
+    held = (
+        select(Trial.worker, literal("held"), func.count())
         .join(SubJob, Trial.sub_job_id == SubJob.id)
         .where(SubJob.train_job_id == train_job_id, Trial.worker.is_not(None))
+        .group_by(Trial.worker)
     )
-    return Counter(node_of(worker) for worker in workers)
-
-
-def node_loads(session: Session, running_since: object) -> Counter[str]:
-    """RUNNING trials per worker machine, counting those that beat since ``running_since``."""
-    workers = session.scalars(
-        select(Trial.worker).where(
-            Trial.status == TrialState.RUNNING, Trial.worker.is_not(None), Trial.heartbeat_at >= running_since
-        )
+    running = (
+        select(Trial.worker, literal("running"), func.count())
+        .where(Trial.status == TrialState.RUNNING, Trial.worker.is_not(None), Trial.heartbeat_at >= running_since)
+        .group_by(Trial.worker)
     )
-    return Counter(node_of(worker) for worker in workers)
+    waiting = select(literal(None), literal("waiting"), Trial.id).where(
+        Trial.id.in_(routed), Trial.status == TrialState.PENDING
+    )
+    holders: Counter[str] = Counter()
+    load: Counter[str] = Counter()
+    for worker, kind, value in session.execute(union_all(held, running, waiting)):
+        if kind == "held":
+            holders[node_of(worker)] += value
+        elif kind == "running":
+            load[node_of(worker)] += value
+        else:  # sent to a machine, not yet claimed there
+            load[routed[value]] += 1
+    return holders, load

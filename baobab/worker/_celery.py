@@ -60,7 +60,7 @@ from baobab.store import (
     issue_trial_token,
     session_scope,
 )
-from baobab.worker._affinity import choose_node, job_holders, node_loads
+from baobab.worker._affinity import affinity_view, choose_node
 from baobab.worker._gateway import ApiGateway
 from baobab.worker._runner import WorkerResources, run_trial
 
@@ -328,12 +328,7 @@ class CeleryExecutor:
                 if trial_id in self._shared_only or not self._nodes:
                     return shared, None
                 nodes, routed = dict(self._nodes), dict(self._routed)
-            holders = job_holders(session, job_id)
-            if not holders:
-                return shared, None
-            load = node_loads(session, beating)
-            waiting = session.scalars(select(Trial.id).where(Trial.id.in_(routed), Trial.status == TrialState.PENDING))
-            load.update(routed[t] for t in waiting)  # sent to a worker, not yet claimed there
+            holders, load = affinity_view(session, job_id, beating, routed)
         node = choose_node(holders, nodes, load, queue_ahead=self.queue_ahead)
         return (worker_direct(node), node) if node is not None else (shared, None)
 

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 
-from baobab.worker._affinity import choose_node, node_of
+from sqlalchemy import update
+from worker_world import Platform
+
+from baobab.store import SubJob, Trial, TrialState, session_scope
+from baobab.worker._affinity import affinity_view, choose_node, node_of
 
 
 def test_the_node_is_the_worker_name_without_its_process() -> None:
@@ -29,3 +34,27 @@ def test_no_node_when_each_holder_is_full_or_gone() -> None:
     assert choose_node(Counter({"a@h": 3}), capacity, Counter({"a@h": 1}), queue_ahead=1) == "a@h"
     assert choose_node(Counter({"gone@h": 3}), capacity, Counter(), queue_ahead=1) is None
     assert choose_node(Counter(), capacity, Counter(), queue_ahead=1) is None
+
+
+def test_the_view_counts_holders_running_and_waiting_trials_per_machine(platform: Platform) -> None:
+    """One query on each backend: who ran the job, who runs what now, what waits for whom."""
+    now = datetime.now(UTC)
+    job_trials = [platform.add_trial() for _ in range(5)]
+    other = platform.add_trial(train_args={"other": True})  # another job's trial
+    rows = {
+        job_trials[0]: (TrialState.COMPLETED, "a@h:1", None),
+        job_trials[1]: (TrialState.COMPLETED, "a@h:2", None),
+        job_trials[2]: (TrialState.RUNNING, "b@h:1", now),
+        other: (TrialState.RUNNING, "a@h:1", now - timedelta(minutes=5)),  # silent: no load
+    }
+    with session_scope(platform.engine) as session:
+        for trial_id, (status, worker, beat) in rows.items():
+            session.execute(
+                update(Trial).where(Trial.id == trial_id).values(status=status, worker=worker, heartbeat_at=beat)
+            )
+    routed = {job_trials[3]: "a@h", job_trials[4]: "b@h", job_trials[0]: "b@h"}  # the last was claimed since
+    with session_scope(platform.engine) as session:
+        job_id = session.get(SubJob, session.get(Trial, job_trials[0]).sub_job_id).train_job_id
+        holders, load = affinity_view(session, job_id, now - timedelta(seconds=60), routed)
+    assert holders == Counter({"a@h": 2, "b@h": 1})
+    assert load == Counter({"b@h": 2, "a@h": 1})  # b runs one and has one waiting; a has one waiting
