@@ -4,9 +4,10 @@ A worker machine keeps what its trials fetched (datasets, templates, shared para
 its artifact cache; decoded datasets in its pool processes), so the next trial of the same
 job starts sooner there. The Celery executor therefore sends a trial to the direct queue
 of a live worker that has run trials of the job before (Celery's ``worker_direct``; the
-one that ran most of them), as long as that worker has room: no more trials running or
-waiting for it than its slots and the one queued ahead per slot. Otherwise, or for a job's first trials, the trial goes
-to the shared queue, where any worker takes it.
+one that ran most of them) when that worker has a free slot, or when every machine is
+busy and it has room for one more trial queued ahead per slot. Otherwise, or for a job's
+first trials, the trial goes to the shared queue, where any worker takes it: affinity
+never leaves a machine idle while a trial waits elsewhere.
 
 A direct queue has one reader. A trial sent to a worker that then dies would wait there
 for good, so the executor watches the workers (Celery's ``inspect``) and sends the
@@ -36,10 +37,13 @@ def node_of(worker: str) -> str:
 def choose_node(
     holders: Mapping[str, int], capacity: Mapping[str, int], load: Mapping[str, int], *, queue_ahead: int
 ) -> str | None:
-    """The live holder of the job's data that ran most of its trials and has room; ``None`` if none has.
+    """The live holder of the job's data to send a trial to, or ``None`` for the shared queue.
 
-    Ranking by trials run keeps a job on the machine it settled on (its caches are the
-    warmest there) instead of spreading it over every machine it ever touched.
+    Affinity never keeps a trial from a machine that could start it at once: a holder with
+    a free slot is chosen; failing that, the trial waits at a busy holder (its queued-ahead
+    place) only when no machine at all has a free slot, else it goes to the shared queue,
+    where the idle machine takes it. Among holders, the one that ran most of the job's
+    trials comes first (its caches are the warmest), then the one with the most room.
 
     Args:
         holders: worker machines that ran trials of the job, and how many.
@@ -47,12 +51,21 @@ def choose_node(
         load: trials running on, or sent to and not yet claimed by, each machine.
         queue_ahead: trials a slot may have waiting besides the one it runs.
     """
-    best, best_rank = None, (0, 0)
-    for node in sorted(holders):
-        room = capacity.get(node, 0) * (1 + queue_ahead) - load.get(node, 0)
-        if room > 0 and (holders[node], room) > best_rank:
-            best, best_rank = node, (holders[node], room)
-    return best
+
+    def best(limit: int) -> str | None:
+        chosen, chosen_rank = None, (0, 0)
+        for node in sorted(holders):
+            room = capacity.get(node, 0) * limit - load.get(node, 0)
+            if room > 0 and (holders[node], room) > chosen_rank:
+                chosen, chosen_rank = node, (holders[node], room)
+        return chosen
+
+    free_holder = best(1)
+    if free_holder is not None:
+        return free_holder
+    if any(load.get(node, 0) < slots for node, slots in capacity.items()):
+        return None  # a machine without the job's data is idle: it starts the trial sooner
+    return best(1 + queue_ahead)
 
 
 def affinity_view(
