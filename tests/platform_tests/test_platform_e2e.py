@@ -21,8 +21,12 @@ TRIALS = 4
 
 
 def _answers(url: str) -> bool:
+    """Whether anything still listens at ``url``: a connection refused says no; a reply cut off
+    by the predictor going down says it was still there."""
     try:
         requests.get(f"{url}/health", timeout=1)
+    except requests.exceptions.ChunkedEncodingError:
+        return True
     except requests.ConnectionError:
         return False
     return True
