@@ -45,7 +45,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, or_, select, update
+from sqlalchemy import Engine, and_, or_, select, update
 
 from baobab import Settings
 from baobab._settings import ENV_PREFIX
@@ -200,8 +200,14 @@ class InferenceSupervisor:
         with session_scope(self._engine) as session:
             taken = session.execute(
                 self._mine(update(InferenceJob))
-                .where(InferenceJob.status == InferenceJobStatus.RUNNING, self._free(now))
-                .where(InferenceJob.driver.is_(None) | (InferenceJob.driver != self.name))
+                .where(
+                    InferenceJob.status == InferenceJobStatus.RUNNING,
+                    # released, or another's run out (this supervisor's own RUNNING jobs are served here)
+                    or_(
+                        InferenceJob.driver.is_(None),
+                        and_(InferenceJob.driver != self.name, InferenceJob.lease_expires_at < now),
+                    ),
+                )
                 .values(
                     status=InferenceJobStatus.STARTING,
                     predictor_url=None,
