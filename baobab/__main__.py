@@ -1,5 +1,5 @@
 """``python -m baobab``: the ``baobab`` command line, for when its script is not on PATH."""
 
-from baobab.sdk.cli import main
+from baobab.cli import main
 
 main()

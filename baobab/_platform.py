@@ -71,11 +71,6 @@ class Platform:
         engine = app.extensions["baobab"].engine  # one connection pool for every part
         self._parts["engine"] = engine
         try:
-            executor = LocalExecutor(self.settings, events, workers=self.workers, engine=engine)
-            self._parts["executor"] = executor
-            driver = JobDriver(engine, executor, events, self.settings)
-            supervisor = InferenceSupervisor(engine, events, self.settings, host=self.host)
-            self._parts["supervisor"] = supervisor
             # Our own socket map: stopping closes the idle keep-alive connections in it too,
             # which would otherwise keep the server's loop (and the shutdown) waiting.
             sockets: dict[int, Any] = {}
@@ -85,6 +80,12 @@ class Platform:
             # A wildcard address is where it listens, not where a client connects.
             shown = "127.0.0.1" if self.host in ("", "0.0.0.0") else self.host
             self.url = f"http://{shown}:{server.effective_port}"
+            # The workers report through the API (they hold no database); it answers once it runs.
+            executor = LocalExecutor(self.settings, events, api_url=self.url, workers=self.workers, engine=engine)
+            self._parts["executor"] = executor
+            driver = JobDriver(engine, executor, events, self.settings)
+            supervisor = InferenceSupervisor(engine, events, self.settings, host=self.host)
+            self._parts["supervisor"] = supervisor
             self._spawn("baobab-driver", driver.run, self._stop)
             self._spawn("baobab-supervisor", supervisor.run, self._stop)
             self._spawn("baobab-api", server.run)

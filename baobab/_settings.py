@@ -20,8 +20,10 @@ in Baobab reads ``os.environ`` for a setting except :meth:`Settings.from_env`.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import re
+import secrets
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -33,8 +35,13 @@ from baobab.exceptions import SettingsError
 __all__ = ["ENV_PREFIX", "SETTINGS", "Executor", "Mode", "Setting", "Settings", "SettingsError"]
 
 ENV_PREFIX = "BAOBAB_"
-_DEV_SECRET_KEY = "baobab-development-key-do-not-use-in-production"
+#: The key earlier versions signed with when none was set: published, so refused everywhere.
+_PUBLIC_SECRET_KEY = "baobab-development-key-do-not-use-in-production"
+#: Where embedded mode keeps the key it made (mode 0600), under ``home``.
+SECRET_KEY_FILE = "secret_key"
 _MASK = "********"
+#: Settings that are URLs which may carry a password.
+_CREDENTIAL_URLS = ("database_url", "broker_url")
 # The password in ``scheme://user:password@host...`` (user may be empty, as in Redis URLs).
 # A memory size as Docker takes it: a whole number of bytes, or with b, k, m or g.
 _DOCKER_SIZE = re.compile(r"[1-9][0-9]*[bkmgBKMG]?")
@@ -163,7 +170,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("broker_url", str, None, "Celery broker URL (Redis or RabbitMQ); required by the celery executor"),
     Setting("executor", Executor, Executor.LOCAL, "where trials run: local, celery, docker or kubernetes"),
-    Setting("secret_key", str, _DEV_SECRET_KEY, "key that signs session tokens", secret=True),
+    Setting(
+        "secret_key",
+        str,
+        None,
+        "key that signs session and trial tokens (embedded default: a random one kept in home/secret_key)",
+        secret=True,
+    ),
     Setting("mode", Mode, Mode.EMBEDDED, "embedded (development defaults allowed) or production"),
     Setting("admin_email", str, None, "email of the superadmin created on first start"),
     Setting("admin_password", str, None, "password of the superadmin created on first start", secret=True),
@@ -224,7 +237,7 @@ class Settings:
     artifacts_url: str
     broker_url: str | None
     executor: Executor
-    secret_key: str
+    secret_key: str | None
     mode: Mode
     admin_email: str | None
     admin_password: str | None
@@ -261,7 +274,12 @@ class Settings:
                 the valid ones), the celery executor without a broker, or production mode
                 with the development secret key.
         """
-        environ = os.environ if environ is None else environ
+        if environ is None:
+            from baobab._sandbox import hide_from_proc  # not for SDK users, who import this module too
+
+            environ = os.environ
+            # Read once here; what template processes of this one could read of them goes.
+            hide_from_proc(s.env for s in SETTINGS if s.secret or s.name in _CREDENTIAL_URLS)
         for name in sorted(environ):
             if name.startswith(ENV_PREFIX) and name not in _BY_ENV:
                 raise SettingsError(f"unknown setting {name}{_did_you_mean(name, env=True)}", setting=name)
@@ -310,6 +328,19 @@ class Settings:
                 env[setting.env] = value.value if isinstance(value, StrEnum) else str(value)
         return env
 
+    def signing_key(self) -> str:
+        """The key that signs tokens: ``BAOBAB_SECRET_KEY``, or in embedded mode one of this home's.
+
+        Embedded mode makes a random key on first use and keeps it in
+        ``home/secret_key`` (mode 0600), so every process on this home agrees on it and
+        nobody else can guess it; production mode refuses to start without the variable.
+        """
+        if self.secret_key is not None:
+            return self.secret_key
+        if self.mode is Mode.PRODUCTION:
+            raise SettingsError("production mode needs BAOBAB_SECRET_KEY", setting="BAOBAB_SECRET_KEY")
+        return _home_secret(self.home / SECRET_KEY_FILE)
+
     def __repr__(self) -> str:
         shown = (f"{s.name}={_shown(s, getattr(self, s.name), True)!r}" for s in SETTINGS)
         return f"Settings({', '.join(shown)})"
@@ -333,12 +364,53 @@ class Settings:
                 "such as 512m or 4g",
                 setting="BAOBAB_DOCKER_MEMORY_PER_SLOT",
             )
-        if self.mode is Mode.PRODUCTION and self.secret_key == _DEV_SECRET_KEY:
+        if self.secret_key == _PUBLIC_SECRET_KEY:
             raise SettingsError(
-                "production mode refuses the development secret key: set BAOBAB_SECRET_KEY to a random value, "
-                "e.g. the output of: python -c 'import secrets; print(secrets.token_urlsafe(32))'",
+                "BAOBAB_SECRET_KEY is the development key that earlier versions published: anyone could sign "
+                f"tokens with it. {_MAKE_A_KEY}",
                 setting="BAOBAB_SECRET_KEY",
             )
+        if self.mode is Mode.PRODUCTION and self.secret_key is None:
+            raise SettingsError(f"production mode needs a secret key: {_MAKE_A_KEY}", setting="BAOBAB_SECRET_KEY")
+
+
+_MAKE_A_KEY = (
+    "set BAOBAB_SECRET_KEY to a random value, e.g. the output of: "
+    "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+)
+
+
+@functools.cache
+def _home_secret(path: Path) -> str:
+    """The key kept in ``path``, made (random, mode 0600) when there is none.
+
+    The file is written whole under a temporary name and linked into place, so a
+    process starting beside another never reads half a key, and the first one wins.
+    """
+    try:
+        return _read_secret(path)
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}-{secrets.token_hex(8)}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(48) + "\n")
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            pass  # another process made it first: use theirs
+    finally:
+        temp.unlink(missing_ok=True)
+    return _read_secret(path)
+
+
+def _read_secret(path: Path) -> str:
+    key = path.read_text().strip()
+    if len(key) < 32:
+        raise SettingsError(f"{path} holds no usable secret key; delete it to have a new one made", setting=str(path))
+    return key
 
 
 def _shown(setting: Setting, value: Any, censored: bool) -> str:

@@ -126,9 +126,15 @@ def run_baobab(client: Client, dataset_id: int, model_id: int, workload: Workloa
     app = f"overhead-{workload.name}"
     budget = {"MODEL_TRIAL_COUNT": workload.trials, "GPU_COUNT": 0}
     client.create_train_job(
-        app, "TABULAR_REGRESSION", dataset_id, dataset_id, [model_id], budget,
-        train_args={"sleep_s": workload.sleep_s}, strategy="random",
-    )  # fmt: skip
+        app,
+        "TABULAR_REGRESSION",
+        train_dataset_id=dataset_id,
+        val_dataset_id=dataset_id,
+        model_ids=[model_id],
+        budget=budget,
+        train_args={"sleep_s": workload.sleep_s},
+        strategy="random",
+    )
     job = client.wait_for_train_job(app, timeout=3600, progress=False)
     if job["trial_counts"]["COMPLETED"] != workload.trials:
         raise SystemExit(f"{app}: not every trial completed: {job['trial_counts']}")
@@ -200,7 +206,7 @@ def run_cluster(
         ) as cluster:  # fmt: skip
             client = Client(cluster.url)
             client.login(EMAIL, PASSWORD)
-            dataset = client.create_dataset("tiny", "TABULAR", folder / "data.csv")
+            dataset = client.create_dataset("tiny", folder / "data.csv", format="TABULAR")
             model = client.create_model(TEMPLATE, task="TABULAR_REGRESSION", class_name="Sleeper")
             for workload in workloads if machines == WORKERS else [w for w in workloads if w.sleep_s]:
                 if machines == 1:
@@ -320,7 +326,7 @@ def main() -> None:
         with LocalPlatform(folder / "home", workers=WORKERS, settings=settings) as baobab:
             client = Client(baobab.url)
             client.login(EMAIL, PASSWORD)
-            dataset = client.create_dataset("tiny", "TABULAR", data)
+            dataset = client.create_dataset("tiny", data, format="TABULAR")
             model = client.create_model(TEMPLATE, task="TABULAR_REGRESSION", class_name="Sleeper")
             for workload in workloads:
                 bare_wall, busy = run_bare(workload)

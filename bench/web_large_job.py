@@ -249,7 +249,9 @@ def main() -> None:
             client = Client(running.url)
             me = client.login(EMAIL, PASSWORD)["user"]
             build_tabular("breast_cancer", Path(folder) / "data")
-            dataset = client.create_dataset("bench", "TABULAR", Path(folder) / "data" / "train.csv", target="target")
+            dataset = client.create_dataset(
+                "bench", Path(folder) / "data" / "train.csv", format="TABULAR", target="target"
+            )
             started = time.perf_counter()
             app = fill_job(database_url, me["id"], dataset["id"], args.trials, args.metrics, seed=1)
             fill_s = time.perf_counter() - started

@@ -51,15 +51,20 @@ def main() -> None:
         print(f"baobab up at {platform.url}; its log: {platform.log}", flush=True)
         client = Client(platform.url)
         client.login(EMAIL, PASSWORD)
-        train = client.create_dataset("fashion-mnist train", "IMAGE_FILES", data / "train.zip")
-        val = client.create_dataset("fashion-mnist val", "IMAGE_FILES", data / "val.zip")
+        train = client.create_dataset("fashion-mnist train", data / "train.zip", format="IMAGE_FILES")
+        val = client.create_dataset("fashion-mnist val", data / "val.zip", format="IMAGE_FILES")
         models = [
             client.create_model(ROOT / path, task="IMAGE_CLASSIFICATION", class_name=name, access="PUBLIC")
             for path, name in MODELS
         ]
         budget = {"TIME_HOURS": args.minutes / 60, "MODEL_TRIAL_COUNT": args.trials, "GPU_COUNT": 0}
         job = client.create_train_job(
-            "fashion-demo", "IMAGE_CLASSIFICATION", train["id"], val["id"], [m["id"] for m in models], budget
+            "fashion-demo",
+            "IMAGE_CLASSIFICATION",
+            train_dataset_id=train["id"],
+            val_dataset_id=val["id"],
+            model_ids=[m["id"] for m in models],
+            budget=budget,
         )
         print(f"train job fashion-demo v{job['app_version']}: {len(models)} templates, budget {budget}", flush=True)
         job = client.wait_for_train_job("fashion-demo", job["app_version"])

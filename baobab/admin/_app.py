@@ -76,7 +76,7 @@ def create_app(settings: Settings | None = None, events: EventChannel | None = N
     app.extensions[EXTENSION] = AdminState(
         settings=settings,
         engine=engine,
-        tokens=token_serializer(settings.secret_key),
+        tokens=token_serializer(settings.signing_key()),
         artifacts=artifacts,
         events=events if events is not None else LocalEventChannel(),
     )

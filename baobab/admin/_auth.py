@@ -29,12 +29,13 @@ from itsdangerous import BadData, SignatureExpired, URLSafeTimedSerializer
 
 from baobab.admin._state import admin_state
 from baobab.exceptions import AuthenticationError, PermissionDeniedError
-from baobab.store import User, UserRole, session_scope
+from baobab.store import User, UserRole, session_scope, trial_of_token
 
 __all__ = [
     "MIN_PASSWORD_LENGTH",
     "TOKEN_MAX_AGE_S",
     "authenticate",
+    "check_trial_token",
     "check_password_rules",
     "current_user",
     "hash_password",
@@ -207,3 +208,19 @@ def require_roles(*roles: UserRole) -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def check_trial_token(trial_id: int) -> None:
+    """The request must carry the token of ``trial_id``: the one its worker got with it.
+
+    A trial's token opens the worker routes of that trial alone; the worker holds no
+    user's token and no database credentials.
+    """
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthenticationError("missing trial token: send 'Authorization: Bearer <the token the trial came with>'")
+    granted = trial_of_token(admin_state().settings.signing_key(), token.strip())
+    if granted is None:
+        raise AuthenticationError("invalid trial token: it was not issued by this platform, or it expired")
+    if granted != trial_id:
+        raise PermissionDeniedError(f"this token is for trial {granted}, not trial {trial_id}")

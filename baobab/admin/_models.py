@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.utils import secure_filename
 
+from baobab._sandbox import protected_paths
 from baobab.admin._auth import current_user, require_roles
 from baobab.admin._body import enum_field, multipart_upload, string_field
 from baobab.admin._openapi import api_doc, register_schema
@@ -175,7 +176,15 @@ def create_model() -> tuple[dict[str, Any], int]:
         path.write_bytes(source)
         timeout_s = float(current_app.config.get(CHECK_TIMEOUT_CONFIG, DEFAULT_CHECK_TIMEOUT_S))
         try:
-            config = check_template_in_process(path, class_name, task, timeout_s=timeout_s, shown_as=shown_as)
+            settings = admin_state().settings
+            config = check_template_in_process(
+                path,
+                class_name,
+                task,
+                timeout_s=timeout_s,
+                shown_as=shown_as,
+                protected=protected_paths(settings.home, settings.database_url, settings.artifacts_url),
+            )
             knob_config = json.dumps(config, allow_nan=False)
             knob_config_from_json(knob_config)  # what the process answered must decode, as jobs will decode it
         except TemplateError as e:

@@ -19,23 +19,31 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request, send_file
+from sqlalchemy import select
+from sqlalchemy.orm import aliased
 
-from baobab.admin._auth import public
+from baobab.admin._auth import check_trial_token, public
 from baobab.admin._body import enum_field, json_object, string_field
 from baobab.admin._openapi import api_doc
 from baobab.admin._state import admin_state
-from baobab.exceptions import AuthenticationError, PermissionDeniedError, RequestError
+from baobab.exceptions import ArtifactNotFoundError, NotFoundError, RequestError
 from baobab.store import (
     ClaimRefused,
+    Dataset,
     Event,
     EventKind,
+    ModelTemplate,
+    SubJob,
+    TrainJob,
+    Trial,
     TrialState,
     add_trial_records,
     beat_trial,
     claim_trial,
     finish_trial,
-    trial_of_token,
+    params_key,
+    session_scope,
 )
 
 __all__ = ["blueprint"]
@@ -45,19 +53,6 @@ blueprint = Blueprint("worker", __name__, url_prefix="/api/v1/worker/trials")
 _FINAL = (TrialState.COMPLETED, TrialState.STOPPED, TrialState.ERRORED)
 #: Rows one records request may carry; a worker sends what piled up since its last request.
 _MAX_RECORDS = 10_000
-
-
-def _check_token(trial_id: int) -> None:
-    """The request must carry the token of ``trial_id``."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise AuthenticationError("missing trial token: send 'Authorization: Bearer <the token the trial came with>'")
-    granted = trial_of_token(admin_state().settings.secret_key, token.strip())
-    if granted is None:
-        raise AuthenticationError("invalid trial token: it was not issued by this platform, or it expired")
-    if granted != trial_id:
-        raise PermissionDeniedError(f"this token is for trial {granted}, not trial {trial_id}")
 
 
 def _int_field(body: dict[str, Any], name: str) -> int:
@@ -122,7 +117,7 @@ def _log_rows(body: dict[str, Any]) -> list[dict[str, Any]]:
 @api_doc(summary="Claim a trial for a worker (trial token)")
 def claim(trial_id: int) -> dict[str, Any]:
     """Set the trial RUNNING for the worker, or say why not (finished, or running on a live worker)."""
-    _check_token(trial_id)
+    check_trial_token(trial_id)
     body = json_object(fields=("worker",))
     worker = string_field(body, "worker")
     state = admin_state()
@@ -147,7 +142,7 @@ def claim(trial_id: int) -> dict[str, Any]:
 @api_doc(summary="Heartbeat of a running trial (trial token)")
 def beat(trial_id: int) -> dict[str, Any]:
     """Refresh the heartbeat; answers whether the claim is still current and any stop reason."""
-    _check_token(trial_id)
+    check_trial_token(trial_id)
     body = json_object(fields=("attempt",))
     current, stop_reason = beat_trial(
         admin_state().engine, trial_id, _int_field(body, "attempt"), now=datetime.now(UTC)
@@ -159,7 +154,7 @@ def beat(trial_id: int) -> dict[str, Any]:
 @public
 @api_doc(summary="Interim metrics and log lines of a running trial (trial token)")
 def records(trial_id: int) -> dict[str, Any]:
-    _check_token(trial_id)
+    check_trial_token(trial_id)
     body = json_object(fields=("metrics", "logs"))
     metrics, logs = _metric_rows(body), _log_rows(body)
     if len(metrics) + len(logs) > _MAX_RECORDS:
@@ -176,7 +171,7 @@ def records(trial_id: int) -> dict[str, Any]:
 @api_doc(summary="Store a trial's outcome (trial token)")
 def finish(trial_id: int) -> dict[str, Any]:
     """Store the final state while the claim is current; answers the state the trial has now."""
-    _check_token(trial_id)
+    check_trial_token(trial_id)
     fields = ("attempt", "status", "score", "params_path", "error", "traceback", "log_line")
     body = json_object(fields=fields)
     attempt = _int_field(body, "attempt")
@@ -202,3 +197,72 @@ def finish(trial_id: int) -> dict[str, Any]:
     if now_status is status:
         state.events.publish(Event(EventKind.TRIAL_FINISHED, trial_id))
     return {"status": None if now_status is None else now_status.value}
+
+
+# -- the artifacts of one trial -------------------------------------------------------------
+
+_TRAIN, _VAL = aliased(Dataset), aliased(Dataset)
+
+
+def _inputs(trial_id: int) -> set[str]:
+    """The artifact keys trial ``trial_id`` may read: its template, datasets and shared parameters.
+
+    A local worker confined to its own folder reads nothing else; these routes are
+    how it gets what its trial needs and no other user's artifacts.
+    """
+    query = (
+        select(ModelTemplate.artifact_path, _TRAIN.artifact_path, _VAL.artifact_path, Trial.shared_params_path)
+        .select_from(Trial)
+        .join(SubJob, SubJob.id == Trial.sub_job_id)
+        .join(TrainJob, TrainJob.id == SubJob.train_job_id)
+        .join(ModelTemplate, ModelTemplate.id == SubJob.model_template_id)
+        .join(_TRAIN, _TRAIN.id == TrainJob.train_dataset_id)
+        .join(_VAL, _VAL.id == TrainJob.val_dataset_id)
+        .where(Trial.id == trial_id)
+    )
+    with session_scope(admin_state().engine) as session:
+        row = session.execute(query).first()
+    return set() if row is None else {key for key in row if key}
+
+
+def _key_arg() -> str:
+    key = request.args.get("key", "")
+    if not key:
+        raise RequestError("the query needs 'key': the artifact key", field="key")
+    return key
+
+
+@blueprint.get("/<int:trial_id>/artifact")
+@public
+@api_doc(
+    summary="Read an input of a trial: its template, a dataset or its shared parameters (trial token)",
+    query={"key": {"type": "string", "required": True, "description": "the artifact key the claim named"}},
+)
+def read_artifact(trial_id: int) -> Response:
+    check_trial_token(trial_id)
+    key = _key_arg()
+    if key not in _inputs(trial_id):
+        raise NotFoundError(f"trial {trial_id} has no input {key!r}")
+    try:
+        stream = admin_state().artifacts.open(key)
+    except ArtifactNotFoundError:
+        raise NotFoundError(f"{key!r} is missing from the artifact store") from None
+    return send_file(stream, mimetype="application/octet-stream", conditional=False)
+
+
+@blueprint.put("/<int:trial_id>/params")
+@public
+@api_doc(summary="Store a trial's parameters, safetensors bytes as the body (trial token)")
+def put_params(trial_id: int) -> dict[str, Any]:
+    check_trial_token(trial_id)
+    key = params_key(trial_id)
+    admin_state().artifacts.put_stream(key, iter(lambda: request.stream.read(1 << 20), b""))
+    return {"key": key}
+
+
+@blueprint.delete("/<int:trial_id>/params")
+@public
+@api_doc(summary="Delete the parameters of a trial that ended otherwise (trial token)")
+def delete_params(trial_id: int) -> dict[str, Any]:
+    check_trial_token(trial_id)
+    return {"deleted": admin_state().artifacts.delete(params_key(trial_id))}

@@ -4,7 +4,7 @@ Two families of routes:
 
 - **for users** (a user's token): list and read zoo models and download their
   parameters, upload a model trained elsewhere, choose a parent for a posted graph
-  (``POST /zoo/parent``, what ``Client.warm_start`` does) and record that it was used;
+  (``POST /zoo/parent``, what ``baobab.zoo.warm_start`` does) and record that it was used;
 - **for the worker of one trial** (the trial's token, as the ``/worker`` routes take):
   ``/zoo/trials/<id>/parent``, ``.../params/<zoo id>``, ``.../warm_start`` and
   ``.../model``: choose its parent, download the parent's parameters, record the warm
@@ -32,7 +32,7 @@ from flask import Blueprint, Response, request, send_file
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from baobab.admin._auth import current_user, public, require_roles
+from baobab.admin._auth import check_trial_token, current_user, public, require_roles
 from baobab.admin._body import enum_field, json_object, multipart_upload, string_field
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._state import admin_state
@@ -41,9 +41,7 @@ from baobab.admin._trials import find_trial
 from baobab.admin._users import ADMIN_ROLES
 from baobab.exceptions import (
     ArtifactNotFoundError,
-    AuthenticationError,
     NotFoundError,
-    PermissionDeniedError,
     RequestError,
 )
 from baobab.model import Task
@@ -52,7 +50,6 @@ from baobab.store import (
     UserRole,
     ZooModel,
     session_scope,
-    trial_of_token,
 )
 from baobab.zoo._client import ParentOffer
 from baobab.zoo._graph import GraphFormatError, ModelGraph
@@ -386,18 +383,6 @@ def record_zoo_parent(zoo_model_id: int) -> tuple[str, int]:
 # -- the worker of one trial (the trial's token) ----------------------------------------------
 
 
-def _check_trial_token(trial_id: int) -> None:
-    """The request must carry the token of ``trial_id`` (the one its worker got with it)."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise AuthenticationError("missing trial token: send 'Authorization: Bearer <the token the trial came with>'")
-    granted = trial_of_token(admin_state().settings.secret_key, token.strip())
-    if granted is None:
-        raise AuthenticationError("invalid trial token: it was not issued by this platform, or it expired")
-    if granted != trial_id:
-        raise PermissionDeniedError(f"this token is for trial {granted}, not trial {trial_id}")
-
-
 def _trial_params_url(trial_id: int, zoo_model_id: int) -> str:
     return f"{blueprint.url_prefix}/trials/{trial_id}/params/{zoo_model_id}"
 
@@ -412,7 +397,7 @@ def _trial_params_url(trial_id: int, zoo_model_id: int) -> str:
 )
 def choose_trial_parent(trial_id: int) -> dict[str, Any]:
     """The parent for the trial's model among its job owner's and the PUBLIC zoo models of the job's task."""
-    _check_trial_token(trial_id)
+    check_trial_token(trial_id)
     graph = _graph(json_object(fields=("graph",)).get("graph"), "graph")
     state = admin_state()
     owner_id, task = trial_job(state.engine, trial_id)
@@ -434,7 +419,7 @@ def choose_trial_parent(trial_id: int) -> dict[str, Any]:
 )
 def download_trial_parent_params(trial_id: int, zoo_model_id: int) -> Response:
     """The parameters of a zoo model the trial may start from."""
-    _check_trial_token(trial_id)
+    check_trial_token(trial_id)
     owner_id, _ = trial_job(admin_state().engine, trial_id)
     with session_scope(admin_state().engine) as session:
         key = _find(session, zoo_model_id, owner_id=owner_id).params_path
@@ -455,7 +440,7 @@ def download_trial_parent_params(trial_id: int, zoo_model_id: int) -> Response:
 )
 def record_trial_warm_start(trial_id: int) -> tuple[str, int]:
     """The trial started from this zoo model: its row says so, and the parent's retention value grows."""
-    _check_trial_token(trial_id)
+    check_trial_token(trial_id)
     body = json_object(fields=("zoo_model_id", "similarity"))
     zoo_model_id = body.get("zoo_model_id")
     if isinstance(zoo_model_id, bool) or not isinstance(zoo_model_id, int):
@@ -482,7 +467,7 @@ def record_trial_warm_start(trial_id: int) -> tuple[str, int]:
 )
 def register_trial_model(trial_id: int) -> tuple[dict[str, Any], int]:
     """Score, parameters, task, dataset and owner are the trial's; only its graph is posted."""
-    _check_trial_token(trial_id)
+    check_trial_token(trial_id)
     graph = _graph(json_object(fields=("graph",)).get("graph"), "graph")
     state = admin_state()
     model = register_trial(state.engine, state.artifacts, trial_id, graph, budget_bytes=_budget())

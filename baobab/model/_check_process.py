@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from baobab._sandbox import Confinement, confine, template_env
 from baobab.exceptions import TemplateError
 from baobab.model._knobs import KnobConfig, knob_config_to_json
 from baobab.model._tasks import Task
@@ -45,13 +46,6 @@ __all__ = ["DEFAULT_CHECK_TIMEOUT_S", "check_template_in_process", "main"]
 DEFAULT_CHECK_TIMEOUT_S = 60.0
 
 _EXIT_OK, _EXIT_REFUSED, _EXIT_USAGE = 0, 1, 2
-#: The environment variables a template check inherits; everything else (secrets) stays behind.
-_ENV_KEPT = (
-    "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH",
-    "SYSTEMROOT",
-)  # fmt: skip
-#: Set for the check: prints reach the output before a crash, and BLAS starts one thread, not one per core.
-_ENV_SET = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _TAIL_LINES = 25
 _TAIL_BYTES = 64 * 1024
 _MAX_ANSWER_BYTES = 16 * 2**20
@@ -75,15 +69,21 @@ def _check(path: str, class_name: str) -> KnobConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The child: check ``FILE CLASS_NAME TASK``, answer one JSON line, return the exit status."""
+    """The child: check ``FILE CLASS_NAME TASK [CONFINEMENT]``, answer one JSON line, return the exit status.
+
+    CONFINEMENT (JSON, see :mod:`baobab._sandbox`) is taken on before the template is read.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 3:
-        print("usage: python -m baobab.model._check_process FILE CLASS_NAME TASK", file=sys.stderr)
+    if len(args) not in (3, 4):
+        print("usage: python -m baobab.model._check_process FILE CLASS_NAME TASK [CONFINEMENT]", file=sys.stderr)
         return _EXIT_USAGE
-    path, class_name, task = args
+    path, class_name, task = args[:3]
     if task not in Task.__members__:
         print(f"unknown task {task!r}; valid tasks: {', '.join(Task)}", file=sys.stderr)
         return _EXIT_USAGE
+    if len(args) == 4:
+        confinement = Confinement.from_json(args[3])
+        confine(Confinement(confinement.protected, confinement.private, (Path(path),)))
     faulthandler.enable()  # a crash in C code still shows the template's Python frames on stderr
     # The answer keeps the original stdout; the template's prints, Python's and C's, go to stderr.
     answer = os.fdopen(os.dup(1), "w", encoding="utf-8")
@@ -112,6 +112,7 @@ def check_template_in_process(
     *,
     timeout_s: float = DEFAULT_CHECK_TIMEOUT_S,
     shown_as: str | None = None,
+    protected: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """Check the template file at ``path`` in a child process; return its knob config as a JSON object.
 
@@ -121,6 +122,8 @@ def check_template_in_process(
         task: what the template is uploaded for.
         timeout_s: past this the child and everything it started are killed.
         shown_as: how messages name the file (the client's file name); ``path`` when None.
+        protected: paths the template's code may not touch (the platform's home, database
+            and artifacts; see :mod:`baobab._sandbox`); the file itself stays readable.
 
     Raises:
         TemplateError: the template is refused; the message says why (the template's
@@ -133,13 +136,17 @@ def check_template_in_process(
         tempfile.TemporaryFile() as out,
         tempfile.TemporaryFile() as err,
     ):
-        env = {name: os.environ[name] for name in _ENV_KEPT if name in os.environ}
-        env.update(_ENV_SET, HOME=work, TMPDIR=work)
+        # Prints reach the output before a crash; BLAS starts one thread, not one per core.
+        env = template_env(threads=1, PYTHONUNBUFFERED="1")
+        env.update(HOME=work, TMPDIR=work)
         # The child must find this baobab even when it is not installed (run from a checkout).
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         process = subprocess.Popen(
-            [sys.executable, "-m", "baobab.model._check_process", str(file), class_name, str(Task(task))],
+            [
+                sys.executable, "-m", "baobab.model._check_process", str(file), class_name, str(Task(task)),
+                Confinement(tuple(protected), private=Path(work)).to_json(),
+            ],  # fmt: skip
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,

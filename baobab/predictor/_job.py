@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from baobab import Settings
+from baobab._sandbox import Confinement, protected_paths
 from baobab.exceptions import BaobabError
 from baobab.model import DatasetFormat, Task
 from baobab.predictor._queries import QueryFormat
@@ -89,13 +90,16 @@ def load_job(settings: Settings, job_id: int) -> PredictorJob:
             ).all()
             dataset = train_job.train_dataset
             task, train_args = train_job.task, dict(train_job.train_args or {})
-            public, api_key_hash = job.public, job.api_key_hash
+            public, api_key_hash, owner = job.public, job.api_key_hash, job.owner_id
             dataset_key, dataset_format = dataset.artifact_path, dataset.format
     finally:
         engine.dispose()
     if not rows:
         raise JobNotServableError(f"inference job {job_id} has no members")
-    cache_dir = str(settings.home / "cache")
+    # The members' processes serve the job's owner: confined to that user's folder, as trial workers are.
+    private = settings.home / "workers" / f"owner-{owner}"
+    protected = protected_paths(settings.home, settings.database_url, settings.artifacts_url)
+    confinement = Confinement(protected, private=private).to_json()
     members = [
         MemberSpec(
             trial_id=trial.id,
@@ -109,7 +113,8 @@ def load_job(settings: Settings, job_id: int) -> PredictorJob:
                 class_name=template.class_name,
                 knobs=trial.knobs,
                 params_key=trial.params_path or "",
-                cache_dir=cache_dir,
+                cache_dir=str(private / "cache"),
+                confinement=confinement,
             ),
         )
         for trial, template in rows

@@ -1,4 +1,4 @@
-"""The Python client and the ``baobab`` command line.
+"""The Python client of a Baobab server (the ``baobab`` command line is :mod:`baobab.cli`).
 
 ``from baobab.sdk import Client`` talks to a Baobab server over HTTP only: importing
 it loads ``requests`` and ``tqdm``, never the server's parts (no SQLAlchemy, no NumPy),

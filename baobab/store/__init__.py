@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from baobab.store._artifacts import ArtifactError, ArtifactNotFoundError, ArtifactStore, validate_key
+from baobab.store._artifacts import ArtifactError, ArtifactNotFoundError, ArtifactStore, params_key, validate_key
 from baobab.store._builders import (
     FASHION_MNIST_CLASSES,
     FASHION_MNIST_SOURCE,
@@ -51,6 +51,7 @@ __all__ = [
     "ArtifactError",
     "ArtifactNotFoundError",
     "ArtifactStore",
+    "params_key",
     "FASHION_MNIST_CLASSES",
     "FASHION_MNIST_SOURCE",
     "IMAGES_CSV",

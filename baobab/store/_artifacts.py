@@ -39,11 +39,16 @@ from fsspec.implementations.local import LocalFileSystem
 
 from baobab.exceptions import ArtifactError, ArtifactNotFoundError
 
-__all__ = ["ArtifactError", "ArtifactNotFoundError", "ArtifactStore", "validate_key"]
+__all__ = ["ArtifactError", "ArtifactNotFoundError", "ArtifactStore", "params_key", "validate_key"]
 
 _CHUNK = 1 << 20
 _PART = re.compile(r"[A-Za-z0-9_.-]+")
 _TEMP_PREFIX = ".tmp-"
+
+
+def params_key(trial_id: int) -> str:
+    """The artifact key of a trial's parameters."""
+    return f"params/trial-{trial_id}.safetensors"
 
 
 def validate_key(key: str) -> str:

@@ -14,6 +14,7 @@ the store only through the API.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -135,7 +136,13 @@ class LocalCluster:
             BAOBAB_ARTIFACTS_URL=str(self.home / "shared-artifacts"),
             BAOBAB_API_URL=self.url,
         )
-        self._server_env = {**base, "BAOBAB_DATABASE_URL": database_url, "BAOBAB_EXECUTOR": executor}
+        # Each service has a home of its own: they share one key, as a real cluster's do.
+        self._server_env = {
+            **base,
+            "BAOBAB_DATABASE_URL": database_url,
+            "BAOBAB_EXECUTOR": executor,
+            "BAOBAB_SECRET_KEY": secrets.token_urlsafe(32),
+        }
         self._worker_env = {k: v for k, v in base.items() if k not in _STORE_ONLY}
         self.slots = slots
         self.api = self._service("api", ["api", "--host", "127.0.0.1", "--port", str(self.port)], self._server_env)

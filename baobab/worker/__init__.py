@@ -1,9 +1,9 @@
 """Workers: the trial runner, the inference runner, and the executors that place them.
 
 - :func:`run_trial` runs one trial in this process from its id, with the
-  :class:`WorkerResources` (artifacts, caches) a worker keeps across trials, reporting
-  through a gateway: :class:`DatabaseGateway` for a local worker, :class:`ApiGateway`
-  (the admin API, with the trial's token) for a cluster worker.
+  :class:`WorkerResources` (caches) a worker keeps across trials, reporting through
+  :class:`ApiGateway` (the admin API, with the trial's token); a local worker also
+  reads its trial's artifacts through it (:class:`TrialArtifacts`).
 - :class:`LocalExecutor` runs trials in worker processes on this machine
   (``python -m baobab.worker._process``), with time limits, crash reports and
   cancellation, and implements :class:`baobab.advisor.Executor`.
@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from baobab.worker._celery import CeleryExecutor
     from baobab.worker._docker import DockerPool, DockerPoolConfig
-    from baobab.worker._gateway import ApiGateway, DatabaseGateway, TrialGateway
+    from baobab.worker._gateway import ApiGateway, TrialArtifacts, TrialGateway
     from baobab.worker._kubernetes import KubernetesPool, KubernetesPoolConfig
     from baobab.worker._local import LocalExecutor
-    from baobab.worker._runner import TrialOutcome, WorkerResources, params_key, run_trial
+    from baobab.worker._runner import TrialOutcome, WorkerResources, run_trial
 
 _NAMES = {
     "ApiGateway": "baobab.worker._gateway",
     "CeleryExecutor": "baobab.worker._celery",
-    "DatabaseGateway": "baobab.worker._gateway",
+    "TrialArtifacts": "baobab.worker._gateway",
     "DockerPool": "baobab.worker._docker",
     "DockerPoolConfig": "baobab.worker._docker",
     "KubernetesPool": "baobab.worker._kubernetes",
@@ -43,23 +43,21 @@ _NAMES = {
     "LocalExecutor": "baobab.worker._local",
     "TrialOutcome": "baobab.worker._runner",
     "WorkerResources": "baobab.worker._runner",
-    "params_key": "baobab.worker._runner",
     "run_trial": "baobab.worker._runner",
 }
 
 __all__ = [
     "ApiGateway",
     "CeleryExecutor",
-    "DatabaseGateway",
     "DockerPool",
     "DockerPoolConfig",
     "KubernetesPool",
     "KubernetesPoolConfig",
     "LocalExecutor",
+    "TrialArtifacts",
     "TrialGateway",
     "TrialOutcome",
     "WorkerResources",
-    "params_key",
     "run_trial",
 ]
 

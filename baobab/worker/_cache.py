@@ -25,6 +25,7 @@ from baobab.exceptions import ArtifactError, TemplateError
 from baobab.model import BaseModel, KnobConfig, check_template, load_template
 from baobab.model._trial_process import TrialFailed
 from baobab.store import ArtifactStore
+from baobab.worker._gateway import TrialArtifacts
 
 __all__ = ["ArtifactCache", "LoadedTemplate", "TemplateCache"]
 
@@ -36,19 +37,17 @@ class ArtifactCache:
     """Local files of artifacts, by checksum.
 
     Args:
-        store: where the artifacts are.
         cache_dir: where copies of remote artifacts go (``settings.home / "cache"``).
     """
 
-    def __init__(self, store: ArtifactStore, cache_dir: Path) -> None:
-        self.store = store
+    def __init__(self, cache_dir: Path) -> None:
         self.cache_dir = cache_dir
         #: How many artifacts this cache downloaded (stays 0 on a local store).
         self.downloads = 0
         self._paths: dict[tuple[str, str], Path] = {}
 
-    def path(self, key: str, checksum: str, *, suffix: str = "") -> Path:
-        """A local file with the content of artifact ``key``, whose SHA-256 is ``checksum``.
+    def path(self, store: ArtifactStore | TrialArtifacts, key: str, checksum: str, *, suffix: str = "") -> Path:
+        """A local file with the content of artifact ``key`` of ``store``, whose SHA-256 is ``checksum``.
 
         Args:
             suffix: what the file name must end with (".py": Python imports only such files).
@@ -61,11 +60,14 @@ class ArtifactCache:
         hit = self._paths.get((key, checksum))
         if hit is not None:
             return hit
-        path = self.store.local_path(key) if self.store.is_local else self._download(key, checksum, suffix)
+        if store.is_local:
+            path = store.local_path(key)  # type: ignore[union-attr]
+        else:
+            path = self._download(store, key, checksum, suffix)
         self._paths[(key, checksum)] = path
         return path
 
-    def _download(self, key: str, checksum: str, suffix: str) -> Path:
+    def _download(self, store: ArtifactStore | TrialArtifacts, key: str, checksum: str, suffix: str) -> Path:
         if not _CHECKSUM.fullmatch(checksum):
             raise ArtifactError(f"the metadata store gives it the malformed checksum {checksum!r}", key=key)
         name = key.rsplit("/", 1)[-1]
@@ -78,7 +80,7 @@ class ArtifactCache:
         temp = target.with_name(f".tmp-{uuid.uuid4().hex}-{name}")
         digest = hashlib.sha256()
         try:
-            with self.store.open(key) as source, open(temp, "wb") as f:
+            with store.open(key) as source, open(temp, "wb") as f:
                 for chunk in iter(lambda: source.read(_CHUNK), b""):
                     digest.update(chunk)
                     f.write(chunk)
@@ -113,7 +115,7 @@ class TemplateCache:
         #: How many templates this cache imported.
         self.imports = 0
 
-    def get(self, key: str, checksum: str, class_name: str) -> LoadedTemplate:
+    def get(self, store: ArtifactStore | TrialArtifacts, key: str, checksum: str, class_name: str) -> LoadedTemplate:
         """The class ``class_name`` of the template stored under ``key``.
 
         Raises:
@@ -125,7 +127,7 @@ class TemplateCache:
         if hit is not None:
             return hit
         try:
-            path = self._files.path(key, checksum, suffix=".py").resolve()
+            path = self._files.path(store, key, checksum, suffix=".py").resolve()
         except ArtifactError as e:
             raise TrialFailed(f"cannot fetch the template: {e}") from None
         try:

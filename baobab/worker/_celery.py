@@ -48,8 +48,11 @@ from kombu import Queue
 from sqlalchemy import Engine, and_, or_, select, update
 
 from baobab._http import api_session
+from baobab._sandbox import THREAD_VARIABLES
+from baobab._settings import ENV_PREFIX
 from baobab.exceptions import StoreError
 from baobab.store import (
+    ArtifactStore,
     Event,
     EventChannel,
     EventKind,
@@ -119,6 +122,7 @@ class _WorkerProcess:
     """What one Celery pool process keeps across trials (made on its first trial)."""
 
     resources: WorkerResources | None = None
+    artifacts: ArtifactStore | None = None
     http = None
 
 
@@ -131,9 +135,17 @@ def _register_task(app: Celery, settings: Settings) -> None:
             raise StoreError("baobab worker needs BAOBAB_API_URL: the admin API that trials report to")
         if state.resources is None:
             name = f"{self.request.hostname}:{os.getpid()}"
-            state.resources = WorkerResources.from_settings(settings, name=name, database=False)
+            state.resources = WorkerResources(cache_dir=settings.home / "cache", name=name)
+            state.artifacts = ArtifactStore(settings.artifacts_url)
             state.http = api_session()
-        gateway = ApiGateway(settings.api_url, token, heartbeat_s=settings.heartbeat_s, session=state.http)
+        gateway = ApiGateway(
+            settings.api_url,
+            trial_id,
+            token,
+            heartbeat_s=settings.heartbeat_s,
+            session=state.http,
+            artifacts=state.artifacts,
+        )
         try:
             outcome = run_trial(
                 trial_id,
@@ -174,8 +186,13 @@ def run_worker(
     if gpus:
         _pin_gpus(list(gpus))
     threads = max(1, (os.cpu_count() or 1) // concurrency)
-    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    for variable in THREAD_VARIABLES:
         os.environ.setdefault(variable, str(threads))
+    # The pool processes that run templates are forks of this one: none of the platform's
+    # variables go with them (the settings are read already; the app holds the broker).
+    # The rest stays: a filesystem package may need its credentials for the artifact URL.
+    for variable in [name for name in os.environ if name.startswith(ENV_PREFIX)]:
+        del os.environ[variable]
     app = make_celery(settings)
     hostname = name or f"baobab-{os.getpid()}@{socket.gethostname()}"
     app.worker_main(
@@ -344,7 +361,7 @@ class CeleryExecutor:
             trial_id = self._outbox.get()
             if trial_id is None:
                 return
-            token = issue_trial_token(self.settings.secret_key, trial_id)
+            token = issue_trial_token(self.settings.signing_key(), trial_id)
             delay = 0.1
             while not self._closed.is_set():
                 try:

@@ -1,38 +1,25 @@
-"""Where a worker reports on its trial: the database itself, or the admin API.
+"""Where a worker reports on its trial and gets its artifacts: the admin API, with the trial's token.
 
-A local worker (``baobab up``) holds the database and calls the trial-row functions of
-:mod:`baobab.store` directly. A cluster worker (``baobab worker``) holds no database
-credentials: it calls the admin API with the trial's token, and the API calls the same
-functions. The runner sees one interface either way.
+No worker holds database credentials. A worker calls the admin API with the token
+its trial came with, and the API calls the trial-row functions of :mod:`baobab.store`.
+A cluster worker reads and writes artifacts at the shared artifact URL; a local
+worker (``baobab up``), confined away from the platform's home, reads its trial's
+inputs and stores its parameters through the API too (:class:`TrialArtifacts`), so a
+template can reach no other trial's artifacts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import requests
-from sqlalchemy import Engine
 
 from baobab._http import API_TIMEOUT_S, api_session
-from baobab.exceptions import StoreError
-from baobab.store import (
-    ArtifactStore,
-    ClaimRefused,
-    TrialClaim,
-    TrialState,
-    add_trial_records,
-    beat_trial,
-    claim_trial,
-    finish_trial,
-)
+from baobab.exceptions import ArtifactError, ArtifactNotFoundError, StoreError
+from baobab.store import ArtifactStore, ClaimRefused, TrialClaim, TrialState, params_key
 
-__all__ = ["ApiGateway", "DatabaseGateway", "TrialGateway"]
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
+__all__ = ["ApiGateway", "TrialArtifacts", "TrialGateway"]
 
 
 class TrialGateway(Protocol):
@@ -51,80 +38,74 @@ class TrialGateway(Protocol):
 
     def finish(self, claim: TrialClaim, status: TrialState, **fields: Any) -> TrialState | None: ...
 
-    def zoo(self, artifacts: ArtifactStore) -> Any:
+    def zoo(self) -> Any:
         """The model zoo as this trial may reach it (a :class:`baobab.zoo.ZooClient`); imports torch."""
         ...
 
-
-class DatabaseGateway:
-    """The database itself: what a local worker uses.
-
-    Args:
-        engine: the metadata store.
-        zoo_budget_bytes: the zoo's storage budget, kept after each model this worker registers.
-    """
-
-    heartbeat_s: float | None = None
-
-    def __init__(self, engine: Engine, *, zoo_budget_bytes: int | None = None) -> None:
-        self.engine = engine
-        self.zoo_budget_bytes = zoo_budget_bytes
-        self._zoo: Any = None
-
-    def claim(self, trial_id: int, worker: str) -> TrialClaim | ClaimRefused:
-        return claim_trial(self.engine, trial_id, worker, now=_now())
-
-    def beat(self, claim: TrialClaim) -> tuple[bool, str | None]:
-        return beat_trial(self.engine, claim.trial_id, claim.attempt, now=_now())
-
-    def records(self, trial_id: int, metrics: Sequence[Mapping[str, Any]], logs: Sequence[Mapping[str, Any]]) -> None:
-        add_trial_records(self.engine, trial_id, metrics, logs)
-
-    def finish(self, claim: TrialClaim, status: TrialState, **fields: Any) -> TrialState | None:
-        return finish_trial(self.engine, claim.trial_id, claim.attempt, status, now=_now(), **fields)
-
-    def zoo(self, artifacts: ArtifactStore) -> Any:
-        from baobab.zoo import DbZoo
-
-        if self._zoo is None:  # one per worker process: it caches the zoo's graph features
-            self._zoo = DbZoo(self.engine, artifacts, budget_bytes=self.zoo_budget_bytes)
-        return self._zoo
+    #: Where the trial reads its inputs and stores its parameters.
+    artifacts: ArtifactStore | TrialArtifacts
 
 
 def _jsonable(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{**row, "time": row["time"].isoformat()} for row in rows]
 
 
+def _message(response: requests.Response) -> str:
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200]
+
+
 class ApiGateway:
-    """The admin API at ``api_url``, with the token of one trial: what a cluster worker uses.
+    """The admin API at ``api_url``, with the token of one trial.
 
     Errors reaching the API are :class:`StoreError` (the runner treats them as the
     database failing): the trial is then left to the heartbeat rules, which hand it to
     another worker once this one has been silent long enough.
+
+    Args:
+        heartbeat_s: seconds between heartbeats; None where the executor watches the
+            worker process itself (a local worker).
+        artifacts: the artifact store the worker reaches; None: the trial's own
+            artifacts through the API (a confined local worker).
     """
 
     def __init__(
-        self, api_url: str, token: str, *, heartbeat_s: float, session: requests.Session | None = None
+        self,
+        api_url: str,
+        trial_id: int,
+        token: str,
+        *,
+        heartbeat_s: float | None,
+        session: requests.Session | None = None,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
         self.api_url = api_url
         self.base = api_url.rstrip("/") + "/api/v1/worker/trials"
-        self.heartbeat_s: float | None = heartbeat_s
+        self.heartbeat_s = heartbeat_s
         self._http = session or api_session()
         self._token = token
         self._headers = {"Authorization": f"Bearer {token}"}
+        self.artifacts: ArtifactStore | TrialArtifacts = (
+            artifacts if artifacts is not None else TrialArtifacts(self, trial_id)
+        )
+
+    def request(self, method: str, url: str, what: str, **kwargs: Any) -> requests.Response:
+        """Send a request with the trial's token; a refusal other than 404 is a :class:`StoreError`."""
+        try:
+            response = self._http.request(method, url, headers=self._headers, timeout=API_TIMEOUT_S, **kwargs)
+        except requests.RequestException as e:  # the retries are spent
+            raise StoreError(f"cannot reach the admin API at {url}: {e}") from e
+        if response.status_code not in (200, 404):
+            raise StoreError(f"the admin API refused {what} ({response.status_code}): {_message(response)}")
+        return response
 
     def _post(self, trial_id: int, action: str, body: Mapping[str, Any]) -> dict[str, Any]:
         url = f"{self.base}/{trial_id}/{action}"
-        try:
-            response = self._http.post(url, json=body, headers=self._headers, timeout=API_TIMEOUT_S)
-        except requests.RequestException as e:  # the retries are spent
-            raise StoreError(f"cannot reach the admin API at {url}: {e}") from e
+        response = self.request("POST", url, f"{action} of trial {trial_id}", json=body)
         if response.status_code != 200:
-            try:
-                message = response.json()["error"]["message"]
-            except (ValueError, KeyError, TypeError):
-                message = response.text[:200]
-            raise StoreError(f"the admin API refused {action} of trial {trial_id} ({response.status_code}): {message}")
+            raise StoreError(f"the admin API refused {action} of trial {trial_id} (404): {_message(response)}")
         return dict(response.json())
 
     def claim(self, trial_id: int, worker: str) -> TrialClaim | ClaimRefused:
@@ -146,7 +127,48 @@ class ApiGateway:
         answer = self._post(claim.trial_id, "finish", {"attempt": claim.attempt, "status": status.value, **fields})
         return None if answer["status"] is None else TrialState(answer["status"])
 
-    def zoo(self, artifacts: ArtifactStore) -> Any:
+    def zoo(self) -> Any:
         from baobab.zoo import TrialHttpZoo
 
         return TrialHttpZoo(self.api_url, self._token, session=self._http)
+
+
+class TrialArtifacts:
+    """One trial's artifacts through the admin API: the inputs its claim names, and its parameters.
+
+    It offers the part of :class:`~baobab.store.ArtifactStore` a trial uses. The API
+    answers only for that trial's template, datasets and shared parameters.
+    """
+
+    is_local = False
+
+    def __init__(self, gateway: ApiGateway, trial_id: int) -> None:
+        self._gateway = gateway
+        self.trial_id = trial_id
+        self.url = gateway.api_url
+
+    def open(self, key: str) -> IO[bytes]:
+        """Stream an input of the trial."""
+        response = self._gateway.request(
+            "GET", f"{self._gateway.base}/{self.trial_id}/artifact", f"reading {key}", params={"key": key}, stream=True
+        )
+        if response.status_code == 404:
+            raise ArtifactNotFoundError(f"the admin API has no such input of trial {self.trial_id}", key=key)
+        response.raw.decode_content = True
+        return response.raw  # type: ignore[no-any-return]
+
+    def get_bytes(self, key: str) -> bytes:
+        with self.open(key) as f:
+            return f.read()
+
+    def put_bytes(self, key: str, data: bytes) -> str:
+        if key != params_key(self.trial_id):
+            raise ArtifactError("a trial stores only its own parameters", key=key)
+        self._gateway.request("PUT", f"{self._gateway.base}/{self.trial_id}/params", f"storing {key}", data=data)
+        return key
+
+    def delete(self, key: str) -> bool:
+        if key != params_key(self.trial_id):
+            raise ArtifactError("a trial deletes only its own parameters", key=key)
+        response = self._gateway.request("DELETE", f"{self._gateway.base}/{self.trial_id}/params", f"deleting {key}")
+        return bool(response.json().get("deleted"))

@@ -39,20 +39,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from baobab._sandbox import THREAD_VARIABLES, Confinement, confine, template_env
 from baobab.exceptions import BaobabError
 
 __all__ = ["InferenceSpec", "InferenceWorker", "InferenceWorkerError", "main"]
 
-#: Thread pools of the numeric libraries: one thread each, set before any of them is
-#: imported. A predictor runs one worker per member on a shared machine; letting each
-#: spread over every core makes them fight (and torch would start a pool per process).
-_SINGLE_THREAD_ENV = {
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "NUMEXPR_NUM_THREADS": "1",
-    "VECLIB_MAXIMUM_THREADS": "1",
-}
 #: How many lines of a worker's log a crash report quotes.
 _LOG_TAIL_LINES = 10
 #: The exit status of a worker whose parent went away.
@@ -84,8 +75,9 @@ class InferenceSpec:
         class_name: the template class in the file.
         knobs: every knob value the trial trained with (``Trial.knobs``).
         params_key: the key of the trial's parameters (``Trial.params_path``).
-        cache_dir: where template files of a remote artifact store are cached by checksum
-            (``settings.home/"cache"``).
+        cache_dir: where template files of a remote artifact store are cached by checksum.
+        confinement: the :class:`~baobab._sandbox.Confinement` (JSON) the process takes
+            on once it has read the template and the parameters, before it runs either.
     """
 
     trial_id: int
@@ -96,6 +88,7 @@ class InferenceSpec:
     knobs: dict[str, Any]
     params_key: str
     cache_dir: str
+    confinement: str
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -146,7 +139,10 @@ class InferenceWorker:
                 longer than ``timeout`` seconds, or the process died; it is killed.
         """
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, **_SINGLE_THREAD_ENV, PYTHONUNBUFFERED="1")
+        private = Confinement.from_json(self.spec.confinement).private
+        # One thread per pool: a predictor runs one worker per member on a shared machine;
+        # letting each spread over every core makes them fight.
+        env = template_env(private, threads=1, PYTHONUNBUFFERED="1")
         # The child must find this baobab even when it is not installed (run from a checkout).
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -277,36 +273,61 @@ class InferenceWorker:
 # -- the child --------------------------------------------------------------------------
 # The child imports the model and store packages (and so NumPy) only in main(), after it
 # has pinned the thread pools; the parent, which imports this module, never needs them.
+# It reads the template file and the parameters, then confines itself (see
+# baobab._sandbox) before the template's code runs: that code never sees the database,
+# the secret key or other users' artifacts.
 
 
-def _load(spec: InferenceSpec) -> tuple[Any, str]:
+def _fetch(spec: InferenceSpec) -> tuple[Path, bytes]:
+    """The template file and the parameters of ``spec``, read before any template code runs.
+
+    Raises:
+        TrialFailed: either cannot be read.
+    """
+    from baobab.exceptions import ArtifactError
+    from baobab.model._trial_process import TrialFailed
+    from baobab.store import ArtifactStore
+    from baobab.worker._cache import ArtifactCache
+
+    store = ArtifactStore(spec.artifacts_url)
+    try:
+        cache = ArtifactCache(Path(spec.cache_dir))
+        template = cache.path(store, spec.template_key, spec.template_checksum, suffix=".py")
+    except ArtifactError as e:
+        raise TrialFailed(f"cannot fetch the template: {e}") from None
+    if not spec.params_key:
+        raise TrialFailed(f"trial {spec.trial_id} has no stored parameters")
+    try:
+        return template, store.get_bytes(spec.params_key)
+    except (ArtifactError, OSError) as e:
+        raise TrialFailed(f"cannot read the parameters of trial {spec.trial_id}: {e}") from None
+
+
+def _load(spec: InferenceSpec, template_file: Path, data: bytes) -> tuple[Any, str]:
     """The model of ``spec`` with its parameters loaded, and the template file it comes from.
 
-    Loads as a trial worker does: the template through the worker's caches (fetched
-    once per checksum), calls into it through :func:`call_template`.
+    Loads as a trial worker does (:func:`call_template`, the template imported once).
 
     Raises:
         TrialFailed: saying which step failed, with the template's traceback.
     """
-    from baobab.exceptions import ArtifactError
-    from baobab.model import knobs_from_json
+    from baobab.exceptions import TemplateError
+    from baobab.model import check_template, knobs_from_json, load_template
     from baobab.model._trial_process import TrialFailed, call_template
-    from baobab.store import ArtifactStore, ParamsFormatError, params_from_bytes
-    from baobab.worker._cache import ArtifactCache, TemplateCache
+    from baobab.store import ParamsFormatError, params_from_bytes
 
-    store = ArtifactStore(spec.artifacts_url)
-    loaded = TemplateCache(ArtifactCache(store, Path(spec.cache_dir))).get(
-        spec.template_key, spec.template_checksum, spec.class_name
-    )
-    template = str(loaded.path)
-    if not spec.params_key:
-        raise TrialFailed(f"trial {spec.trial_id} has no stored parameters")
     try:
-        params = params_from_bytes(store.get_bytes(spec.params_key))
-    except (ArtifactError, ParamsFormatError, OSError) as e:
+        cls = load_template(template_file, spec.class_name)
+        check_template(cls)
+    except TemplateError as e:
+        raise TrialFailed.from_text(f"cannot load the template: {e}") from None
+    template = str(template_file)
+    try:
+        params = params_from_bytes(data)
+    except ParamsFormatError as e:
         raise TrialFailed(f"cannot read the parameters of trial {spec.trial_id}: {e}") from None
     knobs = knobs_from_json(spec.knobs) if isinstance(spec.knobs, str) else dict(spec.knobs)
-    model = call_template(template, f"{spec.class_name}(**knobs)", loaded.cls, **knobs)
+    model = call_template(template, f"{spec.class_name}(**knobs)", cls, **knobs)
     call_template(template, "load_parameters()", model.load_parameters, params)
     if "torch" in sys.modules:  # the environment said one thread; torch's own pool listens to this
         sys.modules["torch"].set_num_threads(1)
@@ -351,9 +372,9 @@ def _exit_with_parent(parent: int) -> None:
 
 def main() -> int:
     """The worker process: read the spec, load, answer batches until stdin ends."""
-    for name, value in _SINGLE_THREAD_ENV.items():  # when started by hand; the parent sets them already
-        os.environ.setdefault(name, value)
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    for name in THREAD_VARIABLES:  # when started by hand; the parent sets them already
+        os.environ.setdefault(name, "1")
+    parent = os.getppid()
     # Messages keep the original stdout; the template's prints, Python's and C's, go to stderr.
     channel = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
@@ -365,7 +386,12 @@ def main() -> int:
     from baobab.model._trial_process import TrialFailed, call_template
 
     try:
-        model, template = _load(spec)
+        template_file, data = _fetch(spec)
+        # No thread runs yet: the confinement holds for the whole process from here on.
+        confinement = Confinement.from_json(spec.confinement)
+        confine(Confinement(confinement.protected, confinement.private, (template_file,)))
+        threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+        model, template = _load(spec, template_file, data)
     except TrialFailed as e:  # the whole text: a load failure is rare and its traceback is the point
         print(str(e), file=sys.stderr, flush=True)
         _send(channel, json.dumps({"event": "failed", "error": str(e)}))

@@ -40,11 +40,22 @@ from datetime import UTC, datetime
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, select, update
 
-from baobab._settings import ENV_PREFIX, SETTINGS
+from baobab._sandbox import Confinement, protected_paths, template_env
 from baobab.exceptions import StoreError
-from baobab.store import Event, EventChannel, EventKind, Trial, TrialState, create_engine_from_url, session_scope
+from baobab.store import (
+    Event,
+    EventChannel,
+    EventKind,
+    SubJob,
+    TrainJob,
+    Trial,
+    TrialState,
+    create_engine_from_url,
+    issue_trial_token,
+    session_scope,
+)
 from baobab.worker._spawn import WorkerProcess
 
 if TYPE_CHECKING:
@@ -54,10 +65,6 @@ __all__ = ["LocalExecutor"]
 
 logger = logging.getLogger("baobab.worker")
 
-#: Settings a worker has no use for, kept out of its environment.
-_NOT_PASSED = frozenset({"admin_password"})
-#: Thread-count variables of the numeric libraries (torch reads the first two).
-_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 #: Without pidfds (not Linux), how often the supervisor checks that workers live.
 _CHECK_INTERVAL_S = 0.5
 #: Longest wait before retrying a worker that died while starting.
@@ -70,22 +77,6 @@ def _usable_cpus() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
-
-
-def _worker_env(settings: Settings, threads: int) -> dict[str, str]:
-    """This process's environment with the executor's settings as ``BAOBAB_*`` variables.
-
-    Settings given as overrides (not in the environment) reach the workers this way;
-    ``BAOBAB_*`` variables of this process are replaced, not merged.
-    """
-    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
-    for setting in SETTINGS:
-        value = getattr(settings, setting.name)
-        if value is not None and setting.name not in _NOT_PASSED:
-            env[setting.env] = str(value)
-    for name in _THREAD_VARIABLES:
-        env[name] = str(threads)
-    return env
 
 
 def _now() -> datetime:
@@ -103,6 +94,7 @@ class LocalExecutor:
         workers: how many trials run at once; ``settings.cpu_slots`` by default. Each
             worker's numeric libraries get ``usable cores // workers`` threads (at least 1).
         engine: the engine for the executor's own writes; one is created by default.
+        api_url: the admin API the workers report to (with each trial's token).
 
     Raises:
         ValueError: ``workers`` is not a positive integer.
@@ -116,7 +108,13 @@ class LocalExecutor:
     queue_ahead = 0
 
     def __init__(
-        self, settings: Settings, events: EventChannel, *, workers: int | None = None, engine: Engine | None = None
+        self,
+        settings: Settings,
+        events: EventChannel,
+        *,
+        api_url: str,
+        workers: int | None = None,
+        engine: Engine | None = None,
     ) -> None:
         count = settings.cpu_slots if workers is None else workers
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -127,7 +125,12 @@ class LocalExecutor:
         limit = settings.trial_timeout_s
         self._time_limit = float(limit) if limit else None  # None or 0: no limit
         self._log_dir = settings.home / "logs"
-        self._env = _worker_env(settings, threads=max(1, _usable_cpus() // count))
+        self._env = template_env(threads=max(1, _usable_cpus() // count))
+        self._api_url = api_url
+        self._secret = settings.signing_key()
+        protected = protected_paths(settings.home, settings.database_url, settings.artifacts_url)
+        self._confinement = Confinement(protected, private=settings.home / "workers")
+        self._owners: dict[int, int] = {}  # queued trial → the user whose job it is
         self._lock = threading.Lock()
         self._queue: deque[int] = deque()
         self._active: set[int] = set()
@@ -160,12 +163,14 @@ class LocalExecutor:
         Raises:
             RuntimeError: the executor is closed.
         """
+        owner = self._owner_of(trial_id)
         with self._lock:
             if self._closed:
                 raise RuntimeError("the local executor is closed; create a new one to run trials")
             if trial_id in self._active:
                 return
             self._active.add(trial_id)
+            self._owners[trial_id] = owner
             self._queue.append(trial_id)
             if self._dispatch() and self._time_limit is not None:
                 self._wake()  # a new deadline
@@ -236,9 +241,25 @@ class LocalExecutor:
     def _worker_of(self, trial_id: int) -> WorkerProcess | None:
         return next((w for w in self._workers if w is not None and w.trial == trial_id), None)
 
+    def _owner_of(self, trial_id: int) -> int:
+        """The user whose job the trial is (0 for a trial that does not exist: its claim fails anyway)."""
+        query = (
+            select(TrainJob.owner_id)
+            .join(SubJob, SubJob.train_job_id == TrainJob.id)
+            .join(Trial, Trial.sub_job_id == SubJob.id)
+            .where(Trial.id == trial_id)
+        )
+        with session_scope(self._engine) as session:
+            return session.scalar(query) or 0
+
     def _spawn(self, index: int) -> None:
         try:
-            self._workers[index] = WorkerProcess(index, env=self._env, log_path=self._log_dir / f"worker-{index}.log")
+            self._workers[index] = WorkerProcess(
+                index,
+                env=self._env,
+                log_path=self._log_dir / f"worker-{index}.log",
+                args=["--api-url", self._api_url, "--confinement", self._confinement.to_json()],
+            )
         except OSError as e:
             logger.error("cannot start worker %d: %s", index, e)
             self._schedule_retry(index)
@@ -256,26 +277,44 @@ class LocalExecutor:
         if respawn_now:
             self._spawn(worker.index)
 
+    def _idle_worker(self, owner: int) -> WorkerProcess | None:
+        """An idle worker that serves ``owner``, else one that serves nobody yet."""
+        idle = [w for w in self._workers if w is not None and w.idle and w.owner in (owner, None)]
+        return min(idle, key=lambda w: w.owner is None, default=None)
+
     def _dispatch(self) -> bool:
-        """Send queued trials to idle workers; True if any was sent."""
+        """Send queued trials, in order, to idle workers of their users; True if any was sent.
+
+        A worker serves one user (it is confined to that user's folder). When trials
+        wait and the only idle workers serve users with nothing queued, those workers
+        are replaced by fresh ones that will serve whoever comes first.
+        """
         sent = False
-        for worker in self._workers:
-            if not self._queue:
-                break
-            if worker is None or not worker.idle:
+        for trial_id in list(self._queue):
+            owner = self._owners[trial_id]
+            worker = self._idle_worker(owner)
+            if worker is None:
                 continue
-            trial_id = self._queue.popleft()
             worker.trial = trial_id
             worker.deadline = None if self._time_limit is None else time.monotonic() + self._time_limit
             worker.log_offset = worker.log_size()
-            if not worker.send(op="run", trial=trial_id):
+            token = issue_trial_token(self._secret, trial_id)
+            if not worker.send(op="run", trial=trial_id, token=token, owner=owner):
                 worker.trial = worker.deadline = None
-                self._queue.appendleft(trial_id)  # the worker is gone; its death is handled below
-                continue
+                continue  # the worker is gone; its death is handled below
+            worker.owner = owner
+            self._queue.remove(trial_id)
+            del self._owners[trial_id]
             reason = self._stops.pop(trial_id, None)
             if reason is not None:
                 worker.send(op="stop", trial=trial_id, reason=reason)
             sent = True
+        starting = sum(1 for w in self._workers if w is None or (not w.ready and w.owner is None))
+        waiting = len(self._queue) - starting
+        for worker in list(self._workers):
+            if waiting > 0 and worker is not None and worker.idle and worker.owner is not None:
+                self._retire(worker, respawn_now=True)
+                waiting -= 1
         return sent
 
     def _write(self, trial_id: int, status: TrialState, error: str | None, traceback: str | None) -> bool:
@@ -299,6 +338,7 @@ class LocalExecutor:
         """Store a final state the executor decided, and let the trial go (published by the caller)."""
         self._write(trial_id, status, error, traceback)
         self._stops.pop(trial_id, None)
+        self._owners.pop(trial_id, None)
         self._active.discard(trial_id)
         finished.append(trial_id)
 

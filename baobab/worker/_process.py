@@ -1,22 +1,29 @@
 """The long-lived worker process of the local executor: ``python -m baobab.worker._process``.
 
 :class:`~baobab.worker.LocalExecutor` starts it with two pipes (file descriptors given
-as arguments) and the settings in its environment (``BAOBAB_*``, read by
-:meth:`Settings.from_env`); its stdout and stderr are a log file under
-``settings.home / "logs"``. It runs one trial at a time with :func:`run_trial`, and
-keeps its caches (imported templates, fetched and decoded datasets) from trial to
-trial and job to job.
+as arguments), the admin API's URL and its confinement, in an environment with none of
+the platform's settings (:func:`baobab._sandbox.template_env`); its stdout and stderr
+are a log file under ``settings.home / "logs"``. It runs one trial at a time with
+:func:`run_trial`, reporting through the admin API with each trial's token, and keeps
+its caches (imported templates, fetched and decoded datasets) from trial to trial.
+
+A worker serves one user. Its first trial says whose (``owner``): before it starts
+any thread it confines itself (:func:`baobab._sandbox.confine`) to that user's folder
+``<private root>/owner-<id>``, where its cache is, and away from the rest of the
+platform's home (the database, the secret key, other users' artifacts). The executor
+sends it only that user's trials afterwards, and replaces it to serve another.
 
 Messages are JSON objects, one per :class:`multiprocessing.connection.Connection`
 message:
 
-- executor → worker: ``{"op": "run", "trial": N}``; ``{"op": "stop", "trial": N,
-  "reason": "..."}`` asks trial N (running, or the next to run) to stop early.
-- worker → executor: ``{"op": "ready", "pid": P}`` once it can run trials;
+- executor → worker: ``{"op": "run", "trial": N, "token": "...", "owner": U}``;
+  ``{"op": "stop", "trial": N, "reason": "..."}`` asks trial N (running, or the next
+  to run) to stop early.
+- worker → executor: ``{"op": "ready", "pid": P}`` once it can take its first trial;
   ``{"op": "done", "trial": N, "status": "COMPLETED"}`` once trial N's outcome is
   stored (``status`` is what the trial is now, null if it does not exist);
   ``{"op": "failed", "trial": N, "error": "..."}`` when the worker could not run it
-  (the database failed).
+  (the admin API failed).
 
 A control thread reads the executor's messages while the main thread runs a trial,
 so a stop request reaches the running trial's context at once. The end of the
@@ -33,13 +40,16 @@ import os
 import queue
 import socket
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-from baobab import Settings
+from baobab._http import api_session
+from baobab._sandbox import Confinement, confine
 from baobab.model import TrialContext
+from baobab.worker._gateway import ApiGateway
 from baobab.worker._runner import WorkerResources, run_trial
 
 __all__ = ["main"]
@@ -51,10 +61,18 @@ _ORPHANED = 70
 
 
 class _Worker:
-    def __init__(self, commands: Connection, replies: Connection, resources: WorkerResources) -> None:
+    def __init__(
+        self, commands: Connection, replies: Connection, *, name: str, api_url: str, confinement: Confinement
+    ) -> None:
         self._commands = commands
         self._replies = replies
-        self._resources = resources
+        self._name = name
+        self._api_url = api_url
+        self._confinement = confinement
+        self._http = api_session()
+        self._resources: WorkerResources | None = None
+        self._owner: int | None = None
+        self._tokens: dict[int, str] = {}
         self._jobs: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._running: tuple[int, TrialContext] | None = None
@@ -62,10 +80,44 @@ class _Worker:
         self._early_stops: dict[int, str] = {}
 
     def serve(self) -> None:
-        threading.Thread(target=self._listen, name="baobab-worker-control", daemon=True).start()
         self._send(op="ready", pid=os.getpid())
+        first = self._receive()
+        if first.get("op") != "run":
+            raise RuntimeError(f"the first message must be a trial to run, got {first!r}")
+        self._bind(int(first["owner"]))
+        self._take(first)
+        threading.Thread(target=self._listen, name="baobab-worker-control", daemon=True).start()
         while True:
             self._run(self._jobs.get())
+
+    def _bind(self, owner: int) -> None:
+        """Serve ``owner`` from now on: confine this process to their folder, before any thread starts."""
+        private = self._confinement.private / f"owner-{owner}"  # type: ignore[operator]
+        confined = confine(self._confinement.with_private(private))
+        os.environ.update(HOME=str(private), TMPDIR=str(private / "tmp"))
+        tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+        self._owner = owner
+        self._resources = WorkerResources(cache_dir=private / "cache", name=self._name)
+        logger.info("worker %s serves user %d (disk confined: %s)", self._name, owner, confined)
+
+    def _take(self, message: dict[str, Any]) -> None:
+        trial_id = int(message["trial"])
+        if int(message["owner"]) != self._owner:
+            # The executor never does this; a worker of one user refuses another's trial all the same.
+            self._send(op="failed", trial=trial_id, error=f"this worker serves user {self._owner} only")
+            return
+        with self._lock:
+            self._waiting.add(trial_id)
+            self._tokens[trial_id] = str(message["token"])
+        self._jobs.put(trial_id)
+
+    def _receive(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads(self._commands.recv_bytes()))
+        except (EOFError, OSError):
+            # The executor is gone: nobody will read a result or stop us. The trial
+            # row stays RUNNING; whoever restarts the platform finds it lost.
+            os._exit(_ORPHANED)
 
     def _run(self, trial_id: int) -> None:
         context = TrialContext()
@@ -75,8 +127,10 @@ class _Worker:
             reason = self._early_stops.pop(trial_id, None)
         if reason is not None:
             context.request_stop(reason)
+        assert self._resources is not None  # bound before the first trial
+        gateway = ApiGateway(self._api_url, trial_id, self._tokens.pop(trial_id), heartbeat_s=None, session=self._http)
         try:
-            outcome = run_trial(trial_id, self._resources, context=context)
+            outcome = run_trial(trial_id, self._resources, gateway=gateway, context=context)
         except Exception as e:
             logger.exception("trial %d: the worker could not run it", trial_id)
             reply: dict[str, Any] = {"op": "failed", "trial": trial_id, "error": f"{type(e).__name__}: {e}"}
@@ -90,16 +144,9 @@ class _Worker:
 
     def _listen(self) -> None:
         while True:
-            try:
-                message = json.loads(self._commands.recv_bytes())
-            except (EOFError, OSError):
-                # The executor is gone: nobody will read a result or stop us. The trial
-                # row stays RUNNING; whoever restarts the platform finds it lost.
-                os._exit(_ORPHANED)
+            message = self._receive()
             if message["op"] == "run":
-                with self._lock:
-                    self._waiting.add(int(message["trial"]))
-                self._jobs.put(int(message["trial"]))
+                self._take(message)
             elif message["op"] == "stop":
                 self._stop(int(message["trial"]), str(message["reason"]))
 
@@ -123,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--commands", type=int, required=True, help="file descriptor to read commands from")
     parser.add_argument("--replies", type=int, required=True, help="file descriptor to write replies to")
     parser.add_argument("--index", type=int, required=True, help="the worker's slot in its executor")
+    parser.add_argument("--api-url", required=True, help="the admin API that trials report to")
+    parser.add_argument("--confinement", required=True, help="JSON: the protected paths and the private root")
     args = parser.parse_args(argv)
     # Whole lines reach the log file at once: a crash report quotes its last lines.
     for stream in (sys.stdout, sys.stderr):
@@ -136,11 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.set_inheritable(fd, False)  # templates' own subprocesses must not hold our pipes
     commands = Connection(args.commands, writable=False)
     replies = Connection(args.replies, readable=False)
-    settings = Settings.from_env()
     name = f"{socket.gethostname()}:local-{args.index}:{os.getpid()}"
-    resources = WorkerResources.from_settings(settings, name=name)
+    confinement = Confinement.from_json(args.confinement)
+    if confinement.private is None:
+        parser.error("--confinement needs a private root: the folder of the users' folders")
     logger.info("worker %s ready", name)
-    _Worker(commands, replies, resources).serve()
+    _Worker(commands, replies, name=name, api_url=args.api_url, confinement=confinement).serve()
     return 0
 
 

@@ -1,8 +1,8 @@
 """Running one trial in this process, from its id: the worker side of a trial.
 
 :func:`run_trial` does what the platform contract asks of whoever runs a trial, through
-a :class:`~baobab.worker._gateway.TrialGateway` (the database for a local worker, the
-admin API for a cluster worker; the rules are :mod:`baobab.store._db._trial_rows`'):
+a :class:`~baobab.worker._gateway.TrialGateway` (the admin API with the trial's token;
+the rules are :mod:`baobab.store._db._trial_rows`'):
 
 1. claim: ``PENDING → RUNNING`` and read what the trial needs (its sub-job's seed,
    template, datasets and train args). A trial that cannot be claimed (finished,
@@ -36,9 +36,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from sqlalchemy import Engine
+from typing import Any
 
 from baobab.exceptions import ArtifactError, KnobConfigError, StoreError
 from baobab.model import WARM_START_ARG, BaseModel, TrialContext, knobs_from_json, trial_context, validate_knobs
@@ -52,30 +50,21 @@ from baobab.model._trial_process import (
     trial_seed,
 )
 from baobab.store import (
-    ArtifactStore,
     ClaimRefused,
     ParamsFormatError,
     TrialClaim,
     TrialState,
-    create_engine_from_url,
     params_from_bytes,
+    params_key,
 )
 from baobab.worker._cache import ArtifactCache, LoadedTemplate, TemplateCache
 from baobab.worker._capture import capture_prints
-from baobab.worker._gateway import DatabaseGateway, TrialGateway
+from baobab.worker._gateway import TrialGateway
 from baobab.worker._recorder import RowWriter, TrialSink
 
-if TYPE_CHECKING:
-    from baobab import Settings
-
-__all__ = ["TrialOutcome", "WorkerResources", "params_key", "run_trial"]
+__all__ = ["TrialOutcome", "WorkerResources", "run_trial"]
 
 logger = logging.getLogger("baobab.worker")
-
-
-def params_key(trial_id: int) -> str:
-    """The artifact key of a trial's parameters."""
-    return f"params/trial-{trial_id}.safetensors"
 
 
 @dataclass(frozen=True)
@@ -97,61 +86,23 @@ class TrialOutcome:
 
 
 class WorkerResources:
-    """What a worker process keeps across trials: its artifact store, caches and name.
+    """What a worker process keeps across trials: its file cache, imported templates and name.
 
     One trial at a time uses it (a worker runs trials one after the other); the caches
     make the second trial of a template or dataset cheap.
 
     Args:
-        artifacts: the artifact store.
-        cache_dir: where remote artifacts are downloaded (``settings.home / "cache"``).
+        cache_dir: where artifacts that are not local files are downloaded.
         name: how the worker appears in ``Trial.worker``.
-        gateway: where trials are claimed and reported when :func:`run_trial` is given
-            none (a local worker's database); None for a cluster worker, whose gateway
-            comes with each trial.
     """
 
-    def __init__(
-        self, *, artifacts: ArtifactStore, cache_dir: Path, name: str, gateway: TrialGateway | None = None
-    ) -> None:
-        self.artifacts = artifacts
-        self.name = name
-        self.gateway = gateway
-        self.files = ArtifactCache(artifacts, cache_dir)
+    def __init__(self, *, cache_dir: Path, name: str | None = None) -> None:
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.files = ArtifactCache(cache_dir)
         self.templates = TemplateCache(self.files)
-        self._engine: Engine | None = None
         #: The parameters the last trial here produced (artifact key, safetensors bytes): a
         #: SHARE_PARAMS trial that starts from them skips reading them back.
         self.last_params: tuple[str, bytes] | None = None
-
-    @classmethod
-    def from_settings(
-        cls, settings: Settings, *, name: str | None = None, engine: Engine | None = None, database: bool = True
-    ) -> WorkerResources:
-        """Resources on ``settings.artifacts_url``, caching under ``settings.home``.
-
-        Args:
-            name: the worker's name; by default ``<host>:<pid>``.
-            engine: an engine to report through (a :class:`DatabaseGateway`); by default one
-                on ``settings.database_url`` is created (and disposed by :meth:`close`).
-            database: False for a cluster worker, which reports through the API instead.
-        """
-        resources = cls(
-            artifacts=ArtifactStore(settings.artifacts_url),
-            cache_dir=settings.home / "cache",
-            name=name or f"{socket.gethostname()}:{os.getpid()}",
-        )
-        if database:
-            if engine is None:
-                engine = resources._engine = create_engine_from_url(settings.database_url)
-            resources.gateway = DatabaseGateway(engine, zoo_budget_bytes=settings.zoo_budget_mb * 2**20)
-        return resources
-
-    def close(self) -> None:
-        """Dispose of the engine if these resources created it."""
-        if self._engine is not None:
-            self._engine.dispose()
-            self._engine = None
 
 
 class _Heartbeat:
@@ -227,9 +178,9 @@ class _Heartbeat:
             logger.warning("trial %d: cannot store that it %s: %s", self._claim.trial_id, error, e)
 
 
-def _local_file(resources: WorkerResources, what: str, key: str, checksum: str) -> str:
+def _local_file(resources: WorkerResources, store: Any, what: str, key: str, checksum: str) -> str:
     try:
-        return str(resources.files.path(key, checksum))
+        return str(resources.files.path(store, key, checksum))
     except ArtifactError as e:
         raise TrialFailed(f"cannot fetch the {what}: {e}") from None
 
@@ -251,7 +202,9 @@ def _teardown(path: Path, model: BaseModel, context: TrialContext, *, failing: b
         context.log(f"teardown() also failed: {e.error}")  # the first error is the one reported
 
 
-def _shared_params(claim: TrialClaim, resources: WorkerResources, context: TrialContext) -> dict[str, Any] | None:
+def _shared_params(
+    claim: TrialClaim, resources: WorkerResources, store: Any, context: TrialContext
+) -> dict[str, Any] | None:
     """The parameters the trial starts from (SHARE_PARAMS), from this process's memory when it produced them.
 
     Parameters that cannot be read leave the trial to start fresh, saying so in its log:
@@ -266,7 +219,7 @@ def _shared_params(claim: TrialClaim, resources: WorkerResources, context: Trial
             data = resources.last_params[1]
         else:
             where = "the artifact store"
-            data = resources.artifacts.get_bytes(key)
+            data = store.get_bytes(key)
         params = params_from_bytes(data)
     except (ArtifactError, ParamsFormatError, OSError) as e:
         context.log(f"shared parameters {key} cannot be read ({e}); starting without them")
@@ -275,7 +228,7 @@ def _shared_params(claim: TrialClaim, resources: WorkerResources, context: Trial
     return params
 
 
-def _zoo_for(claim: TrialClaim, template: LoadedTemplate, gateway: TrialGateway, resources: WorkerResources) -> Any:
+def _zoo_for(claim: TrialClaim, template: LoadedTemplate, gateway: TrialGateway) -> Any:
     """The zoo, for a TorchModel trial of a job that did not switch warm starting off; else None.
 
     Only TorchModel templates take part (the platform owns their training loop), so a
@@ -287,7 +240,7 @@ def _zoo_for(claim: TrialClaim, template: LoadedTemplate, gateway: TrialGateway,
     wanted = claim.train_args.get(WARM_START_ARG, True)
     if not isinstance(wanted, bool):
         raise TrialFailed(f"train arg {WARM_START_ARG!r} must be true or false, got {wanted!r}")
-    return gateway.zoo(resources.artifacts) if wanted else None
+    return gateway.zoo() if wanted else None
 
 
 def _train(
@@ -295,13 +248,14 @@ def _train(
 ) -> tuple[float, bytes, str | None, Any]:
     """Build, train, evaluate and dump: (score, parameters, stop reason, what to add to the zoo)."""
     with capture_prints(context.log), trial_context(context):
-        template = resources.templates.get(claim.template_key, claim.template_checksum, claim.class_name)
-        train_path = _local_file(resources, "training dataset", claim.train_key, claim.train_checksum)
-        val_path = _local_file(resources, "validation dataset", claim.val_key, claim.val_checksum)
+        store = gateway.artifacts
+        template = resources.templates.get(store, claim.template_key, claim.template_checksum, claim.class_name)
+        train_path = _local_file(resources, store, "training dataset", claim.train_key, claim.train_checksum)
+        val_path = _local_file(resources, store, "validation dataset", claim.val_key, claim.val_checksum)
         knobs = _knobs(claim, template)
         seed = trial_seed(claim.seed, claim.number)
         seed_globals(seed)
-        zoo = _zoo_for(claim, template, gateway, resources)
+        zoo = _zoo_for(claim, template, gateway)
         graph = None
         path = template.path
         model = call_template(path, f"{claim.class_name}(**knobs)", template.cls, **knobs)
@@ -309,7 +263,7 @@ def _train(
             # The runner decides about warm starts (above): no template sees the switch.
             given = {k: v for k, v in claim.train_args.items() if k != WARM_START_ARG}
             train_args = train_kwargs(template.cls, given, seed)
-            shared = _shared_params(claim, resources, context)
+            shared = _shared_params(claim, resources, store, context)
             if shared is not None:
                 train_args["shared_params"] = shared
             if zoo is not None:
@@ -347,7 +301,7 @@ class _Trial:
     def succeeded(self, score: float, data: bytes, stop_reason: str | None, zoo_entry: Any) -> TrialOutcome:
         trial_id = self.claim.trial_id
         key = params_key(trial_id)
-        artifacts = self.resources.artifacts
+        artifacts = self.gateway.artifacts
         try:
             artifacts.put_bytes(key, data)
         except (ArtifactError, OSError) as e:
@@ -374,8 +328,8 @@ def run_trial(
     trial_id: int,
     resources: WorkerResources,
     *,
+    gateway: TrialGateway,
     context: TrialContext | None = None,
-    gateway: TrialGateway | None = None,
     time_limit_s: float | None = None,
     on_overrun: Callable[[], None] | None = None,
 ) -> TrialOutcome:
@@ -389,7 +343,7 @@ def run_trial(
             another thread, before or during the run (a stop requested before the run
             starts makes the template train briefly, if it checks ``should_stop``). Its
             sink is replaced by the one that stores metrics and logs.
-        gateway: where to claim and report; ``resources.gateway`` by default.
+        gateway: where to claim and report, and the trial's artifacts.
         time_limit_s: with a heartbeat, the trial ends ERRORED once it ran this long.
         on_overrun: with a heartbeat, called when a trial past its time limit, or no
             longer this worker's, does not stop within a grace period.
@@ -400,9 +354,6 @@ def run_trial(
     Raises:
         StoreError: the gateway failed (the trial may be left RUNNING).
     """
-    gateway = gateway or resources.gateway
-    if gateway is None:
-        raise ValueError("run_trial needs a gateway: these worker resources have none")
     claim = gateway.claim(trial_id, resources.name)
     if isinstance(claim, ClaimRefused):
         logger.info("trial %d not run: %s", trial_id, claim.reason)

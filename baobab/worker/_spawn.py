@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -54,12 +54,14 @@ class WorkerProcess:
         OSError: the process cannot be started.
     """
 
-    def __init__(self, index: int, *, env: Mapping[str, str], log_path: Path) -> None:
+    def __init__(self, index: int, *, env: Mapping[str, str], log_path: Path, args: Sequence[str] = ()) -> None:
         self.index = index
         self.log_path = log_path
         self.ready = False
         self.broken = False
         self.trial: int | None = None
+        #: The user whose trials it runs, from its first trial on (it is confined to their folder).
+        self.owner: int | None = None
         self.deadline: float | None = None
         self.log_offset = 0
         self.started = time.monotonic()
@@ -67,7 +69,7 @@ class WorkerProcess:
         replies_r, replies_w = multiprocessing.Pipe(duplex=False)
         command = [
             sys.executable, "-m", "baobab.worker._process", "--index", str(index),
-            "--commands", str(commands_r.fileno()), "--replies", str(replies_w.fileno()),
+            "--commands", str(commands_r.fileno()), "--replies", str(replies_w.fileno()), *args,
         ]  # fmt: skip
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)

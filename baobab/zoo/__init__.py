@@ -8,7 +8,8 @@
   magnitude pruning, kernel crop or pad, identity layers for a deeper child);
 - :class:`DbZoo` and :class:`HttpZoo` reach the zoo through the database or the admin
   API; :func:`make_warm_starter` and :func:`register_trial_model` are what a worker
-  calls around a trial; retention keeps the most valuable models within a budget.
+  calls around a trial, :func:`warm_start` and :func:`register_model` what a script
+  calls with a :class:`baobab.sdk.Client`; retention keeps the most valuable models within a budget.
 
 Names are imported on first use: the admin API (no torch in its image) needs only the
 graph, matching and database parts, and a trial process none of the database's.
@@ -41,8 +42,10 @@ if TYPE_CHECKING:
         make_warm_starter,
         model_graph,
         module_params,
+        register_model,
         register_module,
         register_trial_model,
+        warm_start,
         warm_start_module,
     )
 
@@ -82,8 +85,10 @@ _WHERE = {
     "make_warm_starter": "_warm_start",
     "model_graph": "_warm_start",
     "module_params": "_warm_start",
+    "register_model": "_warm_start",
     "register_module": "_warm_start",
     "register_trial_model": "_warm_start",
+    "warm_start": "_warm_start",
     "warm_start_module": "_warm_start",
 }
 
@@ -117,6 +122,7 @@ __all__ = [
     "module_params",
     "module_state",
     "record_parent",
+    "register_model",
     "register_module",
     "register_trial",
     "register_trial_model",
@@ -125,6 +131,7 @@ __all__ = [
     "similarities",
     "trace_graph",
     "transform_weights",
+    "warm_start",
     "warm_start_module",
 ]
 

@@ -5,7 +5,7 @@
 - :class:`TrialHttpZoo`: the admin API's ``/api/v1/zoo/trials/<id>/...`` routes with the
   trial's token, for a cluster worker, which holds no database credentials;
 - :class:`HttpZoo`: the admin API's user routes with a logged-in
-  :class:`baobab.sdk.Client`, for ``Client.warm_start`` and ``Client.register_model``.
+  :class:`baobab.sdk.Client`, for :func:`baobab.zoo.warm_start` and :func:`baobab.zoo.register_model`.
 
 All three choose the parent where the zoo is (next to the database): only the child's
 graph travels, and only the chosen parent's parameters come back. :class:`ZooClient`

@@ -13,6 +13,10 @@ The worker side is two calls (see ``.notes/zoo-report.md`` for the wiring):
 Neither ever fails the trial: a model that cannot be traced, a zoo without a fitting
 parent, or a zoo that cannot be reached means a cold start (or no registration), with
 the reason in the trial's log.
+
+A script with a logged-in :class:`baobab.sdk.Client` calls :func:`warm_start` and
+:func:`register_model` (here, not on the client: the SDK speaks HTTP only and must
+not load torch or the zoo's graph code).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -33,14 +37,19 @@ from baobab.zoo._registry import STATE_PREFIX
 from baobab.zoo._trace import trace_graph
 from baobab.zoo._transform import DEFAULT_NOISE, TransferReport, transform_weights
 
+if TYPE_CHECKING:
+    from baobab.sdk import Client
+
 __all__ = [
     "DEFAULT_LR_DAMPING",
     "WarmStartResult",
     "make_warm_starter",
     "model_graph",
+    "register_model",
     "module_params",
     "register_module",
     "register_trial_model",
+    "warm_start",
     "warm_start_module",
 ]
 
@@ -228,6 +237,60 @@ def register_module(
     """Add any PyTorch module to the zoo (its state stored as TorchModel parameters); its zoo id."""
     graph = trace_graph(module, example_input)
     return zoo.register_model(graph, module_params(module), score=score, task=task, name=name, access=access)
+
+
+def warm_start(
+    client: Client, module: torch.nn.Module, example_input: Any, *, task: str, seed: int = 0
+) -> dict[str, Any]:
+    """Loads the weights of the zoo's best parent, transformed to fit, into a PyTorch module.
+
+    The module is traced on ``example_input`` (a batch), the server chooses the parent
+    among the zoo models the client's user may see, and its parameters are downloaded
+    and transformed here. Nothing is loaded when no parent fits.
+
+    Returns:
+        ``{"zoo_model_id", "similarity", "matched_share", "transferred_share",
+        "lr_scale", "reason"}``; ``zoo_model_id`` is None (and ``reason`` says why)
+        when the module keeps its own weights.
+    """
+    reasons: list[str] = []
+    result = warm_start_module(HttpZoo(client), module, example_input, task=task, seed=seed, log=reasons.append)
+    if result is None:
+        return {"zoo_model_id": None, "similarity": 0.0, "matched_share": 0.0, "transferred_share": 0.0,
+                "lr_scale": 1.0, "reason": "; ".join(reasons)}  # fmt: skip
+    module.load_state_dict(result.state)
+    return {
+        "zoo_model_id": result.zoo_model_id,
+        "similarity": result.similarity,
+        "matched_share": result.matched_share,
+        "transferred_share": result.transferred_share,
+        "lr_scale": result.lr_scale,
+        "reason": result.report.summary(),
+    }
+
+
+def register_model(
+    client: Client,
+    module: torch.nn.Module,
+    example_input: Any,
+    *,
+    score: float,
+    task: str,
+    name: str | None = None,
+    access: str = "PRIVATE",
+) -> dict[str, Any]:
+    """Adds a trained PyTorch module to the zoo as the client's user (traced on ``example_input``); the zoo model.
+
+    Args:
+        score: its validation score (higher is better), which ranks it as a parent.
+        name: a name to show; the module's class name when None.
+        access: PRIVATE (you and admins) or PUBLIC (every user's models may start from it).
+    """
+    graph = trace_graph(module, example_input)
+    name = name if name is not None else type(module).__name__
+    return client.upload_zoo_model(
+        graph.to_json(), module_params(module), score=score, task=task, name=name, access=access
+    )
 
 
 def module_params(module: torch.nn.Module) -> bytes:

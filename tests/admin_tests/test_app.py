@@ -29,19 +29,22 @@ sqlite_only = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 
 
 @sqlite_only
-def test_production_mode_refuses_the_development_secret(
+def test_production_mode_needs_a_secret_key_and_the_published_one_is_refused_everywhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Settings
 ) -> None:
     for name in [name for name in os.environ if name.startswith("BAOBAB_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("BAOBAB_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("BAOBAB_MODE", "production")
-    with pytest.raises(SettingsError, match="production mode refuses the development secret key"):
+    with pytest.raises(SettingsError, match="production mode needs a secret key: set BAOBAB_SECRET_KEY"):
         create_app()
     assert not (tmp_path / "home").exists()  # refused before touching a database
     # Settings made without from_env (here by replace) are checked too.
-    with pytest.raises(SettingsError, match="production mode refuses the development secret key"):
+    with pytest.raises(SettingsError, match="production mode needs a secret key"):
         create_app(dataclasses.replace(settings, mode=Mode.PRODUCTION))
+    published = "baobab-development-key-do-not-use-in-production"  # what earlier versions signed with
+    with pytest.raises(SettingsError, match="the development key that earlier versions published"):
+        create_app(dataclasses.replace(settings, secret_key=published))
 
 
 @sqlite_only

@@ -84,8 +84,8 @@ def test_endpoints_refuse_missing_malformed_expired_and_forged_tokens(
 ) -> None:
     token = root["Authorization"].removeprefix("Bearer ")
     uid = client.get("/api/v1/users", headers=root).json["users"][0]["id"]
-    signed, forged = token_serializer(settings.secret_key), token_serializer("another key")
-    expired = token_serializer(settings.secret_key)
+    signed, forged = token_serializer(settings.signing_key()), token_serializer("another key")
+    expired = token_serializer(settings.signing_key())
     expired.signer = _expired_signer
     cases: list[tuple[Headers, str]] = [
         ({}, "missing Authorization header: send 'Authorization: Bearer <token>'"),

@@ -235,10 +235,16 @@ def _alive(pid: int) -> bool:
 
 @sqlite_only
 def test_a_template_that_never_loads_is_stopped_with_what_it_started(
-    app: Flask, client: FlaskClient, upload: Upload, root: Headers, settings: Settings, tmp_path: Path
+    app: Flask,
+    client: FlaskClient,
+    upload: Upload,
+    root: Headers,
+    settings: Settings,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     app.config[_models.CHECK_TIMEOUT_CONFIG] = 3
-    pid_file = tmp_path / "helper.pid"
+    # Out of the platform's home (tmp_path here), which a template cannot touch.
+    pid_file = tmp_path_factory.mktemp("helper") / "helper.pid"
     spinner = (
         "import subprocess, time\n"
         "helper = subprocess.Popen(['sleep', '120'])\n"

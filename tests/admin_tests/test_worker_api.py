@@ -35,7 +35,7 @@ def trial(app: Flask, client: FlaskClient, add_user: AddUser) -> int:
 
 
 def _token(app: Flask, trial_id: int) -> Headers:
-    return {"Authorization": f"Bearer {issue_trial_token(app.extensions['baobab'].settings.secret_key, trial_id)}"}
+    return {"Authorization": f"Bearer {issue_trial_token(app.extensions['baobab'].settings.signing_key(), trial_id)}"}
 
 
 def _post(client: FlaskClient, app: Flask, trial_id: int, action: str, body: Any, token_for: int | None = None) -> Any:

@@ -14,26 +14,35 @@ from baobab.testing import wait_until
 def start_slow_job(cluster: Cluster, data: Path, *, app: str, trials: int, sleep_s: float) -> dict[str, Any]:
     """A job of ``trials`` SlowScorer trials of ``sleep_s`` seconds each, two at a time."""
     client = cluster.client
-    dataset = client.create_dataset(f"{app} data", "TABULAR", data / "train.csv")
+    dataset = client.create_dataset(f"{app} data", data / "train.csv", format="TABULAR")
     model = client.create_model(SLOW_SCORER, task="TABULAR_REGRESSION", class_name="SlowScorer")
     return client.create_train_job(
-        app, "TABULAR_REGRESSION", dataset["id"], dataset["id"], [model["id"]],
-        {"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0}, train_args={"sleep_s": sleep_s},
-    )  # fmt: skip
+        app,
+        "TABULAR_REGRESSION",
+        train_dataset_id=dataset["id"],
+        val_dataset_id=dataset["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0},
+        train_args={"sleep_s": sleep_s},
+    )
 
 
 def start_breast_cancer_job(cluster: Cluster, data: Path, *, trials: int) -> dict[str, Any]:
     """App ``bc``: the scikit-learn example template on breast cancer (train/val/test CSVs in ``data``)."""
     client = cluster.client
-    train = client.create_dataset("bc train", "TABULAR", data / "train.csv", target="target")
-    val = client.create_dataset("bc val", "TABULAR", data / "val.csv", target="target")
+    train = client.create_dataset("bc train", data / "train.csv", format="TABULAR", target="target")
+    val = client.create_dataset("bc val", data / "val.csv", format="TABULAR", target="target")
     model = client.create_model(
         EXAMPLES / "sklearn_tabular.py", task="TABULAR_CLASSIFICATION", class_name="SkTabularClassifier"
     )
     return client.create_train_job(
-        "bc", "TABULAR_CLASSIFICATION", train["id"], val["id"], [model["id"]],
-        {"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0},
-    )  # fmt: skip
+        "bc",
+        "TABULAR_CLASSIFICATION",
+        train_dataset_id=train["id"],
+        val_dataset_id=val["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0},
+    )
 
 
 def running_trial(cluster: Cluster, app: str, *, on: str | None = None, timeout: float = 60) -> dict[str, Any]:

@@ -35,15 +35,19 @@ def _answers(url: str) -> bool:
 def test_train_serve_predict_end_to_end(start_platform: Callable[[], Any], breast_cancer: Path) -> None:
     platform = start_platform()
     client = platform.client
-    train = client.create_dataset("bc train", "TABULAR", breast_cancer / "train.csv", target="target")
-    val = client.create_dataset("bc val", "TABULAR", breast_cancer / "val.csv", target="target")
+    train = client.create_dataset("bc train", breast_cancer / "train.csv", format="TABULAR", target="target")
+    val = client.create_dataset("bc val", breast_cancer / "val.csv", format="TABULAR", target="target")
     model = client.create_model(
         EXAMPLES / "sklearn_tabular.py", task="TABULAR_CLASSIFICATION", class_name="SkTabularClassifier"
     )
     job = client.create_train_job(
-        "bc", "TABULAR_CLASSIFICATION", train["id"], val["id"], [model["id"]],
-        {"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
-    )  # fmt: skip
+        "bc",
+        "TABULAR_CLASSIFICATION",
+        train_dataset_id=train["id"],
+        val_dataset_id=val["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
+    )
     job = client.wait_for_train_job("bc", job["app_version"], timeout=240, progress=False)
     assert job["status"] == "COMPLETED", job
     assert job["trial_counts"]["COMPLETED"] == TRIALS

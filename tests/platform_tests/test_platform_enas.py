@@ -28,13 +28,18 @@ def test_an_enas_job_searches_on_shared_weights_and_ends_with_one_full_size_trai
     start_platform: Callable[[], Any], fashion: Path
 ) -> None:
     client = start_platform().client
-    train = client.create_dataset("fm train", "IMAGE_FILES", fashion / "train.zip")
-    val = client.create_dataset("fm val", "IMAGE_FILES", fashion / "val.zip")
+    train = client.create_dataset("fm train", fashion / "train.zip", format="IMAGE_FILES")
+    val = client.create_dataset("fm val", fashion / "val.zip", format="IMAGE_FILES")
     model = client.create_model(EXAMPLES / "enas_cnn.py", task="IMAGE_CLASSIFICATION", class_name="EnasCnn")
     job = client.create_train_job(
-        "enas", "IMAGE_CLASSIFICATION", train["id"], val["id"], [model["id"]],
-        {"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0}, strategy="enas",
-    )  # fmt: skip
+        "enas",
+        "IMAGE_CLASSIFICATION",
+        train_dataset_id=train["id"],
+        val_dataset_id=val["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
+        strategy="enas",
+    )
     job = client.wait_for_train_job("enas", job["app_version"], timeout=300, progress=False)
     assert job["status"] == "COMPLETED", job
 

@@ -14,7 +14,7 @@ def test_asha_stops_weak_trials_and_share_params_hands_on_parameters(
     start_platform: Callable[[], Any], breast_cancer: Path, tmp_path: Path
 ) -> None:
     client = start_platform().client
-    train = client.create_dataset("bc train", "TABULAR", breast_cancer / "train.csv", target="target")
+    train = client.create_dataset("bc train", breast_cancer / "train.csv", format="TABULAR", target="target")
     model = client.create_model(TEMPLATES / "sharer.py", task="TABULAR_CLASSIFICATION", class_name="Sharer")
     arrivals = tmp_path / "arrivals"
     arrivals.mkdir()
@@ -24,9 +24,14 @@ def test_asha_stops_weak_trials_and_share_params_hands_on_parameters(
         "policies": {"SHARE_PARAMS": True},
     }
     job = client.create_train_job(
-        "policies", "TABULAR_CLASSIFICATION", train["id"], train["id"], [model["id"]],
-        {"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0}, train_args=train_args,
-    )  # fmt: skip
+        "policies",
+        "TABULAR_CLASSIFICATION",
+        train_dataset_id=train["id"],
+        val_dataset_id=train["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
+        train_args=train_args,
+    )
     job = client.wait_for_train_job("policies", job["app_version"], timeout=120, progress=False)
     assert job["status"] == "COMPLETED", job
     trials = sorted(client.get_trials("policies", job["app_version"])["trials"], key=lambda t: t["id"])

@@ -12,10 +12,15 @@ TRIALS = 2
 
 def _job(client: Any, app: str, data: dict[str, Any], model: dict[str, Any], **train_args: Any) -> dict[str, Any]:
     job = client.create_train_job(
-        app, "TABULAR_CLASSIFICATION", data["train"], data["val"], [model["id"]],
-        {"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0}, train_args={"target": "target", **train_args},
+        app,
+        "TABULAR_CLASSIFICATION",
+        train_dataset_id=data["train"],
+        val_dataset_id=data["val"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
+        train_args={"target": "target", **train_args},
         strategy="random",
-    )  # fmt: skip
+    )
     job = client.wait_for_train_job(app, job["app_version"], timeout=240, progress=False)
     assert job["status"] == "COMPLETED", job
     return job
@@ -25,8 +30,8 @@ def test_a_second_job_warm_starts_from_the_first_jobs_models(
     start_platform: Callable[[], Any], breast_cancer: Path
 ) -> None:
     client = start_platform().client
-    train = client.create_dataset("bc train", "TABULAR", breast_cancer / "train.csv", target="target")
-    val = client.create_dataset("bc val", "TABULAR", breast_cancer / "val.csv", target="target")
+    train = client.create_dataset("bc train", breast_cancer / "train.csv", format="TABULAR", target="target")
+    val = client.create_dataset("bc val", breast_cancer / "val.csv", format="TABULAR", target="target")
     data = {"train": train["id"], "val": val["id"]}
     model = client.create_model(EXAMPLES / "torch_mlp.py", task="TABULAR_CLASSIFICATION", class_name="TorchMlp")
 

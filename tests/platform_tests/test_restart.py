@@ -18,12 +18,17 @@ def test_killed_platform_finishes_the_job_after_a_restart(
 ) -> None:
     first = start_platform()
     client = first.client
-    data = client.create_dataset("bc", "TABULAR", breast_cancer / "train.csv")
+    data = client.create_dataset("bc", breast_cancer / "train.csv", format="TABULAR")
     model = client.create_model(TEMPLATES / "slow_scorer.py", task="TABULAR_REGRESSION", class_name="SlowScorer")
     job = client.create_train_job(
-        "restart", "TABULAR_REGRESSION", data["id"], data["id"], [model["id"]],
-        {"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0}, train_args={"sleep_s": 0.7},
-    )  # fmt: skip
+        "restart",
+        "TABULAR_REGRESSION",
+        train_dataset_id=data["id"],
+        val_dataset_id=data["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
+        train_args={"sleep_s": 0.7},
+    )
     finished = wait_until(
         lambda: (done := client.get_trials("restart", status="COMPLETED")["trials"]) and len(done) >= 3 and done,
         timeout=120,

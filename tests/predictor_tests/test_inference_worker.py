@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from predictor_world import TINY, pid_alive, tabular_frame
 
+from baobab._sandbox import Confinement
 from baobab.model import load_template
 from baobab.store import ArtifactStore, params_to_bytes, write_tabular
 from baobab.testing import wait_until
@@ -41,6 +42,8 @@ def spec(stored: tuple, **changes: object) -> InferenceSpec:
         "knobs": dict(model.knobs),
         "params_key": "params/trial-7.safetensors",
         "cache_dir": cache_dir,
+        # The artifacts are out of the template's reach, as a platform's are.
+        "confinement": Confinement((Path(store.url),), private=Path(cache_dir).parent / "private").to_json(),
     }
     return InferenceSpec(**{**fields, **changes})
 

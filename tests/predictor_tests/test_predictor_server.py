@@ -52,7 +52,7 @@ class Served:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
     home = tmp_path_factory.mktemp("predictor-server")
     world: World = make_world(f"sqlite:///{home / 'baobab.db'}", home)
-    batch_log = home / "batches.txt"
+    batch_log = tmp_path_factory.mktemp("batch-log") / "batches.txt"  # out of the home, which members cannot touch
 
     dataset_id, diabetes = world.tabular("diabetes")
     sub_job = world.train_job(Task.TABULAR_REGRESSION, dataset_id, TINY, "TinyRegressor")

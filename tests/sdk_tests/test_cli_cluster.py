@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from baobab.sdk.cli import main
+from baobab.cli import main
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from baobab.sdk.cli import main
+from baobab.cli import main
 from baobab.store import read_image_files, read_tabular
 
 

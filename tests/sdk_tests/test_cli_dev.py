@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from baobab.sdk.cli import main
+from baobab.cli import main
 from baobab.store import build_tabular
 
 TEMPLATES = Path(__file__).parents[1] / "model_tests" / "templates"

@@ -15,9 +15,9 @@ from click.testing import CliRunner, Result
 from PIL import Image
 from werkzeug.wrappers import Request, Response
 
+from baobab.cli import main
+from baobab.cli.predict import image_query
 from baobab.sdk import Client
-from baobab.sdk.cli import main
-from baobab.sdk.cli.predict import image_query
 from baobab.store import build_tabular
 
 ApiServer = Any  # conftest.ApiServer: url, app, settings, root_email, root_password

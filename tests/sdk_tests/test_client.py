@@ -32,7 +32,7 @@ def root(api_server: ApiServer) -> Iterator[Client]:
 
 
 def _user(root: Client, role: str, email: str) -> Client:
-    root.create_user(email, USER_PASSWORD, role)
+    root.create_user(email, USER_PASSWORD, role=role)
     client = Client(root.url, timeout=30)
     client.login(email, USER_PASSWORD)
     return client
@@ -57,13 +57,13 @@ def test_login_and_users(api_server: ApiServer, root: Client) -> None:
     assert str(error) == "HTTP 401 unauthorized: wrong email or password"
 
     assert root.token and root.list_users()[0]["email"] == ROOT_EMAIL
-    dev = root.create_user("Ada@Example.com", USER_PASSWORD, "MODEL_DEVELOPER")
+    dev = root.create_user("Ada@Example.com", USER_PASSWORD, role="MODEL_DEVELOPER")
     assert (dev["email"], dev["role"], dev["banned"]) == ("ada@example.com", "MODEL_DEVELOPER", False)
     with pytest.raises(ApiError) as caught:
-        root.create_user("ada@example.com", USER_PASSWORD, "APP_DEVELOPER")
+        root.create_user("ada@example.com", USER_PASSWORD, role="APP_DEVELOPER")
     assert (caught.value.status, caught.value.code, caught.value.field) == (409, "conflict", "email")
     with pytest.raises(ApiError) as caught:
-        root.create_user("bob@example.com", "short", "APP_DEVELOPER")
+        root.create_user("bob@example.com", "short", role="APP_DEVELOPER")
     assert (caught.value.status, caught.value.field) == (400, "password")
     assert "at least 8 are required" in caught.value.message
     assert [u["email"] for u in root.list_users()] == [ROOT_EMAIL, "ada@example.com"]
@@ -94,7 +94,7 @@ def test_login_and_users(api_server: ApiServer, root: Client) -> None:
 
 def test_datasets(api_server: ApiServer, root: Client, tmp_path: Path) -> None:
     splits = build_tabular("iris", tmp_path / "iris").splits
-    train = root.create_dataset("iris-train", "TABULAR", splits[0].path, target="target")
+    train = root.create_dataset("iris-train", splits[0].path, format="TABULAR", target="target")
     assert train["size"] == splits[0].path.stat().st_size
     assert train["checksum"] == hashlib.sha256(splits[0].path.read_bytes()).hexdigest()
     assert (train["name"], train["format"]) == ("iris-train", "TABULAR")
@@ -104,28 +104,28 @@ def test_datasets(api_server: ApiServer, root: Client, tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     rows = "\n".join(",".join(f"{v:.6f}" for v in row) for row in rng.random((40_000, 8)))
     big.write_text("a,b,c,d,e,f,g,target\n" + rows + "\n")
-    stored = root.create_dataset("big", "TABULAR", str(big))
+    stored = root.create_dataset("big", str(big), format="TABULAR")
     assert stored["size"] == big.stat().st_size > 2_000_000
     assert stored["checksum"] == hashlib.sha256(big.read_bytes()).hexdigest()
 
     images = tmp_path / "images.zip"
     write_image_files(images, rng.integers(0, 256, (6, 8, 8), dtype=np.uint8), [0, 1, 0, 1, 0, 1])
-    image_set = root.create_dataset("tiny images", "IMAGE_FILES", images)
+    image_set = root.create_dataset("tiny images", images, format="IMAGE_FILES")
     assert image_set["format"] == "IMAGE_FILES"
 
     assert [d["id"] for d in root.list_datasets()] == [image_set["id"], stored["id"], train["id"]]
     assert root.get_dataset(train["id"]) == train
 
     with pytest.raises(ApiError) as caught:  # the server names the uploaded file, not its own
-        root.create_dataset("wrong target", "TABULAR", splits[0].path, target="label")
+        root.create_dataset("wrong target", splits[0].path, format="TABULAR", target="label")
     assert (caught.value.status, caught.value.field) == (400, "file")
     assert "train.csv" in caught.value.message and "label" in caught.value.message
     with pytest.raises(ApiError) as caught:
-        root.create_dataset("x", "CSV", splits[0].path)
+        root.create_dataset("x", splits[0].path, format="CSV")
     assert (caught.value.status, caught.value.field) == (400, "format")
     assert "expected one of IMAGE_FILES, TABULAR" in caught.value.message
     with pytest.raises(ClientError, match=r"cannot read .*missing\.csv"):
-        root.create_dataset("x", "TABULAR", tmp_path / "missing.csv")
+        root.create_dataset("x", tmp_path / "missing.csv", format="TABULAR")
 
     other = _user(root, "APP_DEVELOPER", "app@example.com")
     assert other.list_datasets() == []
@@ -242,18 +242,29 @@ def test_models_train_jobs_trials_and_inference_jobs(
     assert root.download_model(model["id"], tmp_path / "copy.py").read_text() == TEMPLATE
 
     (tmp_path / "train.csv").write_text(CSV)
-    train = root.create_dataset("train", "TABULAR", tmp_path / "train.csv")
-    val = root.create_dataset("val", "TABULAR", tmp_path / "train.csv")
+    train = root.create_dataset("train", tmp_path / "train.csv", format="TABULAR")
+    val = root.create_dataset("val", tmp_path / "train.csv", format="TABULAR")
     with pytest.raises(ApiError) as caught:
         root.create_train_job(
-            "fraud", "TABULAR_CLASSIFICATION", train["id"], val["id"], [model["id"]], {"TIME_HOURS": -1}
+            "fraud",
+            "TABULAR_CLASSIFICATION",
+            train_dataset_id=train["id"],
+            val_dataset_id=val["id"],
+            model_ids=[model["id"]],
+            budget={"TIME_HOURS": -1},
         )
     assert (caught.value.status, caught.value.field) == (400, "budget.TIME_HOURS")
     budget = {"MODEL_TRIAL_COUNT": 3, "GPU_COUNT": 0}
     job = root.create_train_job(
-        "fraud", "TABULAR_CLASSIFICATION", train["id"], val["id"], [model["id"]], budget,
-        train_args={"target": "label"}, strategy="random",
-    )  # fmt: skip
+        "fraud",
+        "TABULAR_CLASSIFICATION",
+        train_dataset_id=train["id"],
+        val_dataset_id=val["id"],
+        model_ids=[model["id"]],
+        budget=budget,
+        train_args={"target": "label"},
+        strategy="random",
+    )
     assert (job["app"], job["app_version"], job["status"]) == ("fraud", 1, "PENDING")
     assert job["train_args"] == {"target": "label"} and job["budget"] == budget
     assert [(s["model_id"], s["strategy"]) for s in job["sub_jobs"]] == [(model["id"], "random")]

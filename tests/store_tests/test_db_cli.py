@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from baobab.sdk.cli.db import db
+from baobab.cli.db import db
 from baobab.store import describe_url, head_revision
 
 

@@ -1,4 +1,4 @@
-"""The ``platform`` fixture of the worker tests (see worker_world.py)."""
+"""The ``platform`` fixture of the worker tests (see worker_world.py), with the admin API its workers report to."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from worker_world import Platform, tabular_frame
 
 from baobab import Settings
+from baobab.admin import create_app
 from baobab.model import DatasetFormat
 from baobab.store import (
     ArtifactStore,
@@ -21,6 +22,7 @@ from baobab.store import (
     upgrade_database,
     write_tabular,
 )
+from baobab.testing import serve_in_thread
 
 
 @pytest.fixture
@@ -55,5 +57,7 @@ def platform(db_url: str, tmp_path: Path) -> Iterator[Platform]:
             session.flush()
             ids.append(dataset.id)
         platform.datasets = (ids[0], ids[1])
-    yield platform
+    with serve_in_thread(create_app(settings)) as url:
+        platform.api_url = url
+        yield platform
     engine.dispose()

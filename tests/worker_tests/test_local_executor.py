@@ -14,6 +14,8 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 from worker_world import Platform
@@ -68,7 +70,7 @@ def make_executor(platform: Platform, events: LocalEventChannel) -> Iterator[Mak
 
     def make(workers: int = 1, trial_timeout_s: float | None = None) -> LocalExecutor:
         settings = dataclasses.replace(platform.settings, trial_timeout_s=trial_timeout_s)
-        executors.append(LocalExecutor(settings, events, workers=workers))
+        executors.append(LocalExecutor(settings, events, api_url=platform.api_url, workers=workers))
         return executors[-1]
 
     yield make
@@ -179,13 +181,17 @@ def test_a_trial_past_the_time_limit_is_killed_and_errored(
 ) -> None:
     executor = make_executor(workers=1, trial_timeout_s=1.5)
     hanging, after = platform.add_trial("hang"), platform.add_trial("ok")
+    submitted = datetime.now(timezone.utc)
     executor.submit(hanging)
     executor.submit(after)
     finished.wait(hanging, after)
 
     trial = platform.trial(hanging)
     assert trial.status is TrialState.ERRORED and trial.error == "exceeded the per-trial time limit of 1.5 s"
-    assert 1.5 <= (trial.finished_at - trial.started_at).total_seconds() < 30
+    # The limit counts from the hand-over to the worker, which comes after the submit and before the
+    # worker's claim (started_at, which waits for the worker to fetch and confine itself).
+    assert 1.5 <= (trial.finished_at - submitted).total_seconds() < 30
+    assert trial.started_at < trial.finished_at
     assert trial.traceback.startswith("killed; last lines of the worker's log")
     assert not _alive(int(platform.probe_line(hanging)["pid"]))
     assert platform.trial(after).status is TrialState.COMPLETED  # on a fresh worker
@@ -315,19 +321,22 @@ def test_close_kills_the_workers_and_leaves_the_trials_for_the_next_start(
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # about the processes, not the database
 def test_queued_trials_error_when_no_worker_process_can_start(
-    platform: Platform, events: LocalEventChannel, finished: Finished
+    platform: Platform, events: LocalEventChannel, finished: Finished, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The executor writes to the test's database; its workers get a URL they cannot use.
-    settings = dataclasses.replace(platform.settings, database_url="nosuchdriver://nowhere")
+    # The workers (python -m, which looks in the current folder first) find a broken baobab and die starting.
+    broken = tmp_path / "broken" / "baobab"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('this baobab is broken')\n")
+    monkeypatch.chdir(broken.parent)
     trial_id = platform.add_trial()
-    with LocalExecutor(settings, events, workers=1, engine=platform.engine) as executor:
+    with LocalExecutor(platform.settings, events, api_url=platform.api_url, workers=1) as executor:
         executor.submit(trial_id)
         finished.wait(trial_id)
 
     trial = platform.trial(trial_id)
     assert trial.status is TrialState.ERRORED
     assert trial.error.startswith("no worker process can start: the last one exited with status 1 while starting")
-    assert "cannot use database URL" in trial.traceback  # the worker's own last words, from its log
+    assert "this baobab is broken" in trial.traceback  # the worker's own last words, from its log
     finished.assert_once()
 
 

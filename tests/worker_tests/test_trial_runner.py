@@ -1,7 +1,8 @@
 """run_trial in this process: claim, train, store, on SQLite and PostgreSQL.
 
-The local executor's worker processes call the same function; their tests
-(test_local_executor.py) cover what only processes can show.
+The trial reports to a real admin API with its token, and reads its inputs through it,
+as a local worker does. The local executor's worker processes call the same function;
+their tests (test_local_executor.py) cover what only processes can show.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import re
 import threading
 import uuid
-from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +21,34 @@ from worker_world import Platform
 
 from baobab.model import TrialContext
 from baobab.model._trial_process import trial_seed
-from baobab.store import ArtifactStore, Trial, TrialState, params_from_bytes, session_scope
+from baobab.store import (
+    ArtifactStore,
+    Trial,
+    TrialState,
+    issue_trial_token,
+    params_from_bytes,
+    params_key,
+    session_scope,
+)
 from baobab.testing import wait_until
-from baobab.worker import DatabaseGateway, WorkerResources, params_key, run_trial
+from baobab.worker import ApiGateway, TrialOutcome, WorkerResources, run_trial
 
 
 @pytest.fixture
-def resources(platform: Platform) -> Iterator[WorkerResources]:
-    resources = WorkerResources.from_settings(platform.settings, name="test-worker")
-    yield resources
-    resources.close()
+def resources(tmp_path: Path) -> WorkerResources:
+    return WorkerResources(cache_dir=tmp_path / "worker-cache", name="test-worker")
+
+
+def _gateway(
+    platform: Platform, trial_id: int, *, heartbeat_s: float | None = None, artifacts: ArtifactStore | None = None
+) -> ApiGateway:
+    """The admin API with the trial's token; its artifacts through the API unless a store is given."""
+    token = issue_trial_token(platform.settings.signing_key(), trial_id)
+    return ApiGateway(platform.api_url, trial_id, token, heartbeat_s=heartbeat_s, artifacts=artifacts)
+
+
+def _run(platform: Platform, trial_id: int, resources: WorkerResources, **kwargs: Any) -> TrialOutcome:
+    return run_trial(trial_id, resources, gateway=_gateway(platform, trial_id), **kwargs)
 
 
 def test_a_good_trial_completes_with_score_params_metrics_and_logs(
@@ -38,7 +57,7 @@ def test_a_good_trial_completes_with_score_params_metrics_and_logs(
     platform.add_trial("ok", 0.1)  # number 0
     trial_id = platform.add_trial("ok", 0.75)  # number 1
 
-    outcome = run_trial(trial_id, resources)
+    outcome = _run(platform, trial_id, resources)
 
     assert outcome.ran and outcome.status is TrialState.COMPLETED and outcome.score == 0.75
     trial = platform.trial(trial_id)
@@ -74,7 +93,7 @@ def test_a_failing_template_ends_the_trial_errored(
 ) -> None:
     trial_id = platform.add_trial(mode)
 
-    outcome = run_trial(trial_id, resources)
+    outcome = _run(platform, trial_id, resources)
 
     assert outcome.status is TrialState.ERRORED and outcome.error == error
     trial = platform.trial(trial_id)
@@ -97,13 +116,13 @@ def test_a_template_that_does_not_import_errors_with_its_traceback(
 ) -> None:
     trial_id = platform.add_trial(file="broken.py")
 
-    outcome = run_trial(trial_id, resources)
+    outcome = _run(platform, trial_id, resources)
 
     trial = platform.trial(trial_id)
     assert outcome.status is TrialState.ERRORED
     assert trial.error.startswith("cannot load the template: ") and "importing the template failed" in trial.error
-    # The file imported is the template's artifact (templates/<sha256>.py), line 3 of it.
-    assert re.search(r'File "[^"]*/templates/[0-9a-f]{64}\.py", line 3, in <module>', trial.traceback)
+    # The file imported is the template's artifact (<sha256>.py, fetched into the cache), line 3 of it.
+    assert re.search(r'File "[^"]*/[0-9a-f]{64}\.py", line 3, in <module>', trial.traceback)
     assert "ImportError: this template needs a package that is not installed" in trial.traceback
 
 
@@ -111,14 +130,16 @@ def test_a_template_that_does_not_import_errors_with_its_traceback(
 def test_only_a_pending_trial_is_run(platform: Platform, resources: WorkerResources, status: TrialState) -> None:
     trial_id = platform.add_trial()
     platform.set_status(trial_id, status)
+    with session_scope(platform.engine) as session:  # a RUNNING one on a live worker: it beat just now
+        session.execute(update(Trial).where(Trial.id == trial_id).values(heartbeat_at=datetime.now(UTC)))
 
-    outcome = run_trial(trial_id, resources)
+    outcome = _run(platform, trial_id, resources)
 
     assert not outcome.ran and outcome.status is status
     trial = platform.trial(trial_id)
     assert trial.status is status and trial.attempts == 0 and trial.worker is None and trial.started_at is None
     assert platform.logs(trial_id) == []
-    missing = run_trial(trial_id + 1000, resources)
+    missing = _run(platform, trial_id + 1000, resources)
     assert not missing.ran and missing.status is None
 
 
@@ -128,7 +149,7 @@ def test_progress_shows_while_running_and_a_stop_request_from_another_thread_end
     trial_id = platform.add_trial("until_stop", 0.25)
     context = TrialContext()
     outcomes = []
-    runner = threading.Thread(target=lambda: outcomes.append(run_trial(trial_id, resources, context=context)))
+    runner = threading.Thread(target=lambda: outcomes.append(_run(platform, trial_id, resources, context=context)))
     runner.start()
     try:
         wait_until(lambda: (platform.signal_dir / "started-0.25").exists(), what="the trial to start")
@@ -160,11 +181,13 @@ def test_remote_artifacts_are_downloaded_once_checked_and_the_template_imported_
     for path in local.fs.find(local.url):  # the template and the datasets, under the same keys
         remote.put_bytes(Path(path).relative_to(local.url).as_posix(), local.fs.cat_file(path))
     cache = tmp_path / "cache"
-    gateway = DatabaseGateway(platform.engine)
-    resources = WorkerResources(artifacts=remote, cache_dir=cache, name="remote-worker", gateway=gateway)
+    resources = WorkerResources(cache_dir=cache, name="remote-worker")
 
-    assert run_trial(first, resources).status is TrialState.COMPLETED
-    assert run_trial(second, resources).status is TrialState.COMPLETED  # another job, same template and data
+    def run(trial_id: int, resources: WorkerResources) -> TrialOutcome:  # a cluster worker: the store itself
+        return run_trial(trial_id, resources, gateway=_gateway(platform, trial_id, artifacts=remote))
+
+    assert run(first, resources).status is TrialState.COMPLETED
+    assert run(second, resources).status is TrialState.COMPLETED  # another job, same template and data
 
     assert resources.files.downloads == 3 and resources.templates.imports == 1
     assert len([p for p in cache.rglob("*") if p.is_file()]) == 3
@@ -173,25 +196,21 @@ def test_remote_artifacts_are_downloaded_once_checked_and_the_template_imported_
 
     # A worker with an empty cache checks what it downloads against the registered checksum.
     remote.put_bytes(platform.dataset_key(0), b"a,b,y\n1,2,3\n")
-    fresh = WorkerResources(artifacts=remote, cache_dir=tmp_path / "empty", name="fresh", gateway=gateway)
-    outcome = run_trial(platform.add_trial("ok", 0.3), fresh)
+    fresh = WorkerResources(cache_dir=tmp_path / "empty", name="fresh")
+    outcome = run(platform.add_trial("ok", 0.3), fresh)
     assert outcome.status is TrialState.ERRORED
     assert outcome.error.startswith("cannot fetch the training dataset: artifact 'datasets/")
     assert "was replaced after it was registered" in outcome.error
 
 
-# -- heartbeats (what a cluster worker does through the API; here on the database itself) ------
-
-
-class _BeatingGateway(DatabaseGateway):
-    heartbeat_s = 0.05
+# -- heartbeats (what a cluster worker does) ----------------------------------------------------
 
 
 def test_heartbeats_pass_a_stop_reason_and_a_lost_claim_stops_the_trial(
     platform: Platform, resources: WorkerResources
 ) -> None:
-    gateway = _BeatingGateway(platform.engine)
     stopped = platform.add_trial("until_stop", 0.4)
+    gateway = _gateway(platform, stopped, heartbeat_s=0.05)
     thread = threading.Thread(target=lambda: results.append(run_trial(stopped, resources, gateway=gateway)))
     results: list[Any] = []
     thread.start()
@@ -203,6 +222,7 @@ def test_heartbeats_pass_a_stop_reason_and_a_lost_claim_stops_the_trial(
     assert platform.trial(stopped).heartbeat_at > platform.trial(stopped).started_at
 
     cancelled = platform.add_trial("until_stop", 0.6)
+    gateway = _gateway(platform, cancelled, heartbeat_s=0.05)
     thread = threading.Thread(target=lambda: results.append(run_trial(cancelled, resources, gateway=gateway)))
     thread.start()
     wait_until(lambda: platform.trial(cancelled).status is TrialState.RUNNING, what="the trial to run")
@@ -215,9 +235,9 @@ def test_heartbeats_pass_a_stop_reason_and_a_lost_claim_stops_the_trial(
 def test_a_trial_past_its_time_limit_ends_errored_and_one_that_will_not_stop_is_given_up(
     platform: Platform, resources: WorkerResources, tmp_path: Path
 ) -> None:
-    gateway = _BeatingGateway(platform.engine)
     gave_up = threading.Event()
     stuck = platform.add_trial("wait", 0.5, train_args={"signal_dir": str(tmp_path)})  # deaf to stop requests
+    gateway = _gateway(platform, stuck, heartbeat_s=0.05)
     thread = threading.Thread(
         target=run_trial, args=(stuck, resources), kwargs={"gateway": gateway, "time_limit_s": 0.3,
                                                            "on_overrun": gave_up.set},

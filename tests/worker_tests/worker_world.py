@@ -45,6 +45,7 @@ class Platform:
     artifacts: ArtifactStore
     signal_dir: Path
     owner_id: int = 0
+    api_url: str = ""
     datasets: tuple[int, int] = (0, 0)
     _templates: dict[str, int] = field(default_factory=dict)
     _sub_jobs: dict[tuple[str, str], int] = field(default_factory=dict)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -10,12 +9,12 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import Engine
-from werkzeug.serving import make_server
 from zoo_world import World
 
 from baobab import Settings
 from baobab.admin import create_app
 from baobab.store import ArtifactStore, create_engine_from_url, upgrade_database
+from baobab.testing import serve_in_thread
 
 ROOT_EMAIL = "root@example.com"
 ROOT_PASSWORD = "root-password"
@@ -74,10 +73,5 @@ def login(client: FlaskClient) -> Callable[[str, str], Headers]:
 @pytest.fixture
 def served(app: Flask) -> Iterator[str]:
     """The admin API on a loopback port (real HTTP, for the SDK); its URL."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.port}"
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=10)
+    with serve_in_thread(app) as url:
+        yield url

@@ -134,7 +134,7 @@ def test_a_trials_worker_chooses_downloads_records_and_registers_with_the_trials
     world: World,
 ) -> None:
     (ann_id, ann), (_, ben) = users["ann"], users["ben"]
-    secret = app.extensions["baobab"].settings.secret_key
+    secret = app.extensions["baobab"].settings.signing_key()
     first_job = world.job(ann_id)
     module = cnn(8, 2)
     done = world.trial(first_job)

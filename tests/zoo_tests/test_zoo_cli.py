@@ -10,11 +10,11 @@ import torch
 from click.testing import CliRunner
 from zoo_world import World, cnn
 
+from baobab.cli import main
+from baobab.cli._common import save_credentials
 from baobab.sdk import Client
-from baobab.sdk.cli import main
-from baobab.sdk.cli._common import save_credentials
 from baobab.store import params_from_bytes
-from baobab.zoo import DbZoo, trace_graph
+from baobab.zoo import DbZoo, register_model, trace_graph
 
 IMAGE = torch.zeros(2, 1, 28, 28)
 
@@ -25,7 +25,7 @@ def ann(served: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Client:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     root = Client(served)
     root.login("root@example.com", "root-password")
-    root.create_user("ann@example.com", "password-123", "MODEL_DEVELOPER")
+    root.create_user("ann@example.com", "password-123", role="MODEL_DEVELOPER")
     client = Client(served)
     client.login("ann@example.com", "password-123")
     assert client.token is not None
@@ -41,7 +41,7 @@ def _cli(*args: str) -> str:
 
 def test_list_show_and_download(ann: Client, tmp_path: Path) -> None:
     assert "the zoo is empty" in _cli("list")
-    model = ann.register_model(cnn(8, 2), IMAGE, score=0.875, task="IMAGE_CLASSIFICATION", name="small-cnn")
+    model = register_model(ann, cnn(8, 2), IMAGE, score=0.875, task="IMAGE_CLASSIFICATION", name="small-cnn")
     table = _cli("list").splitlines()
     assert table[0].split()[:4] == ["id", "name", "task", "score"]
     assert table[2].split()[:4] == [str(model["id"]), "small-cnn", "IMAGE_CLASSIFICATION", "0.875"]

@@ -23,7 +23,16 @@ from zoo_world import World, cnn
 from baobab.model import FixedKnob, IntegerKnob, InterimMetric, TorchModel, TrialContext, trial_context
 from baobab.sdk import Client
 from baobab.store import Trial, ZooModel, issue_trial_token, session_scope
-from baobab.zoo import DbZoo, TrialHttpZoo, make_warm_starter, model_graph, register_trial_model, trace_graph
+from baobab.zoo import (
+    DbZoo,
+    TrialHttpZoo,
+    make_warm_starter,
+    model_graph,
+    register_model,
+    register_trial_model,
+    trace_graph,
+    warm_start,
+)
 from baobab.zoo._warm_start import DEFAULT_LR_DAMPING
 
 TASK = "IMAGE_CLASSIFICATION"
@@ -205,27 +214,27 @@ def test_the_sdk_registers_any_module_and_warm_starts_another_for_the_same_user_
     root = Client(served)
     root.login("root@example.com", "root-password")
     for name in ("ann", "ben"):
-        root.create_user(f"{name}@example.com", "password-123", "APP_DEVELOPER")
+        root.create_user(f"{name}@example.com", "password-123", role="APP_DEVELOPER")
     ann, ben = Client(served), Client(served)
     ann.login("ann@example.com", "password-123")
     ben.login("ben@example.com", "password-123")
     example = torch.randn(4, 1, 28, 28)
     trained = cnn(8, 2).eval()
-    registered = ann.register_model(trained, example, score=0.9, task=TASK, name="mine")
+    registered = register_model(ann, trained, example, score=0.9, task=TASK, name="mine")
     assert (registered["name"], registered["access"], registered["score"]) == ("mine", "PRIVATE", 0.9)
     assert [m["id"] for m in ann.list_zoo_models()] == [registered["id"]]
 
     same = cnn(8, 2).eval()
-    answer = ann.warm_start(same, example, task=TASK)
+    answer = warm_start(ann, same, example, task=TASK)
     assert (answer["zoo_model_id"], answer["similarity"], answer["transferred_share"]) == (registered["id"], 1.0, 1.0)
     assert torch.equal(same(example), trained(example))
     wider = cnn(12, 2).eval()
-    assert ann.warm_start(wider, example, task=TASK)["similarity"] < 1
+    assert warm_start(ann, wider, example, task=TASK)["similarity"] < 1
     assert torch.allclose(wider(example), trained(example), atol=0.05 * trained(example).abs().max().item())
 
     untouched = cnn(8, 2)
     before = {k: v.clone() for k, v in untouched.state_dict().items()}
-    cold = ben.warm_start(untouched, example, task=TASK)
+    cold = warm_start(ben, untouched, example, task=TASK)
     assert cold["zoo_model_id"] is None and "no zoo model" in cold["reason"]
     assert all(torch.equal(before[k], v) for k, v in untouched.state_dict().items())
     assert ann.get_zoo_model(registered["id"])["times_chosen"] == 2
@@ -236,8 +245,8 @@ def test_a_cluster_worker_goes_through_the_api_with_its_trial_token(
 ) -> None:
     admin = Client(served)
     admin.login("root@example.com", "root-password")
-    owner = admin.create_user("ann@example.com", "password-123", "MODEL_DEVELOPER")["id"]
-    secret = app.extensions["baobab"].settings.secret_key
+    owner = admin.create_user("ann@example.com", "password-123", role="MODEL_DEVELOPER")["id"]
+    secret = app.extensions["baobab"].settings.signing_key()
 
     def worker_zoo(trial_id: int) -> TrialHttpZoo:  # what the executor hands a cluster worker: URL and token
         return TrialHttpZoo(served, issue_trial_token(secret, trial_id))

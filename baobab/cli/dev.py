@@ -1,4 +1,8 @@
-"""``baobab dev``: try a model template on this machine, with no server."""
+"""``baobab dev test-model``: try a model template on this machine, with no server.
+
+Imported only when the command is run or listed (the ``dev`` group is a
+:class:`~baobab.cli._lazy.LazyGroup`): its options need :mod:`baobab.model`, which loads NumPy.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +15,7 @@ import click
 from baobab.exceptions import BaobabError, KnobConfigError, StrategyError
 from baobab.model import Task
 
-
-@click.group()
-def dev() -> None:
-    """Develop model templates locally."""
+__all__ = ["test_model"]
 
 
 def _assignments(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
@@ -48,7 +49,7 @@ def _queries(ctx: click.Context, param: click.Parameter, path: Path | None) -> l
 _existing_file = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
-@dev.command("test-model")
+@click.command("test-model")
 @click.argument("file", type=_existing_file)
 @click.option("--class", "class_name", required=True, help="The template class in FILE.")
 @click.option("--task", required=True, type=click.Choice([t.value for t in Task], case_sensitive=False))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from baobab.cli._common import delete_credentials, load_credentials, report, resolve_url, save_credentials
 from baobab.exceptions import BaobabError
 from baobab.sdk import Client
-from baobab.sdk.cli._common import delete_credentials, load_credentials, report, resolve_url, save_credentials
 
 __all__ = ["login", "logout"]
 

@@ -1,4 +1,8 @@
-"""``baobab datasets``: build datasets here, and upload, list, show and delete them on a server."""
+"""``baobab datasets``: upload, list, show and delete datasets on a server, and build them here.
+
+The ``build`` commands live in :mod:`baobab.cli.datasets_build`, imported only when one
+is run or listed: they need :mod:`baobab.store` (SQLAlchemy, pandas), the others HTTP only.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,7 @@ from typing import Any
 
 import click
 
-from baobab.exceptions import BaobabError
-from baobab.sdk import Client
-from baobab.sdk.cli._common import (
+from baobab.cli._common import (
     format_size,
     format_time,
     json_option,
@@ -19,13 +21,8 @@ from baobab.sdk.cli._common import (
     with_client,
     yes_option,
 )
-from baobab.store import (
-    FASHION_MNIST_SOURCE,
-    TABULAR_DATASETS,
-    BuiltDataset,
-    build_fashion_mnist,
-    build_tabular,
-)
+from baobab.cli._lazy import LazyGroup
+from baobab.sdk import Client
 
 __all__ = ["datasets"]
 
@@ -66,7 +63,7 @@ def upload(
         data_format = _FORMATS_BY_SUFFIX.get(file.suffix.lower())
         if data_format is None:
             raise click.BadParameter(f"cannot tell the format of {file.name!r}: give it", param_hint="--format")
-    dataset = client.create_dataset(name or file.name, data_format.upper(), file, target=target)
+    dataset = client.create_dataset(name or file.name, file, format=data_format.upper(), target=target)
     if as_json:
         print_json(dataset)
     else:
@@ -107,59 +104,12 @@ def delete(client: Client, dataset_id: int, yes: bool) -> None:
     click.echo(f"deleted dataset {dataset_id}")
 
 
-@datasets.group()
+@datasets.group(
+    cls=LazyGroup,
+    lazy_commands={
+        "fashion-mnist": "baobab.cli.datasets_build:fashion_mnist",
+        "tabular": "baobab.cli.datasets_build:tabular",
+    },
+)
 def build() -> None:
     """Build a dataset from data that lies on this machine (nothing is downloaded)."""
-
-
-_out_option = click.option(
-    "--out",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Folder to write the train, val and test files into (created if missing).",
-)
-_seed_option = click.option("--seed", type=int, default=0, show_default=True, help="Seeds the splits.")
-
-
-@build.command("fashion-mnist")
-@_out_option
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many train+val images (test cut alike).")
-@click.option(
-    "--val-fraction",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.1,
-    show_default=True,
-    help="Part of the training images held out for validation.",
-)
-@click.option(
-    "--source",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=FASHION_MNIST_SOURCE,
-    show_default=True,
-    help="Folder with the gzipped IDX files of the Debian package dataset-fashion-mnist.",
-)
-@_seed_option
-def fashion_mnist(out: Path, limit: int | None, val_fraction: float, source: Path, seed: int) -> None:
-    """Write Fashion-MNIST as train.zip, val.zip and test.zip (IMAGE_FILES, grayscale PNG)."""
-    try:
-        built = build_fashion_mnist(out, limit=limit, val_fraction=val_fraction, source=source, seed=seed)
-    except (BaobabError, ValueError) as e:
-        raise click.ClickException(str(e)) from None
-    _echo(built, "images")
-
-
-@build.command("tabular")
-@click.argument("name", type=click.Choice(TABULAR_DATASETS))
-@_out_option
-@_seed_option
-def tabular(name: str, out: Path, seed: int) -> None:
-    """Write one of scikit-learn's bundled sets as train.csv, val.csv and test.csv (target column 'target')."""
-    _echo(build_tabular(name, out, seed=seed), "rows")
-
-
-def _echo(built: BuiltDataset, unit: str) -> None:
-    for split in built.splits:
-        classes = "regression target" if split.classes is None else f"{split.classes} classes"
-        click.echo(f"wrote {split.path}  {split.rows} {unit}, {classes}")
-    if built.class_names is not None:
-        click.echo("classes: " + ", ".join(f"{i} {name}" for i, name in enumerate(built.class_names)))

@@ -1,4 +1,8 @@
-"""``baobab db``: create and upgrade the metadata database."""
+"""``baobab db``: create and upgrade the metadata database.
+
+:mod:`baobab.store` (SQLAlchemy, Alembic, pandas) is imported inside the commands: the
+rest of the command line must not pay for it.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,6 @@ import click
 
 from baobab import Settings
 from baobab.exceptions import BaobabError
-from baobab.store import current_revision, describe_url, head_revision, upgrade_database
 
 _url_option = click.option(
     "--url",
@@ -31,6 +34,8 @@ def db() -> None:
 @_url_option
 def upgrade(url: str | None) -> None:
     """Create the tables, or bring them to this Baobab's schema; safe to run again."""
+    from baobab.store import describe_url, upgrade_database
+
     url = _database_url(url)
     try:
         revision = upgrade_database(url)
@@ -43,6 +48,8 @@ def upgrade(url: str | None) -> None:
 @_url_option
 def current(url: str | None) -> None:
     """Show the schema revision of the database, and whether it needs an upgrade."""
+    from baobab.store import current_revision, describe_url, head_revision
+
     url = _database_url(url)
     try:
         revision = current_revision(url)

@@ -10,8 +10,7 @@ from typing import Any
 
 import click
 
-from baobab.sdk import Client, JobFailedError, WaitTimeoutError
-from baobab.sdk.cli._common import (
+from baobab.cli._common import (
     fail,
     format_time,
     json_option,
@@ -20,6 +19,7 @@ from baobab.sdk.cli._common import (
     print_table,
     with_client,
 )
+from baobab.sdk import Client, JobFailedError, WaitTimeoutError
 
 __all__ = ["serve"]
 

@@ -7,8 +7,7 @@ from typing import Any
 
 import click
 
-from baobab.sdk import Client
-from baobab.sdk.cli._common import (
+from baobab.cli._common import (
     format_time,
     json_option,
     print_json,
@@ -17,6 +16,7 @@ from baobab.sdk.cli._common import (
     with_client,
     yes_option,
 )
+from baobab.sdk import Client
 
 __all__ = ["models"]
 

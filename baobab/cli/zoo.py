@@ -7,8 +7,7 @@ from typing import Any
 
 import click
 
-from baobab.sdk import Client
-from baobab.sdk.cli._common import (
+from baobab.cli._common import (
     format_size,
     format_time,
     json_option,
@@ -17,6 +16,7 @@ from baobab.sdk.cli._common import (
     print_table,
     with_client,
 )
+from baobab.sdk import Client
 
 __all__ = ["zoo"]
 

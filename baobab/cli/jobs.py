@@ -7,8 +7,7 @@ from typing import Any
 
 import click
 
-from baobab.sdk import Client, WaitTimeoutError
-from baobab.sdk.cli._common import (
+from baobab.cli._common import (
     assignments,
     fail,
     format_time,
@@ -18,6 +17,7 @@ from baobab.sdk.cli._common import (
     print_table,
     with_client,
 )
+from baobab.sdk import Client, WaitTimeoutError
 
 __all__ = ["jobs"]
 
@@ -179,7 +179,14 @@ def create(
     budget = assignments(budget_values, option="--budget", upper_keys=True, json_only=True)
     train_args = assignments(train_arg_values, option="--train-arg")
     job = client.create_train_job(
-        app, task.upper(), train_id, val_id, list(model_ids), budget, train_args=train_args or None, strategy=strategy
+        app,
+        task.upper(),
+        train_dataset_id=train_id,
+        val_dataset_id=val_id,
+        model_ids=list(model_ids),
+        budget=budget,
+        train_args=train_args or None,
+        strategy=strategy,
     )
     if as_json:
         print_json(job)

@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
+from baobab.cli._common import print_json, report
 from baobab.exceptions import BaobabError
 from baobab.sdk import Client
-from baobab.sdk.cli._common import print_json, report
 
 __all__ = ["image_query", "predict"]
 

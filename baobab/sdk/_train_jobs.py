@@ -1,0 +1,114 @@
+"""The client's calls for train jobs (``/train_jobs``): create, look up, stop, wait for one."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from baobab.sdk._errors import WaitTimeoutError
+from baobab.sdk._progress import JobProgress
+from baobab.sdk._transport import Json, Transport, query_params
+
+__all__ = ["TrainJobs"]
+
+_JOB_FINISHED = frozenset({"COMPLETED", "ERRORED", "STOPPED"})
+
+
+class TrainJobs(Transport):
+    """Create, list, show, stop and wait for train jobs."""
+
+    def create_train_job(
+        self,
+        app: str,
+        task: str,
+        *,
+        train_dataset_id: int,
+        val_dataset_id: int,
+        model_ids: Sequence[int],
+        budget: Mapping[str, Any],
+        train_args: Mapping[str, Any] | None = None,
+        strategy: str | None = None,
+    ) -> Json:
+        """Starts tuning ``model_ids`` on a task; the job is version ``app_version`` of ``app``.
+
+        Args:
+            budget: e.g. ``{"MODEL_TRIAL_COUNT": 20, "GPU_COUNT": 0}`` or ``{"TIME_HOURS": 0.5}``;
+                MODEL_TRIAL_COUNT is per model template.
+            train_args: passed to each template's ``train(**train_args)``.
+            strategy: a search strategy name, or None for ``auto``.
+        """
+        body: Json = {
+            "app": app,
+            "task": task,
+            "train_dataset_id": train_dataset_id,
+            "val_dataset_id": val_dataset_id,
+            "model_ids": list(model_ids),
+            "budget": dict(budget),
+        }
+        if train_args is not None:
+            body["train_args"] = dict(train_args)
+        if strategy is not None:
+            body["strategy"] = strategy
+        return self._call("POST", "/train_jobs", json=body)
+
+    def get_train_job(self, app: str, version: int | None = None) -> Json:
+        """One version of an app's train job; the latest when ``version`` is None."""
+        return self._call("GET", job_path(app, version))
+
+    def list_train_jobs(self, app: str | None = None) -> list[Json]:
+        """Your train jobs (all for an admin), newest first; ``app`` filters."""
+        return self._call("GET", "/train_jobs", params=query_params(app=app))["train_jobs"]
+
+    def stop_train_job(self, app: str, version: int | None = None) -> Json:
+        """Asks a job to stop (it goes STOPPING, then STOPPED); a finished job is answered unchanged."""
+        return self._call("POST", job_path(app, self._version(app, version)) + "/stop")
+
+    def wait_for_train_job(
+        self,
+        app: str,
+        version: int | None = None,
+        *,
+        timeout: float | None = None,
+        progress: bool = True,
+        poll_interval: float = 1.0,
+    ) -> Json:
+        """Polls a job until it is COMPLETED, ERRORED or STOPPED, and returns its final JSON.
+
+        Args:
+            version: the version to wait for; the latest (when the call starts) if None.
+            timeout: seconds to wait at most; None waits as long as it takes.
+            progress: show a progress bar (on stderr) of finished trials over the trial
+                budget (MODEL_TRIAL_COUNT times the number of templates, when set).
+            poll_interval: seconds between polls.
+
+        Raises:
+            WaitTimeoutError: still running after ``timeout`` seconds (the job goes on).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        job = self.get_train_job(app, version)
+        label = f"{job['app']} v{job['app_version']}"
+        with JobProgress(job, enabled=progress) as bar:
+            while True:
+                bar.show(job)
+                if job["status"] in _JOB_FINISHED:
+                    return job
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise WaitTimeoutError(
+                        f"train job {label} is still {job['status']} after {timeout:g} s; it goes on running",
+                        last=job,
+                    )
+                time.sleep(poll_interval if remaining is None else min(poll_interval, remaining))
+                job = self.get_train_job(job["app"], job["app_version"])
+
+    def _version(self, app: str, version: int | None) -> int:
+        """``version``, or the latest version of ``app``'s train job when None (one more request)."""
+        return int(version) if version is not None else self.get_train_job(app)["app_version"]
+
+
+def job_path(app: str, version: int | None) -> str:
+    """The route of an app's train job: its latest version when ``version`` is None."""
+    path = f"/train_jobs/{quote(app, safe='')}"
+    return path if version is None else f"{path}/{int(version)}"
