@@ -55,7 +55,6 @@ from baobab.store import (
     SubJob,
     TrainJob,
     Trial,
-    TrialState,
     UserRole,
     session_scope,
 )
@@ -64,7 +63,6 @@ __all__ = ["API_KEY_HEADER", "DEFAULT_K", "MAX_MEMBERS", "blueprint", "hash_api_
 
 DEFAULT_K = 2
 MAX_MEMBERS = 20  # each member is a model loaded in its own inference worker process
-_SERVABLE = (TrialState.COMPLETED, TrialState.STOPPED)
 _FINISHED = [status for status in InferenceJobStatus if status.is_finished()]
 _ROLES = (UserRole.APP_DEVELOPER, UserRole.MODEL_DEVELOPER, *ADMIN_ROLES)
 _FIELDS = ("app", "app_version", "k", "trial_ids", "public")
@@ -335,7 +333,7 @@ def _servable_trials(session: Session, train_job: TrainJob, trial_ids: list[int]
         trial = found.get(trial_id)
         if trial is None:  # missing, or of another job: the same answer, so ids reveal nothing
             raise RequestError(f"{field}: {shown_as} has no trial with id {trial_id}", field=field)
-        if trial.status not in _SERVABLE:
+        if not trial.status.is_scored():
             raise RequestError(
                 f"{field}: trial {trial_id} is {trial.status.value}; only COMPLETED or STOPPED trials can be served",
                 field=field,

@@ -78,7 +78,6 @@ _CREATE_ATTEMPTS = 5
 #: would overflow SQLite's integers), so it answers like a missing row.
 MAX_ID = 2**63 - 1
 
-_SCORED = (TrialState.COMPLETED, TrialState.STOPPED)
 _SORTS = (
     "-score", "score", "number", "-number", "created_at", "-created_at",
     "duration", "-duration", "status", "-status", "worker", "-worker",
@@ -130,7 +129,7 @@ def best_trials(session: Session, job: TrainJob, k: int) -> list[Trial]:
         .join(Trial.sub_job)
         .where(
             SubJob.train_job_id == job.id,
-            Trial.status.in_(_SCORED),
+            Trial.status.in_(TrialState.SCORED),
             Trial.params_path.is_not(None),
             Trial.score.is_not(None),
             Trial.servable.is_(True),  # not downscaled, quick-evaluated or untrained: never a final model
@@ -738,7 +737,7 @@ def _jobs_json(session: Session, jobs: Sequence[TrainJob]) -> list[dict[str, Any
         session.execute(
             select(SubJob.train_job_id, func.max(Trial.score))
             .join(Trial.sub_job)
-            .where(SubJob.train_job_id.in_(ids), Trial.status.in_(_SCORED))
+            .where(SubJob.train_job_id.in_(ids), Trial.status.in_(TrialState.SCORED))
             .group_by(SubJob.train_job_id)
         ).all()
     )

@@ -95,7 +95,6 @@ __all__ = ["JobDriver"]
 logger = logging.getLogger(__name__)
 
 _UNFINISHED_JOB = (JobStatus.PENDING, JobStatus.RUNNING, JobStatus.STOPPING)
-_UNFINISHED_TRIAL = (TrialState.PENDING, TrialState.RUNNING)
 #: Store errors in a row on one job before it is given up as ERRORED rather than retried.
 _STORE_RETRIES = 3
 #: Phases that run past the time budget (see :mod:`baobab.advisor._plans`).
@@ -457,7 +456,7 @@ class JobDriver:
         sub.add_finished(trial, state, score, duration, params)
         self._stop_asked.discard(trial_id)
         if self._metric_cursor.pop(trial_id, None) is not None and sub.rule is not None:
-            good = state in (TrialState.COMPLETED, TrialState.STOPPED)
+            good = state.is_scored()
             sub.rule.finished(trial.number, score if good else None)
         record = record_for(trial, state, score)
         if not sub.observes(trial):
@@ -598,13 +597,13 @@ class JobDriver:
                     session.scalars(
                         select(Trial.id)
                         .join(Trial.sub_job)
-                        .where(SubJob.train_job_id == job_id, Trial.status.in_(_UNFINISHED_TRIAL))
+                        .where(SubJob.train_job_id == job_id, Trial.status.in_(TrialState.UNFINISHED))
                     )
                 )
                 for chunk in _chunks(trial_ids):
                     session.execute(
                         update(Trial)
-                        .where(Trial.id.in_(chunk), Trial.status.in_(_UNFINISHED_TRIAL))
+                        .where(Trial.id.in_(chunk), Trial.status.in_(TrialState.UNFINISHED))
                         .values(status=TrialState.CANCELLED, error=message, finished_at=now)
                     )
                 session.execute(
@@ -685,7 +684,7 @@ class JobDriver:
         with session_scope(self.engine) as session:
             changed = session.execute(
                 update(Trial)
-                .where(Trial.id == row.id, Trial.status.in_(_UNFINISHED_TRIAL))
+                .where(Trial.id == row.id, Trial.status.in_(TrialState.UNFINISHED))
                 .values(
                     status=state,
                     error=error,
@@ -829,7 +828,7 @@ class JobDriver:
                 for trial, state, error in lost:
                     changed = session.execute(
                         update(Trial)
-                        .where(Trial.id == trial.id, Trial.status.in_(_UNFINISHED_TRIAL))
+                        .where(Trial.id == trial.id, Trial.status.in_(TrialState.UNFINISHED))
                         .values(
                             status=state,
                             error=error,
@@ -996,7 +995,7 @@ class JobDriver:
             last[metric.trial_id] = max(last.get(metric.trial_id, 0), metric.id)
         for trial in ruled.values():
             if trial.status.is_finished() and trial.finished_at is not None:
-                good = trial.status in (TrialState.COMPLETED, TrialState.STOPPED)
+                good = trial.status.is_scored()
                 finish = Finish(trial.number, trial.score if good else None)
                 events.setdefault(trial.sub_job_id, []).append((trial.finished_at, 1 << 62, finish))
         for sub_id, sub in job.sub_jobs.items():

@@ -152,7 +152,7 @@ class SubJobState:
         self.finished[trial.phase] += 1
         if duration is not None and state is not TrialState.CANCELLED:
             bisect.insort(self.durations.setdefault(trial.phase, []), duration)
-        good = state in (TrialState.COMPLETED, TrialState.STOPPED) and score is not None and math.isfinite(score)
+        good = state.is_scored() and score is not None and math.isfinite(score)
         observed = self.plan is None or self.plan.observed_phases is None or trial.phase in self.plan.observed_phases
         if good and observed and not trial.final:
             self.scored.append((float(score), trial.number, trial.proposal))  # type: ignore[arg-type]
@@ -175,7 +175,7 @@ class SubJobState:
 
     def count(self, state: TrialState, error: str | None) -> None:
         """Count a finished trial in ``state``."""
-        if state in (TrialState.COMPLETED, TrialState.STOPPED):
+        if state.is_scored():
             self.completed += 1
         elif state is TrialState.ERRORED:
             self.errored += 1
@@ -336,6 +336,6 @@ def record_for(trial: ActiveTrial, state: TrialState, score: float | None) -> Tr
 
     A trial run in a plan's phase carries it as ``metadata["phase"]`` (ENAS learns only from some phases)."""
     metadata: dict[str, Any] = {} if trial.phase is None else {"phase": trial.phase}
-    if state in (TrialState.COMPLETED, TrialState.STOPPED) and score is not None and math.isfinite(score):
+    if state.is_scored() and score is not None and math.isfinite(score):
         return TrialRecord(trial.number, trial.proposal, TrialStatus.COMPLETED, float(score), metadata)
     return TrialRecord(trial.number, trial.proposal, TrialStatus.FAILED, metadata=metadata)

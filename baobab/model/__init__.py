@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from baobab.enums import DatasetFormat, Task
 from baobab.model._base import BaseModel, Params
 from baobab.model._context import InterimMetric, TrialContext, get_trial_context, trial_context
 from baobab.model._knobs import (
@@ -32,7 +33,6 @@ from baobab.model._knobs import (
     validate_knobs,
 )
 from baobab.model._queries import sample_queries
-from baobab.model._tasks import DatasetFormat, Task
 from baobab.model._template import check_template, load_template, template_traceback
 
 if TYPE_CHECKING:

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from baobab._sandbox import Confinement, confine, template_env
+from baobab.enums import Task
 from baobab.exceptions import TemplateError
 from baobab.model._knobs import KnobConfig, knob_config_to_json
-from baobab.model._tasks import Task
 from baobab.model._template import check_template, load_template, template_traceback
 
 __all__ = ["DEFAULT_CHECK_TIMEOUT_S", "check_template_in_process", "main"]

@@ -27,11 +27,11 @@ from typing import Any
 from tabulate import tabulate
 
 from baobab.advisor import TrialStatus, base_knobs, make_strategy
+from baobab.enums import Task
 from baobab.exceptions import DatasetError, KnobConfigError
 from baobab.model._dev_trials import DevTrial, TrialRunner, format_knobs, indent, search
 from baobab.model._knobs import KnobConfig, Knobs, searchable_knobs, validate_knobs
 from baobab.model._queries import sample_queries
-from baobab.model._tasks import Task
 from baobab.model._template import check_template, load_template
 
 __all__ = ["DEFAULT_TRIALS", "DevRunResult", "DevTrial", "run_dev"]

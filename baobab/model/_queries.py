@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from baobab.model._tasks import DatasetFormat, Task
+from baobab.enums import DatasetFormat, Task
 
 __all__ = ["sample_queries"]
 

@@ -81,7 +81,6 @@ _TASK = "baobab.run_trial"
 _OVERRUN_EXIT = 75
 #: How often the executor asks the workers how many trials they can run at once (and sees the broker live).
 _WATCH_S = 5.0
-_UNFINISHED = (TrialState.PENDING, TrialState.RUNNING)
 
 
 def job_queue(job_id: int) -> str:
@@ -289,14 +288,16 @@ class CeleryExecutor:
     def request_stop(self, trial_id: int, reason: str) -> None:
         with session_scope(self.engine) as session:
             session.execute(
-                update(Trial).where(Trial.id == trial_id, Trial.status.in_(_UNFINISHED)).values(stop_reason=reason)
+                update(Trial)
+                .where(Trial.id == trial_id, Trial.status.in_(TrialState.UNFINISHED))
+                .values(stop_reason=reason)
             )
 
     def cancel(self, trial_id: int, reason: str) -> None:
         with session_scope(self.engine) as session:
             changed = session.execute(
                 update(Trial)
-                .where(Trial.id == trial_id, Trial.status.in_(_UNFINISHED))
+                .where(Trial.id == trial_id, Trial.status.in_(TrialState.UNFINISHED))
                 .values(status=TrialState.CANCELLED, error=reason, finished_at=_now())
             ).rowcount
         if changed:

@@ -313,7 +313,7 @@ class _Trial:
         else:
             line = f"stopped early: {stop_reason}"
             status = self.gateway.finish(self.claim, TrialState.STOPPED, score=score, params_path=key, log_line=line)
-        if status not in (TrialState.COMPLETED, TrialState.STOPPED):  # cancelled or taken over: keep no orphan
+        if not status.is_scored():  # cancelled or taken over: keep no orphan
             artifacts.delete(key)
             return TrialOutcome(trial_id, status, ran=True)
         self.resources.last_params = (key, data)

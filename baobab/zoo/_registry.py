@@ -29,7 +29,6 @@ from baobab.store import (
     SubJob,
     TrainJob,
     Trial,
-    TrialState,
     ZooModel,
     params_from_bytes,
     session_scope,
@@ -57,7 +56,6 @@ __all__ = [
 DEFAULT_BUDGET_BYTES = 20 * 2**30
 #: TorchModel parameters keep the module's state under this prefix; zoo uploads do too.
 STATE_PREFIX = "module."
-_SCORED = (TrialState.COMPLETED, TrialState.STOPPED)
 
 
 @dataclass(frozen=True)
@@ -199,7 +197,7 @@ def register_trial(
         existing = session.scalars(select(ZooModel).where(ZooModel.trial_id == trial_id)).first()
         if existing is not None:
             return RegisteredModel.of(existing)
-        if trial.status not in _SCORED or trial.params_path is None:
+        if not trial.status.is_scored() or trial.params_path is None:
             raise ConflictError(f"trial {trial_id} is {trial.status.value} without parameters; only trained ones join")
         if trial.score is None or not math.isfinite(trial.score):
             raise ConflictError(f"trial {trial_id} has no finite score")

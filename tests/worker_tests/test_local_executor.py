@@ -14,7 +14,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -181,7 +181,7 @@ def test_a_trial_past_the_time_limit_is_killed_and_errored(
 ) -> None:
     executor = make_executor(workers=1, trial_timeout_s=1.5)
     hanging, after = platform.add_trial("hang"), platform.add_trial("ok")
-    submitted = datetime.now(timezone.utc)
+    submitted = datetime.now(UTC)
     executor.submit(hanging)
     executor.submit(after)
     finished.wait(hanging, after)

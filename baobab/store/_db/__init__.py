@@ -1,8 +1,8 @@
 """The metadata database: tables, engines, the session scope and schema versions."""
 
+from baobab.enums import InferenceJobStatus, JobStatus, ModelAccess, TrialState, UserRole
 from baobab.store._db._engine import create_engine_from_url, describe_url, session_scope
 from baobab.store._db._migrate import check_schema, current_revision, head_revision, upgrade_database
-from baobab.store._db._states import InferenceJobStatus, JobStatus, ModelAccess, TrialState, UserRole
 from baobab.store._db._tables import (
     Base,
     Dataset,

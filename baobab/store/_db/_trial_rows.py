@@ -32,8 +32,8 @@ from typing import Any
 
 from sqlalchemy import BindParameter, Engine, and_, bindparam, insert, or_, select, update
 
+from baobab.enums import TrialState
 from baobab.store._db._engine import session_scope
-from baobab.store._db._states import TrialState
 from baobab.store._db._tables import Dataset, InterimMetric, ModelTemplate, SubJob, TrainJob, Trial, TrialLog
 
 __all__ = ["ClaimRefused", "TrialClaim", "add_trial_records", "beat_trial", "claim_trial", "finish_trial"]

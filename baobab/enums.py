@@ -1,14 +1,38 @@
-"""The states and kinds stored in the metadata database.
+"""The bottom layer: enums every package may import, and that import nothing of Baobab.
 
-They are stored as their string values in plain string columns (never native
-PostgreSQL enums), so adding a state needs no migration.
+Tasks and dataset formats (what a template is for) and the states and kinds kept in the
+metadata database live here, so that a strategy, a template or the SDK can name a trial
+state without importing the store (and SQLAlchemy with it). The states are stored as
+their string values in plain string columns (never native PostgreSQL enums), so adding a
+state needs no migration.
 """
 
 from __future__ import annotations
 
 import enum
+from typing import ClassVar
 
-__all__ = ["InferenceJobStatus", "JobStatus", "ModelAccess", "TrialState", "UserRole"]
+__all__ = ["DatasetFormat", "InferenceJobStatus", "JobStatus", "ModelAccess", "Task", "TrialState", "UserRole"]
+
+
+class DatasetFormat(enum.StrEnum):
+    """How a dataset is laid out on disk (see ``baobab.store`` for the readers)."""
+
+    IMAGE_FILES = "IMAGE_FILES"
+    TABULAR = "TABULAR"
+
+
+class Task(enum.StrEnum):
+    """A kind of problem; a template is uploaded for one, a train job is created for one."""
+
+    IMAGE_CLASSIFICATION = "IMAGE_CLASSIFICATION"
+    TABULAR_CLASSIFICATION = "TABULAR_CLASSIFICATION"
+    TABULAR_REGRESSION = "TABULAR_REGRESSION"
+
+    @property
+    def dataset_format(self) -> DatasetFormat:
+        """The format of the datasets a job of this task trains and validates on."""
+        return DatasetFormat.IMAGE_FILES if self is Task.IMAGE_CLASSIFICATION else DatasetFormat.TABULAR
 
 
 class UserRole(enum.StrEnum):
@@ -61,9 +85,22 @@ class TrialState(enum.StrEnum):
     STOPPED = "STOPPED"
     CANCELLED = "CANCELLED"
 
+    #: The states a trial can still leave.
+    UNFINISHED: ClassVar[frozenset[TrialState]]
+    #: The final states whose score counts (an early stop keeps the score reached).
+    SCORED: ClassVar[frozenset[TrialState]]
+
     def is_finished(self) -> bool:
         """True once the trial will change no more (neither PENDING nor RUNNING)."""
-        return self not in (TrialState.PENDING, TrialState.RUNNING)
+        return self not in TrialState.UNFINISHED
+
+    def is_scored(self) -> bool:
+        """True when the trial ended with a score that counts: COMPLETED, or STOPPED early."""
+        return self in TrialState.SCORED
+
+
+TrialState.UNFINISHED = frozenset({TrialState.PENDING, TrialState.RUNNING})
+TrialState.SCORED = frozenset({TrialState.COMPLETED, TrialState.STOPPED})
 
 
 class InferenceJobStatus(enum.StrEnum):
