@@ -6,8 +6,8 @@ never see each other's rows. In CI (``CI`` set) an unreachable PostgreSQL fails 
 tests that need it; elsewhere they are skipped with the reason.
 
 The container tests need a Docker engine (``make docker-engine`` starts one where it
-can, as root) and images built from a local base; where there is none they are skipped
-with the reason, in CI too: not every machine can run dockerd.
+can, as root) and images built from a local base; where there is none they fail in CI
+(which starts one) and are skipped with the reason elsewhere.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import OperationalError
 
+from baobab.testing import missing_part
+
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
 
 
@@ -34,10 +36,7 @@ def _postgres_admin() -> Iterator[Engine]:
             pass
     except OperationalError as e:
         engine.dispose()
-        reason = f"PostgreSQL at {engine.url.render_as_string(hide_password=True)} cannot be reached: {e.orig}"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        missing_part(f"PostgreSQL at {engine.url.render_as_string(hide_password=True)} cannot be reached: {e.orig}")
     yield engine
     engine.dispose()
 
@@ -79,23 +78,23 @@ def _no_docker_engine() -> str | None:
 
 @pytest.fixture(scope="session")
 def docker_client():
-    """A client of the machine's Docker engine that has the local base image; skips with the reason otherwise."""
+    """A client of the machine's Docker engine that has the local base image (see :func:`missing_part`)."""
     import docker
 
     hint = "`make docker-engine` starts dockerd (as root) and builds the images"
     reason = _no_docker_engine()
     if reason:
-        pytest.skip(f"no Docker engine answers here ({reason}); {hint}")
+        missing_part(f"no Docker engine answers here ({reason}); {hint}")
     client = docker.from_env(timeout=30)
     try:
         client.ping()
         client.images.get(DOCKER_BASE_IMAGE)
     except docker.errors.ImageNotFound:
         client.close()
-        pytest.skip(f"base image {DOCKER_BASE_IMAGE} not found (no registry can be pulled from); {hint}")
+        missing_part(f"base image {DOCKER_BASE_IMAGE} not found (no registry can be pulled from); {hint}")
     except docker.errors.DockerException as e:
         client.close()
-        pytest.skip(f"no Docker engine answers here ({e}); {hint}")
+        missing_part(f"no Docker engine answers here ({e}); {hint}")
     yield client
     client.close()
 

@@ -2,6 +2,7 @@
 
 from baobab.testing._cluster import LocalCluster, Service
 from baobab.testing._local_platform import LocalPlatform
+from baobab.testing._parts import missing_part
 from baobab.testing._serving import serve_in_thread
 from baobab.testing._strategy_contract import StrategyContract, every_knob_type, run_search, typed
 from baobab.testing._synthetic import BRANIN_BEST, branin_knob_config, branin_score
@@ -16,6 +17,7 @@ __all__ = [
     "branin_knob_config",
     "branin_score",
     "every_knob_type",
+    "missing_part",
     "run_search",
     "serve_in_thread",
     "typed",

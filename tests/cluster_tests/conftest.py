@@ -24,7 +24,7 @@ from sqlalchemy import Engine, create_engine, text
 
 from baobab.sdk import Client
 from baobab.store import build_tabular
-from baobab.testing import LocalCluster
+from baobab.testing import LocalCluster, missing_part
 
 REDIS_HOST = os.environ.get("TEST_REDIS_HOST", "127.0.0.1")
 REDIS_PORT = int(os.environ.get("TEST_REDIS_PORT", "6379"))
@@ -46,11 +46,6 @@ TIMINGS = {
 _REDIS_DBS = itertools.cycle(range(1, 16))
 
 
-def _unreachable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
 
 @pytest.fixture
 def redis_url() -> Iterator[str]:
@@ -60,7 +55,7 @@ def redis_url() -> Iterator[str]:
     try:
         client.flushdb()
     except redis.RedisError as e:
-        _unreachable(f"Redis at {REDIS_HOST}:{REDIS_PORT} cannot be reached: {e}")
+        missing_part(f"Redis at {REDIS_HOST}:{REDIS_PORT} cannot be reached: {e}")
     yield f"redis://{REDIS_HOST}:{REDIS_PORT}/{db}"
     try:
         client.flushdb()
@@ -80,9 +75,9 @@ def rabbitmq_url() -> Iterator[str]:
     try:
         made = ctl("add_vhost", vhost)
     except (FileNotFoundError, subprocess.TimeoutExpired) as e:
-        _unreachable(f"RabbitMQ cannot be managed here (rabbitmqctl: {e})")
+        missing_part(f"RabbitMQ cannot be managed here (rabbitmqctl: {e})")
     if made.returncode != 0:
-        _unreachable(f"RabbitMQ at {RABBITMQ_HOST}:5672 cannot be reached: {made.stderr.strip()}")
+        missing_part(f"RabbitMQ at {RABBITMQ_HOST}:5672 cannot be reached: {made.stderr.strip()}")
     ctl("set_permissions", "-p", vhost, RABBITMQ_USER, ".*", ".*", ".*")
     yield f"amqp://{RABBITMQ_USER}:{RABBITMQ_PASSWORD}@{RABBITMQ_HOST}:5672/{vhost}"
     ctl("delete_vhost", vhost)

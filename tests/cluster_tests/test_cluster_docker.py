@@ -21,7 +21,7 @@ import pytest
 from cluster_jobs import start_breast_cancer_job
 from conftest import StartCluster
 
-from baobab.testing import wait_until
+from baobab.testing import missing_part, wait_until
 from baobab.worker._docker import JOB_LABEL, KIND_LABEL, SCOPE_LABEL
 
 WORKER_IMAGE = "baobab-worker:0.1.0"
@@ -33,7 +33,7 @@ def worker_image(docker_client) -> str:
     try:
         docker_client.images.get(WORKER_IMAGE)
     except docker.errors.ImageNotFound:
-        pytest.skip(f"{WORKER_IMAGE} is not built here: `make docker-engine` builds it where dockerd runs")
+        missing_part(f"{WORKER_IMAGE} is not built here: `make docker-engine` builds it where dockerd runs")
     return WORKER_IMAGE
 
 

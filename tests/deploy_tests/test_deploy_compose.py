@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from baobab.testing import missing_part
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 SECRETS = {
@@ -54,7 +56,7 @@ def _compose() -> list[str]:
                 return command
         except (FileNotFoundError, subprocess.TimeoutExpired):
             continue
-    pytest.skip("neither the docker compose plugin nor docker-compose is installed here")
+    missing_part("neither the docker compose plugin nor docker-compose is installed here")
 
 
 def test_docker_compose_config_accepts_the_file():

@@ -16,6 +16,7 @@ import pytest
 
 from baobab import Settings
 from baobab.store import JobStatus
+from baobab.testing import missing_part
 from baobab.worker._docker import JOB_LABEL, KIND_LABEL, SCOPE_LABEL, DockerPool, DockerPoolConfig
 from baobab.worker._pool import Unit
 
@@ -141,7 +142,7 @@ def test_built_images_run_baobab_as_non_root(engine_client, docker_base_image, i
     try:
         engine_client.images.get(image)
     except docker.errors.ImageNotFound:
-        pytest.skip(f"{image} is not built here: `make images BASE_IMAGE={docker_base_image}` builds it")
+        missing_part(f"{image} is not built here: `make images BASE_IMAGE={docker_base_image}` builds it")
     script = "import os, importlib.util; print(os.getuid(), importlib.util.find_spec('torch') is not None)"
     out = engine_client.containers.run(image, ["-c", script], entrypoint="python3", remove=True)
     assert out.decode().split() == ["10001", str(has_torch)]

@@ -10,13 +10,13 @@ Screenshots go to ``test-artifacts/web/`` at the repository root, one file per p
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from baobab.admin._web import _DEFAULT_DIR as WEB_DIST
+from baobab.testing import missing_part
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -32,19 +32,14 @@ CHROMIUM_ARGS = [
 ARTIFACTS = Path(__file__).parents[2] / "test-artifacts" / "web"
 
 
-def _missing(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
 
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[object]:
     """A headless Chromium (a playwright ``Browser``), shared by the session."""
     if not CHROMIUM.exists():
-        _missing(f"{CHROMIUM} is not installed (make test installs Debian's chromium)")
+        missing_part(f"{CHROMIUM} is not installed (make test installs Debian's chromium)")
     if not (WEB_DIST / "index.html").is_file():
-        _missing(f"the web UI is not built in {WEB_DIST} (run make install)")
+        missing_part(f"the web UI is not built in {WEB_DIST} (run make install)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
