@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from typing import NoReturn
 
-import pytest
-
 __all__ = ["missing_part"]
 
 
@@ -16,6 +14,8 @@ def missing_part(reason: str) -> NoReturn:
     CI installs and starts every part, so a missing one there is a broken setup that a
     skip would hide; on a developer's machine it is just not installed.
     """
+    import pytest  # here: the rest of baobab.testing serves the demo and benchmarks, which need no pytest
+
     if os.environ.get("CI"):
         pytest.fail(reason)
     pytest.skip(reason)
