@@ -17,6 +17,7 @@ from baobab.advisor._enas_phases import PHASE_POLICIES, EnasPhase, EnasPlanner, 
 from baobab.advisor._executor import Executor
 from baobab.advisor._factory import STRATEGIES, choose_strategy, make_strategy
 from baobab.advisor._job_options import JobOptions, JobOptionsError, parse_job_options
+from baobab.advisor._job_plan import check_job_plan
 from baobab.advisor._median import MedianRule
 from baobab.advisor._random import RandomStrategy
 from baobab.advisor._space import Dimension, DimensionKind, FlatPoint, SearchSpace
@@ -64,6 +65,7 @@ __all__ = [
     "TrialRecord",
     "TrialStatus",
     "base_knobs",
+    "check_job_plan",
     "choose_strategy",
     "make_stopping_rule",
     "make_strategy",

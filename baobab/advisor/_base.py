@@ -31,13 +31,17 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from baobab.advisor._space import FlatPoint, SearchSpace
 from baobab.exceptions import StrategyError
 from baobab.model import KnobConfig, Knobs, validate_knob_config
+
+if TYPE_CHECKING:
+    from baobab.advisor._job_options import JobOptions
+    from baobab.advisor._plans import Plan
 
 __all__ = ["Strategy", "TrialRecord", "TrialStatus"]
 
@@ -84,6 +88,23 @@ class Strategy(ABC):
 
     #: The name users give to pick this strategy (``--advisor NAME``).
     name: str = ""
+
+    @classmethod
+    def plan_for(
+        cls,
+        knob_config: KnobConfig,
+        options: JobOptions,
+        *,
+        trial_count: int | None,
+        time_hours: float | None,
+        workers: int,
+    ) -> Plan | None:
+        """The plan a sub-job searched by this strategy follows; None: the one the job's options ask for.
+
+        A strategy that runs its trials in phases of its own (ENAS) returns its plan here,
+        so the job driver needs to know nothing of it. Raises when the budget cannot hold it.
+        """
+        return None
 
     def __init__(self, knob_config: KnobConfig, *, seed: int | None = None) -> None:
         self.knob_config = validate_knob_config(knob_config)

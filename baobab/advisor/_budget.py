@@ -44,6 +44,12 @@ class Budget:
             data[BudgetKey.MODEL_TRIAL_COUNT] = self.model_trial_count
         return {str(k): v for k, v in data.items()}
 
+    def workers(self, cpu_slots: int) -> int:
+        """How many of the job's trials run at once (its cap): ``gpu_count``, or ``cpu_slots`` when that is 0.
+
+        ``cpu_slots`` is the advisor's ``Settings.cpu_slots``."""
+        return self.gpu_count or cpu_slots
+
 
 #: Upper bounds that catch typos (a year of training, a million trials) rather than limit anyone.
 _MAX_GPUS = 1024

@@ -58,11 +58,11 @@ from baobab._settings import Settings
 from baobab.advisor._base import Strategy
 from baobab.advisor._budget import parse_budget
 from baobab.advisor._enas import EnasStrategy
-from baobab.advisor._enas_phases import EnasPlanner
 from baobab.advisor._executor import Executor
 from baobab.advisor._factory import choose_strategy, make_strategy
 from baobab.advisor._job_options import JobOptions, parse_job_options
-from baobab.advisor._plans import PlanStep, make_plan, servable
+from baobab.advisor._job_plan import check_job_plan
+from baobab.advisor._plans import PlanStep, options_plan, servable
 from baobab.advisor._scheduling import (
     ActiveTrial,
     JobState,
@@ -74,7 +74,7 @@ from baobab.advisor._scheduling import (
 )
 from baobab.advisor._stopping import Finish, Report, StoppingEvent
 from baobab.advisor._trial_knobs import trial_knobs, trial_policies
-from baobab.exceptions import BaobabError, StoreError
+from baobab.exceptions import BaobabError, StoreError, StrategyError
 from baobab.model import knob_config_from_json, knobs_from_json, knobs_to_json, searchable_knobs
 from baobab.store import (
     Event,
@@ -761,7 +761,7 @@ class JobDriver:
             id=row.id,
             created_at=row.created_at.timestamp(),
             started_at=started_at.timestamp() if started_at is not None else now,
-            cap=budget.gpu_count or self.settings.cpu_slots,
+            cap=budget.workers(self.settings.cpu_slots),
             deadline=deadline,
             time_hours=budget.time_hours,
         )
@@ -938,18 +938,18 @@ class JobDriver:
             return sub
         sub.policies = trial_policies(sub.knob_config)
         sub.searchable = frozenset(searchable_knobs(sub.knob_config))
-        planner = None
-        if row.strategy == "enas":
-            try:
-                planner = EnasPlanner(
-                    sub.knob_config,
-                    trial_budget=trial_count,
-                    time_budget_s=None if job.time_hours is None else job.time_hours * 3600,
-                    workers=job.cap,
-                )
-            except Exception as e:
-                sub.failure = f"strategy 'enas': {type(e).__name__}: {e}"
-        sub.plan = make_plan(row.strategy, options, planner)
+        try:
+            sub.plan = check_job_plan(
+                row.strategy,
+                sub.knob_config,
+                options,
+                trial_count=trial_count,
+                time_hours=job.time_hours,
+                workers=job.cap,
+            )
+        except StrategyError as e:
+            sub.failure = str(e)
+            sub.plan = options_plan(options)
         return sub
 
     # -- early stopping --------------------------------------------------------------------------

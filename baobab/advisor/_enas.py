@@ -27,7 +27,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from baobab.advisor._base import Strategy, TrialStatus
-from baobab.advisor._enas_phases import EnasPhase
+from baobab.advisor._enas_phases import EnasPhase, EnasPlanner
+from baobab.advisor._job_options import JobOptions
+from baobab.advisor._plans import EnasPlan
 from baobab.advisor._space import FlatPoint
 from baobab.exceptions import StrategyError
 from baobab.model import KnobConfig, Knobs
@@ -83,6 +85,25 @@ class EnasStrategy(Strategy):
     """
 
     name = "enas"
+
+    @classmethod
+    def plan_for(
+        cls,
+        knob_config: KnobConfig,
+        options: JobOptions,
+        *,
+        trial_count: int | None,
+        time_hours: float | None,
+        workers: int,
+    ) -> EnasPlan:
+        """The ENAS cycle within the job's budget; StrategyError when the budget leaves no room for it."""
+        planner = EnasPlanner(
+            knob_config,
+            trial_budget=trial_count,
+            time_budget_s=None if time_hours is None else time_hours * 3600,
+            workers=workers,
+        )
+        return EnasPlan(planner)
 
     def __init__(
         self,

@@ -14,7 +14,7 @@ from baobab.advisor._tpe import TpeStrategy
 from baobab.exceptions import StrategyError
 from baobab.model import KnobConfig, validate_knob_config
 
-__all__ = ["STRATEGIES", "choose_strategy", "make_strategy"]
+__all__ = ["STRATEGIES", "choose_strategy", "make_strategy", "strategy_class"]
 
 _CLASSES: dict[str, type[Strategy]] = {
     cls.name: cls for cls in (RandomStrategy, BayesStrategy, TpeStrategy, EnasStrategy)
@@ -50,6 +50,11 @@ def choose_strategy(knob_config: KnobConfig) -> str:
     if len(space) <= _MAX_BAYES_DIMENSIONS and n_features <= _MAX_BAYES_FEATURES:
         return BayesStrategy.name
     return TpeStrategy.name
+
+
+def strategy_class(name: str) -> type[Strategy] | None:
+    """The class of the strategy called ``name``; None for ``"auto"`` and unknown names."""
+    return _CLASSES.get(name)
 
 
 def make_strategy(name: str | None, knob_config: KnobConfig, *, seed: int | None = None, **options: Any) -> Strategy:

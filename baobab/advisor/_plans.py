@@ -36,7 +36,18 @@ from baobab.model import Knobs, Policy
 if TYPE_CHECKING:
     from baobab.advisor._scheduling import JobState, SubJobState
 
-__all__ = ["DONE", "SEARCH", "FINAL", "WAIT", "EnasPlan", "Plan", "PlainPlan", "PlanStep", "RetrainPlan", "make_plan"]
+__all__ = [
+    "DONE",
+    "SEARCH",
+    "FINAL",
+    "WAIT",
+    "EnasPlan",
+    "Plan",
+    "PlainPlan",
+    "PlanStep",
+    "RetrainPlan",
+    "options_plan",
+]
 
 SEARCH: Final = "search"
 FINAL: Final = "final"
@@ -162,10 +173,8 @@ class EnasPlan(Plan):
         return PlanStep(step.phase.value, phase_policies(step.phase), final=final)
 
 
-def make_plan(strategy: str, options: JobOptions, planner: EnasPlanner | None) -> Plan:
-    """The plan of a sub-job searched by ``strategy`` with the job's ``options``."""
-    if strategy == "enas" and planner is not None:
-        return EnasPlan(planner)
+def options_plan(options: JobOptions) -> Plan:
+    """The plan a job's ``options`` ask for, for a strategy that brings no plan of its own."""
     if options.reduced_search:
         return RetrainPlan(options)
     return PlainPlan(options)
