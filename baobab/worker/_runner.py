@@ -19,7 +19,7 @@ the rules are :mod:`baobab.store._db._trial_rows`'):
    the template's).
 
 The trial's steps (seeding, calls into the template, score and parameter checks) are
-the dev runner's (:mod:`baobab.model._trial_process`), so a template behaves the same
+the dev runner's (:mod:`baobab.worker._trial_process`), so a template behaves the same
 under ``baobab dev test-model`` and on the platform.
 """
 
@@ -40,15 +40,6 @@ from typing import Any
 
 from baobab.exceptions import ArtifactError, KnobConfigError, StoreError
 from baobab.model import WARM_START_ARG, BaseModel, TrialContext, knobs_from_json, trial_context, validate_knobs
-from baobab.model._trial_process import (
-    TrialFailed,
-    call_template,
-    check_score,
-    params_bytes,
-    seed_globals,
-    train_kwargs,
-    trial_seed,
-)
 from baobab.store import (
     ClaimRefused,
     ParamsFormatError,
@@ -61,6 +52,15 @@ from baobab.worker._cache import ArtifactCache, LoadedTemplate, TemplateCache
 from baobab.worker._capture import capture_prints
 from baobab.worker._gateway import TrialGateway
 from baobab.worker._recorder import RowWriter, TrialSink
+from baobab.worker._trial_process import (
+    TrialFailed,
+    call_template,
+    check_score,
+    params_bytes,
+    seed_globals,
+    train_kwargs,
+    trial_seed,
+)
 
 __all__ = ["TrialOutcome", "WorkerResources", "run_trial"]
 
@@ -229,7 +229,7 @@ def _shared_params(
 
 
 def _zoo_for(claim: TrialClaim, template: LoadedTemplate, gateway: TrialGateway) -> Any:
-    """The zoo, for a TorchModel trial of a job that did not switch warm starting off; else None.
+    """The zoo, for a TorchModel trial; else None.
 
     Only TorchModel templates take part (the platform owns their training loop), so a
     worker whose templates never import torch never imports the zoo either.
@@ -237,10 +237,16 @@ def _zoo_for(claim: TrialClaim, template: LoadedTemplate, gateway: TrialGateway)
     torch_model = sys.modules.get("baobab.model._torch")
     if torch_model is None or not issubclass(template.cls, torch_model.TorchModel):
         return None
+    return gateway.zoo()
+
+
+def _warm_starts(claim: TrialClaim) -> bool:
+    """Whether the trial starts from a zoo model. A job that switched warm starting off still
+    adds its trained models to the zoo: the switch is about where this job's training starts."""
     wanted = claim.train_args.get(WARM_START_ARG, True)
     if not isinstance(wanted, bool):
         raise TrialFailed(f"train arg {WARM_START_ARG!r} must be true or false, got {wanted!r}")
-    return gateway.zoo() if wanted else None
+    return wanted
 
 
 def _train(
@@ -266,8 +272,8 @@ def _train(
             shared = _shared_params(claim, resources, store, context)
             if shared is not None:
                 train_args["shared_params"] = shared
-            if zoo is not None:
-                from baobab.zoo import make_warm_starter, model_graph
+            if zoo is not None and _warm_starts(claim):
+                from baobab.zoo import make_warm_starter
 
                 context.warm_starter = make_warm_starter(zoo, trial_id=claim.trial_id, seed=seed)
             call_template(path, "train()", model.train, train_path, **train_args)
@@ -275,6 +281,8 @@ def _train(
             stop_reason = context.stop_reason
             data = params_bytes(path, model)
             if zoo is not None:
+                from baobab.zoo import model_graph
+
                 graph = model_graph(model)  # before teardown(), which may free the module
         except BaseException:
             _teardown(path, model, context, failing=True)

@@ -52,3 +52,6 @@ def test_a_second_job_warm_starts_from_the_first_jobs_models(
     switched_off = _job(client, "zoo-off", data, model, warm_start=False)
     cold = client.get_trials("zoo-off", switched_off["app_version"])["trials"]
     assert all(t["parent_zoo_model_id"] is None for t in cold)
+    # Switching warm starts off is about where training starts: the trained models still join.
+    joined = {m["trial_id"] for m in client.list_zoo_models(task="TABULAR_CLASSIFICATION")}
+    assert {t["id"] for t in cold} <= joined
