@@ -35,11 +35,13 @@ web-test: $(WEB_DEPS)
 
 test: $(STAMP) fashion-mnist web chromium docker-engine
 	$(BIN)/ruff check baobab tests examples bench
+	$(BIN)/lint-imports
 	cd web && npm test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check baobab tests examples bench
+	$(BIN)/lint-imports
 
 # The main job: start the platform, upload, train for a few minutes, serve the best two, predict the test set.
 demo: $(STAMP) fashion-mnist

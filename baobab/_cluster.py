@@ -124,8 +124,7 @@ def _container_pool(settings: Settings, engine: Any) -> Any:
             raise ValueError(f"BAOBAB_EXECUTOR=docker: no Docker engine answers ({e}); is DOCKER_HOST right?") from e
         return DockerPool(engine, client, config, cpu_slots=settings.cpu_slots)
     if settings.executor is Executor.KUBERNETES:
-        from baobab.worker import KubernetesPool, KubernetesPoolConfig
-        from baobab.worker._kubernetes import kubernetes_api
+        from baobab.worker import KubernetesPool, KubernetesPoolConfig, kubernetes_api
 
         return KubernetesPool(engine, kubernetes_api(), KubernetesPoolConfig.from_env(), cpu_slots=settings.cpu_slots)
     return None

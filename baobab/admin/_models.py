@@ -2,7 +2,7 @@
 
 An upload is a ``.py`` file in UTF-8 and the name of the class in it. Before anything is
 stored, the template is loaded in a separate process under a time limit
-(:func:`~baobab.model._check_process.check_template_in_process`: import, the class
+(:func:`~baobab.admin._template_check.check_template_in_process`: import, the class
 derives from ``BaseModel`` and implements it, ``get_knob_config()`` is valid). A
 template that fails (a syntax or import error, a missing class, a bad knob config, an
 import that never ends, a crash of the interpreter) is refused with 400 on ``file`` and
@@ -40,6 +40,7 @@ from baobab.admin._auth import current_user, require_roles
 from baobab.admin._body import enum_field, multipart_upload, string_field
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._state import admin_state
+from baobab.admin._template_check import DEFAULT_CHECK_TIMEOUT_S, check_template_in_process
 from baobab.admin._users import ADMIN_ROLES
 from baobab.exceptions import (
     ArtifactNotFoundError,
@@ -51,7 +52,6 @@ from baobab.exceptions import (
     TemplateError,
 )
 from baobab.model import Task, knob_config_from_json
-from baobab.model._check_process import DEFAULT_CHECK_TIMEOUT_S, check_template_in_process
 from baobab.store import ModelAccess, ModelTemplate, UserRole, session_scope
 
 __all__ = ["CHECK_TIMEOUT_CONFIG", "MAX_TEMPLATE_BYTES", "blueprint", "model_json"]

@@ -51,9 +51,11 @@ from baobab.store import (
     ZooModel,
     session_scope,
 )
-from baobab.zoo._client import ParentOffer
-from baobab.zoo._graph import GraphFormatError, ModelGraph
-from baobab.zoo._registry import (
+from baobab.zoo import (
+    FeatureCache,
+    GraphFormatError,
+    ModelGraph,
+    ParentOffer,
     RegisteredModel,
     choose_parent,
     record_parent,
@@ -61,7 +63,6 @@ from baobab.zoo._registry import (
     register_upload,
     trial_job,
 )
-from baobab.zoo._selection import FeatureCache
 
 __all__ = ["blueprint", "zoo_model_json"]
 

@@ -21,8 +21,8 @@ from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
 from baobab.advisor._job_options import JobOptions
 from baobab.advisor._plans import DONE, Next, Plan, PlanStep
 from baobab.advisor._stopping import StoppingRule
+from baobab.enums import JobStatus, TrialState
 from baobab.model import KnobConfig, Knobs
-from baobab.store import JobStatus, TrialState
 
 __all__ = [
     "ActiveTrial",

@@ -72,7 +72,7 @@ def _gpu_list(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--name", help="The worker's node name (name@host). Default: baobab-<pid>@<host>.")
 def worker(gpus: list[str], slots: int | None, queues: str | None, name: str | None) -> None:
     """Run trials sent through the broker; reports to $BAOBAB_API_URL, needs no database credentials."""
-    from baobab.worker._celery import run_worker
+    from baobab.worker import run_worker
 
     settings = _settings()
     if settings.api_url is None:

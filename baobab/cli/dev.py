@@ -102,7 +102,7 @@ def test_model(
     if trials is not None and time_hours is not None:
         raise click.UsageError("--trials and --time-hours exclude each other: give one")
     # Imported here: the strategies load scikit-optimize and Optuna, which other commands do not need.
-    from baobab.model._dev_runner import run_dev
+    from baobab.dev import run_dev
 
     try:
         result = run_dev(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from baobab.enums import DatasetFormat, Task
-from baobab.model._base import BaseModel, Params
+from baobab.model._base import BaseModel, Params, check_params
 from baobab.model._context import InterimMetric, TrialContext, get_trial_context, trial_context
 from baobab.model._knobs import (
     JOB_OPTION_KEYS,
@@ -32,7 +32,6 @@ from baobab.model._knobs import (
     validate_knob_config,
     validate_knobs,
 )
-from baobab.model._queries import sample_queries
 from baobab.model._template import check_template, load_template, template_traceback
 
 if TYPE_CHECKING:
@@ -58,6 +57,7 @@ __all__ = [
     "Task",
     "TorchModel",
     "TrialContext",
+    "check_params",
     "check_template",
     "get_trial_context",
     "knob_config_from_json",
@@ -65,7 +65,6 @@ __all__ = [
     "knobs_from_json",
     "knobs_to_json",
     "load_template",
-    "sample_queries",
     "searchable_knobs",
     "template_traceback",
     "trial_context",

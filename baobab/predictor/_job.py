@@ -31,7 +31,7 @@ from baobab.store import (
     create_engine_from_url,
     session_scope,
 )
-from baobab.worker._inference import InferenceSpec
+from baobab.worker import InferenceSpec
 
 __all__ = ["MemberSpec", "PredictorJob", "load_job"]
 

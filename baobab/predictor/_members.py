@@ -29,7 +29,7 @@ from baobab.exceptions import BaobabError
 from baobab.model import Task
 from baobab.predictor._ensemble import check_answer, ensemble
 from baobab.predictor._job import MemberSpec
-from baobab.worker._inference import InferenceWorker, InferenceWorkerError
+from baobab.worker import InferenceWorker, InferenceWorkerError
 
 __all__ = ["BatchOutcome", "LeftOut", "MemberPool", "NoMemberLoadedError"]
 

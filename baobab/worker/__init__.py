@@ -12,6 +12,9 @@
 - :class:`DockerPool` and :class:`KubernetesPool` run those workers and the predictors
   as containers or pods, as the running jobs ask (``BAOBAB_EXECUTOR=docker`` or
   ``kubernetes``; trials still travel through Celery).
+- :class:`InferenceWorker` serves one trained trial's predictions in a process of its
+  own (the predictor's members); :func:`run_child` runs one :class:`TrialSpec` in a
+  child process (``python -m baobab.worker._trial_process``), as ``baobab dev`` does.
 
 Names are imported on first use: a process started as ``python -m
 baobab.worker._inference`` imports this package first, and should not pay for
@@ -24,41 +27,64 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from baobab.worker._celery import CeleryExecutor
+    from baobab.worker._celery import CeleryExecutor, run_worker
+    from baobab.worker._child_process import ChildOutcome, run_child
     from baobab.worker._docker import DockerPool, DockerPoolConfig
     from baobab.worker._gateway import ApiGateway, TrialArtifacts, TrialGateway
-    from baobab.worker._kubernetes import KubernetesPool, KubernetesPoolConfig
+    from baobab.worker._inference import InferenceSpec, InferenceWorker, InferenceWorkerError
+    from baobab.worker._kubernetes import KubernetesPool, KubernetesPoolConfig, kubernetes_api
     from baobab.worker._local import LocalExecutor
     from baobab.worker._runner import TrialOutcome, WorkerResources, run_trial
+    from baobab.worker._trial_process import TrialFailed, TrialSpec, trial_seed
 
 _NAMES = {
     "ApiGateway": "baobab.worker._gateway",
     "CeleryExecutor": "baobab.worker._celery",
+    "run_worker": "baobab.worker._celery",
+    "ChildOutcome": "baobab.worker._child_process",
+    "run_child": "baobab.worker._child_process",
     "TrialArtifacts": "baobab.worker._gateway",
     "DockerPool": "baobab.worker._docker",
     "DockerPoolConfig": "baobab.worker._docker",
+    "InferenceSpec": "baobab.worker._inference",
+    "InferenceWorker": "baobab.worker._inference",
+    "InferenceWorkerError": "baobab.worker._inference",
     "KubernetesPool": "baobab.worker._kubernetes",
     "KubernetesPoolConfig": "baobab.worker._kubernetes",
+    "kubernetes_api": "baobab.worker._kubernetes",
     "TrialGateway": "baobab.worker._gateway",
     "LocalExecutor": "baobab.worker._local",
     "TrialOutcome": "baobab.worker._runner",
     "WorkerResources": "baobab.worker._runner",
     "run_trial": "baobab.worker._runner",
+    "TrialFailed": "baobab.worker._trial_process",
+    "TrialSpec": "baobab.worker._trial_process",
+    "trial_seed": "baobab.worker._trial_process",
 }
 
 __all__ = [
     "ApiGateway",
     "CeleryExecutor",
+    "ChildOutcome",
     "DockerPool",
     "DockerPoolConfig",
+    "InferenceSpec",
+    "InferenceWorker",
+    "InferenceWorkerError",
     "KubernetesPool",
     "KubernetesPoolConfig",
     "LocalExecutor",
     "TrialArtifacts",
+    "TrialFailed",
     "TrialGateway",
     "TrialOutcome",
+    "TrialSpec",
     "WorkerResources",
+    "kubernetes_api",
+    "run_child",
     "run_trial",
+    "run_worker",
+    "trial_seed",
 ]
 
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from baobab.exceptions import ArtifactError, TemplateError
 from baobab.model import BaseModel, KnobConfig, check_template, load_template
-from baobab.model._trial_process import TrialFailed
 from baobab.store import ArtifactStore
 from baobab.worker._gateway import TrialArtifacts
+from baobab.worker._trial_process import TrialFailed
 
 __all__ = ["ArtifactCache", "LoadedTemplate", "TemplateCache"]
 

@@ -10,7 +10,7 @@ the template class through the worker's caches (:mod:`baobab.worker._cache`: the
 file is fetched once per checksum into ``settings.home/"cache"``, or read in place on
 a local artifact store), an instance built from the trial's knobs, then
 ``load_parameters(params_from_bytes(...))``, each call into the template through
-:func:`baobab.model._trial_process.call_template`. Then it answers batches.
+:func:`baobab.worker._trial_process.call_template`. Then it answers batches.
 
 Protocol, JSON lines:
 
@@ -285,9 +285,9 @@ def _fetch(spec: InferenceSpec) -> tuple[Path, bytes]:
         TrialFailed: either cannot be read.
     """
     from baobab.exceptions import ArtifactError
-    from baobab.model._trial_process import TrialFailed
     from baobab.store import ArtifactStore
     from baobab.worker._cache import ArtifactCache
+    from baobab.worker._trial_process import TrialFailed
 
     store = ArtifactStore(spec.artifacts_url)
     try:
@@ -313,8 +313,8 @@ def _load(spec: InferenceSpec, template_file: Path, data: bytes) -> tuple[Any, s
     """
     from baobab.exceptions import TemplateError
     from baobab.model import check_template, knobs_from_json, load_template
-    from baobab.model._trial_process import TrialFailed, call_template
     from baobab.store import ParamsFormatError, params_from_bytes
+    from baobab.worker._trial_process import TrialFailed, call_template
 
     try:
         cls = load_template(template_file, spec.class_name)
@@ -340,7 +340,7 @@ def _predict(model: Any, template: str, queries: list[Any]) -> str:
     Raises:
         TrialFailed: predict raised, or returned other than one JSON value per query.
     """
-    from baobab.model._trial_process import TrialFailed, call_template
+    from baobab.worker._trial_process import TrialFailed, call_template
 
     predictions = call_template(template, "predict()", model.predict, list(queries))
     if not isinstance(predictions, list) or len(predictions) != len(queries):
@@ -383,7 +383,7 @@ def main() -> int:
         return 0
     spec = InferenceSpec.from_json(line)
 
-    from baobab.model._trial_process import TrialFailed, call_template
+    from baobab.worker._trial_process import TrialFailed, call_template
 
     try:
         template_file, data = _fetch(spec)

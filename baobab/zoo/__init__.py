@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         record_parent,
         register_trial,
         register_upload,
+        trial_job,
     )
     from baobab.zoo._retention import RetentionItem, choose_kept, model_value
     from baobab.zoo._selection import Candidate, FeatureCache, Selection, SelectionPolicy, select_parent
@@ -70,6 +71,7 @@ _WHERE = {
     "record_parent": "_registry",
     "register_trial": "_registry",
     "register_upload": "_registry",
+    "trial_job": "_registry",
     "RetentionItem": "_retention",
     "choose_kept": "_retention",
     "model_value": "_retention",
@@ -131,6 +133,7 @@ __all__ = [
     "similarities",
     "trace_graph",
     "transform_weights",
+    "trial_job",
     "warm_start",
     "warm_start_module",
 ]

@@ -13,7 +13,7 @@ from baobab._sandbox import Confinement
 from baobab.model import load_template
 from baobab.store import ArtifactStore, params_to_bytes, write_tabular
 from baobab.testing import wait_until
-from baobab.worker._inference import InferenceSpec, InferenceWorker, InferenceWorkerError
+from baobab.worker import InferenceSpec, InferenceWorker, InferenceWorkerError
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from sqlalchemy import update
 from worker_world import Platform
 
 from baobab.model import TrialContext
-from baobab.model._trial_process import trial_seed
 from baobab.store import (
     ArtifactStore,
     Trial,
@@ -31,7 +30,7 @@ from baobab.store import (
     session_scope,
 )
 from baobab.testing import wait_until
-from baobab.worker import ApiGateway, TrialOutcome, WorkerResources, run_trial
+from baobab.worker import ApiGateway, TrialOutcome, WorkerResources, run_trial, trial_seed
 
 
 @pytest.fixture

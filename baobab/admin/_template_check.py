@@ -1,6 +1,6 @@
 """Checking an uploaded template in a process of its own, under a time limit.
 
-``python -m baobab.model._check_process FILE CLASS_NAME TASK`` loads the template
+``python -m baobab.admin._template_check FILE CLASS_NAME TASK`` loads the template
 (:func:`~baobab.model.load_template`), checks its knob config
 (:func:`~baobab.model.check_template`) and writes one JSON line to its stdout:
 ``{"knob_config": {...}}`` (the object :func:`~baobab.model.knob_config_to_json`
@@ -37,8 +37,7 @@ from typing import IO, Any
 from baobab._sandbox import Confinement, confine, template_env
 from baobab.enums import Task
 from baobab.exceptions import TemplateError
-from baobab.model._knobs import KnobConfig, knob_config_to_json
-from baobab.model._template import check_template, load_template, template_traceback
+from baobab.model import KnobConfig, check_template, knob_config_to_json, load_template, template_traceback
 
 __all__ = ["DEFAULT_CHECK_TIMEOUT_S", "check_template_in_process", "main"]
 
@@ -75,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) not in (3, 4):
-        print("usage: python -m baobab.model._check_process FILE CLASS_NAME TASK [CONFINEMENT]", file=sys.stderr)
+        print("usage: python -m baobab.admin._template_check FILE CLASS_NAME TASK [CONFINEMENT]", file=sys.stderr)
         return _EXIT_USAGE
     path, class_name, task = args[:3]
     if task not in Task.__members__:
@@ -144,7 +143,7 @@ def check_template_in_process(
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         process = subprocess.Popen(
             [
-                sys.executable, "-m", "baobab.model._check_process", str(file), class_name, str(Task(task)),
+                sys.executable, "-m", "baobab.admin._template_check", str(file), class_name, str(Task(task)),
                 Confinement(tuple(protected), private=Path(work)).to_json(),
             ],  # fmt: skip
             stdin=subprocess.DEVNULL,

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from baobab.advisor import TrialStatus
+from baobab.dev import DevRunResult, run_dev
 from baobab.exceptions import DatasetError, KnobConfigError, StrategyError, TemplateError
 from baobab.model import Task
-from baobab.model._dev_runner import DevRunResult, run_dev
 from baobab.store import build_tabular, params_from_bytes, read_tabular
 
-TEMPLATES = Path(__file__).parent / "templates"
+TEMPLATES = Path(__file__).parents[1] / "model_tests" / "templates"
 TINY = TEMPLATES / "tiny_models.py"
 
 

@@ -1,4 +1,4 @@
-"""One dev trial in a child process: ``python -m baobab.model._trial_process SPEC.json``.
+"""One dev trial in a child process: ``python -m baobab.worker._trial_process SPEC.json``.
 
 A template can crash the interpreter, leak memory or loop forever, so the dev runner
 runs every call into it in a fresh process (which is also where a worker will run
@@ -16,7 +16,7 @@ the end of its stdin means the parent is gone, and the child exits at once.
 
 The steps of a trial that every runner shares (seeding, calling into the template with
 the template's own traceback, checking the score, serialising the parameters) are
-public here: the platform's workers (:mod:`baobab.worker`) run trials the same way.
+public here: the platform's workers (:mod:`baobab.worker._runner`) run trials the same way.
 """
 
 from __future__ import annotations
@@ -38,10 +38,16 @@ from typing import Any, TextIO
 import numpy as np
 
 from baobab.exceptions import TemplateError
-from baobab.model._base import BaseModel, check_params
-from baobab.model._context import InterimMetric, TrialContext, trial_context
-from baobab.model._knobs import JOB_OPTION_KEYS
-from baobab.model._template import load_template, template_traceback
+from baobab.model import (
+    JOB_OPTION_KEYS,
+    BaseModel,
+    InterimMetric,
+    TrialContext,
+    check_params,
+    load_template,
+    template_traceback,
+    trial_context,
+)
 from baobab.store import params_from_bytes, params_to_bytes
 
 __all__ = [

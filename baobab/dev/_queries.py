@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from baobab.enums import DatasetFormat, Task
+from baobab.store import read_image_files, read_tabular
 
 __all__ = ["sample_queries"]
 
@@ -33,9 +34,6 @@ def sample_queries(task: Task, dataset_path: str, *, count: int = 5, target: str
     Raises:
         DatasetError: the dataset cannot be read as its format says.
     """
-    # Imported here: the readers pull in pandas and Pillow, which ``import baobab.model`` should not.
-    from baobab.store import read_image_files, read_tabular
-
     if task.dataset_format is DatasetFormat.IMAGE_FILES:
         return read_image_files(dataset_path).images[:count].tolist()
     return read_tabular(dataset_path, target=target).features[:count].tolist()

@@ -1,6 +1,6 @@
 """The parent's side of a child trial: start it, relay its messages, enforce deadlines.
 
-See :mod:`baobab.model._trial_process` for the child's side and the messages.
+See :mod:`baobab.worker._trial_process` for the child's side and the messages.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from baobab.model._trial_process import TrialSpec
+from baobab.worker._trial_process import TrialSpec
 
 __all__ = ["ChildOutcome", "run_child"]
 
@@ -89,7 +89,7 @@ def run_child(
     spec_path.write_text(spec.to_json())
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "baobab.model._trial_process", str(spec_path)],
+            [sys.executable, "-m", "baobab.worker._trial_process", str(spec_path)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,

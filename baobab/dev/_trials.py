@@ -1,6 +1,6 @@
 """The trials of a dev run: each in a child process, its events echoed, its outcome recorded.
 
-See :mod:`baobab.model._dev_runner` for the run as a whole.
+See :mod:`baobab.dev._runner` for the run as a whole.
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from typing import Any
 
 from baobab.advisor import Strategy, TrialRecord, TrialStatus
 from baobab.exceptions import StrategyError
-from baobab.model._child_process import ChildOutcome, run_child
-from baobab.model._context import InterimMetric
-from baobab.model._knobs import KnobConfig, Knobs, validate_knobs
-from baobab.model._trial_process import TrialSpec, trial_seed
+from baobab.model import InterimMetric, KnobConfig, Knobs, validate_knobs
+from baobab.worker import ChildOutcome, TrialSpec, run_child, trial_seed
 
 __all__ = ["DevTrial", "TrialRunner", "format_knobs", "indent", "search"]
 
