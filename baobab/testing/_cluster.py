@@ -136,12 +136,14 @@ class LocalCluster:
             BAOBAB_ARTIFACTS_URL=str(self.home / "shared-artifacts"),
             BAOBAB_API_URL=self.url,
         )
-        # Each service has a home of its own: they share one key, as a real cluster's do.
+        #: The key the API, advisor and predictor host share, as a real cluster's do (workers get none).
+        self.secret_key = secrets.token_urlsafe(32)
+        # Each service has a home of its own.
         self._server_env = {
             **base,
             "BAOBAB_DATABASE_URL": database_url,
             "BAOBAB_EXECUTOR": executor,
-            "BAOBAB_SECRET_KEY": secrets.token_urlsafe(32),
+            "BAOBAB_SECRET_KEY": self.secret_key,
         }
         self._worker_env = {k: v for k, v in base.items() if k not in _STORE_ONLY}
         self.slots = slots

@@ -1,0 +1,63 @@
+"""What a hostile template finds of a cluster's secrets on Celery workers and a predictor host: nothing.
+
+The same snooping template as the embedded test (platform_tests/templates/snoop.py) looks in its
+environment and in every ``/proc/<pid>/environ`` it can read: here every service runs on this one
+machine, so it can read the API's, the advisor's and the predictor host's. Cluster workers run
+templates unconfined (the README says so), so this test probes secrets, not the disk.
+"""
+
+from __future__ import annotations
+
+import runpy
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from conftest import ADMIN_PASSWORD, StartCluster
+
+SNOOP = Path(__file__).parents[1] / "platform_tests" / "templates" / "snoop.py"
+
+
+def _snoop_findings(probe: dict[str, Any]) -> list[str]:
+    """What the snooping template's probe finds from this (unconfined) process."""
+    return list(runpy.run_path(str(SNOOP))["findings"](probe))
+
+
+def test_a_template_finds_no_secret_on_celery_workers_or_in_a_prediction(
+    start_cluster: StartCluster, breast_cancer: Path, postgres_url: str
+) -> None:
+    cluster = start_cluster(workers=1, slots=1)
+    services, client = cluster.services, cluster.client
+    services.add_predictor_host()
+    probe = {"secrets": [services.secret_key, ADMIN_PASSWORD, postgres_url], "paths": []}
+    # The probe works: a process that keeps the secret in its environment is found out.
+    with subprocess.Popen(["sleep", "60"], env={"SOME_KEY": services.secret_key}) as holder:
+        try:
+            assert f"a secret in /proc/{holder.pid}/environ" in _snoop_findings(probe)
+        finally:
+            holder.kill()
+
+    train = client.create_dataset("bc train", breast_cancer / "train.csv", format="TABULAR", target="target")
+    model = client.create_model(SNOOP, task="TABULAR_REGRESSION", class_name="Snoop")
+    job = client.create_train_job(
+        "snoop",
+        "TABULAR_REGRESSION",
+        train_dataset_id=train["id"],
+        val_dataset_id=train["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": 1, "GPU_COUNT": 0},
+        train_args={"probe": probe},
+    )
+    job = client.wait_for_train_job("snoop", job["app_version"], timeout=180, progress=False)
+    assert job["status"] == "COMPLETED", job
+    (trial,) = client.get_trials("snoop", job["app_version"])["trials"]
+    assert trial["worker"].startswith("w0@")  # it ran on the Celery worker
+    logs = [entry["line"] for entry in client.get_trial_logs(trial["id"])]
+    assert [line for line in logs if line.startswith("found: ")] == []
+    assert "probed 0 paths and 3 secrets" in logs
+    assert trial["score"] == 0.0
+
+    served = client.create_inference_job("snoop", job["app_version"], k=1)
+    running = client.wait_for_inference_job(served["id"], timeout=120)
+    answer = client.predict([[0.0] * 30], predictor_url=running["predictor_url"], api_key=served["api_key"])
+    assert answer["predictions"] == [0.0], "the served template found secrets; see the predictor host's log"
