@@ -45,13 +45,23 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, and_, or_, select, update
+from sqlalchemy import Engine, select
 
 from baobab import Settings
 from baobab._settings import ENV_PREFIX
 from baobab.exceptions import StoreError
 from baobab.predictor._main import PredictorOptions
-from baobab.store import EventChannel, EventKind, InferenceJob, InferenceJobStatus, session_scope
+from baobab.store import (
+    EventChannel,
+    EventKind,
+    InferenceJob,
+    InferenceJobStatus,
+    Lease,
+    fail_inference_job,
+    serve_inference_job,
+    session_scope,
+    take_over_inference_jobs,
+)
 
 __all__ = ["InferenceSupervisor"]
 
@@ -134,7 +144,7 @@ class InferenceSupervisor:
         self._closed = False
         #: how this supervisor signs its leases
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self._lease = timedelta(seconds=settings.lease_s)
+        self._lease = Lease(InferenceJob, self.name, timedelta(seconds=settings.lease_s))
 
     def predictor_pid(self, job_id: int) -> int | None:
         """The process id of job ``job_id``'s predictor, if one runs (also its process group)."""
@@ -176,11 +186,7 @@ class InferenceSupervisor:
             self._kill(predictor)
         try:
             with session_scope(self._engine) as session:
-                session.execute(
-                    update(InferenceJob)
-                    .where(InferenceJob.driver == self.name)
-                    .values(driver=None, lease_expires_at=None)
-                )
+                self._lease.release(session)
         except StoreError:  # the leases run out instead
             logger.warning("inference supervisor %s: could not release its leases", self.name)
 
@@ -190,31 +196,11 @@ class InferenceSupervisor:
         """``query`` narrowed to the jobs this supervisor serves."""
         return query if self._job_ids is None else query.where(InferenceJob.id.in_(self._job_ids))
 
-    def _free(self, now: datetime) -> Any:
-        """Jobs whose lease this supervisor may take: nobody's, its own, or run out."""
-        return or_(InferenceJob.driver.is_(None), InferenceJob.driver == self.name, InferenceJob.lease_expires_at < now)
-
     def _take_over(self) -> None:
         """RUNNING jobs with a free lease lost their predictor: lease them and serve them again."""
         now = datetime.now(UTC)
         with session_scope(self._engine) as session:
-            taken = session.execute(
-                self._mine(update(InferenceJob))
-                .where(
-                    InferenceJob.status == InferenceJobStatus.RUNNING,
-                    # released, or another's run out (this supervisor's own RUNNING jobs are served here)
-                    or_(
-                        InferenceJob.driver.is_(None),
-                        and_(InferenceJob.driver != self.name, InferenceJob.lease_expires_at < now),
-                    ),
-                )
-                .values(
-                    status=InferenceJobStatus.STARTING,
-                    predictor_url=None,
-                    driver=self.name,
-                    lease_expires_at=now + self._lease,
-                )
-            ).rowcount
+            taken = take_over_inference_jobs(session, self._lease, now=now, job_ids=self._job_ids)
         if taken:
             logger.info("inference supervisor %s: took over %d running inference jobs", self.name, taken)
 
@@ -222,44 +208,21 @@ class InferenceSupervisor:
         """Take (or keep) the lease of a STARTING job; False if another supervisor holds it."""
         now = datetime.now(UTC)
         with session_scope(self._engine) as session:
-            return bool(
-                session.execute(
-                    update(InferenceJob)
-                    .where(
-                        InferenceJob.id == job_id,
-                        InferenceJob.status == InferenceJobStatus.STARTING,
-                        self._free(now),
-                    )
-                    .values(driver=self.name, lease_expires_at=now + self._lease)
-                ).rowcount
-            )
+            return self._lease.take(session, job_id, now, InferenceJob.status == InferenceJobStatus.STARTING)
 
     def _reconcile(self) -> None:
         now = datetime.now(UTC)
         with self._lock:
             running = set(self._predictors)
         with session_scope(self._engine) as session:
-            if running:  # renew; a lease another took (this host was frozen past it) is lost
-                session.execute(
-                    update(InferenceJob)
-                    .where(InferenceJob.id.in_(running), InferenceJob.driver == self.name)
-                    .values(lease_expires_at=now + self._lease)
-                )
-            kept = set(
-                session.scalars(
-                    select(InferenceJob.id).where(
-                        InferenceJob.id.in_(running),
-                        InferenceJob.status.in_(_LIVE),
-                        InferenceJob.driver == self.name,
-                    )
-                )
-            )
+            # a lease another took (this host was frozen past it) is lost
+            kept = self._lease.renew(session, running, now, InferenceJob.status.in_(_LIVE))
         self._take_over()
         with session_scope(self._engine) as session:
             starting = set(
                 session.scalars(
                     self._mine(select(InferenceJob.id)).where(
-                        InferenceJob.status == InferenceJobStatus.STARTING, self._free(now)
+                        InferenceJob.status == InferenceJobStatus.STARTING, self._lease.free(now)
                     )
                 )
             )
@@ -389,16 +352,9 @@ class InferenceSupervisor:
                         del self._predictors[predictor.job_id]
 
     def _record_running(self, predictor: _Predictor) -> None:
+        assert predictor.url is not None
         with session_scope(self._engine) as session:
-            changed = session.execute(
-                update(InferenceJob)
-                .where(
-                    InferenceJob.id == predictor.job_id,
-                    InferenceJob.status == InferenceJobStatus.STARTING,
-                    InferenceJob.driver == self.name,
-                )
-                .values(status=InferenceJobStatus.RUNNING, predictor_url=predictor.url, error=None)
-            ).rowcount
+            changed = serve_inference_job(session, predictor.job_id, self._lease, predictor.url)
         if changed:
             logger.info("inference job %d is served at %s", predictor.job_id, predictor.url)
         else:  # stopped while it started: nobody wants it
@@ -421,22 +377,7 @@ class InferenceSupervisor:
         error = f"{reason}; its last output ({predictor.log_path}):\n{tail}" if tail else reason
         logger.warning("inference job %d: %s", predictor.job_id, error)
         with session_scope(self._engine) as session:
-            session.execute(
-                update(InferenceJob)
-                .where(
-                    InferenceJob.id == predictor.job_id,
-                    InferenceJob.status.in_(_LIVE),
-                    InferenceJob.driver == self.name,
-                )
-                .values(
-                    status=InferenceJobStatus.ERRORED,
-                    error=error,
-                    predictor_url=None,
-                    stopped_at=datetime.now(UTC),
-                    driver=None,
-                    lease_expires_at=None,
-                )
-            )
+            fail_inference_job(session, predictor.job_id, self._lease, error, now=datetime.now(UTC))
 
 
 def _url_of(line: bytes) -> str | None:

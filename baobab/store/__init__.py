@@ -23,6 +23,7 @@ from baobab.store._datasets import (
     IMAGES_CSV,
     ImageDataset,
     TabularDataset,
+    ZipLimits,
     check_compatible,
     read_image_files,
     read_tabular,
@@ -39,11 +40,15 @@ if TYPE_CHECKING:
 
 _DB_NAMES = frozenset(
     {
-        "Base", "ClaimRefused", "Dataset", "InferenceJob", "InferenceJobStatus", "InferenceMember", "InterimMetric",
-        "JobStatus", "ModelAccess", "ModelTemplate", "SubJob", "TrainJob", "Trial", "TrialClaim", "TrialLog",
-        "TrialState", "User", "UserRole", "add_trial_records", "beat_trial", "check_schema", "claim_trial",
-        "create_engine_from_url", "current_revision", "describe_url", "finish_trial", "head_revision",
-        "session_scope", "upgrade_database", "ZooModel",
+        "add_inference_job", "add_train_job", "add_trial_records", "Base", "beat_trial", "check_schema",
+        "claim_trial", "ClaimRefused", "create_engine_from_url", "current_revision", "Dataset", "describe_url",
+        "end_trial", "end_unfinished_trials", "fail_inference_job", "fail_train_job", "finish_sub_job",
+        "finish_train_job", "finish_trial", "head_revision", "ID_BATCH", "id_batches", "InferenceJob",
+        "InferenceJobStatus", "InferenceMember", "insert_trial", "InterimMetric", "JobStatus", "Lease", "ModelAccess",
+        "ModelTemplate", "RELEASED", "request_trial_stop", "requeue_trial", "serve_inference_job", "session_scope",
+        "set_trial_parent", "start_train_job", "stop_inference_job", "stop_train_job", "SubJob",
+        "take_over_inference_jobs", "TrainJob", "Trial", "TrialClaim", "TrialLog", "TrialState", "upgrade_database",
+        "User", "UserRole", "ZooModel",
     }
 )  # fmt: skip
 
@@ -68,6 +73,7 @@ __all__ = [
     "ParamsFormatError",
     "Subscription",
     "TabularDataset",
+    "ZipLimits",
     "build_fashion_mnist",
     "build_tabular",
     "check_compatible",

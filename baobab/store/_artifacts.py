@@ -240,7 +240,24 @@ class ArtifactStore:
             self.fs.rm(path)
         except FileNotFoundError:  # removed by someone else meanwhile
             return False
+        self._prune(key)
         return True
+
+    def _prune(self, key: str) -> None:
+        """Remove the folders that held only ``key`` (a dataset's ``datasets/<id>/``) on a local disk.
+
+        Top-level folders (``datasets``, ``params``) stay: a writer may be about to put a file
+        in one it found. Object stores have no empty folders to leave behind.
+        """
+        if not self.is_local:
+            return
+        parts = key.split("/")[:-1]
+        while len(parts) > 1:
+            try:
+                os.rmdir(self._path("/".join(parts)))
+            except OSError:  # not empty, or gone
+                return
+            parts.pop()
 
     # -- keys ----------------------------------------------------------------------------
 

@@ -9,6 +9,11 @@ silently change the data of every later trial in the process; copy before mutati
 
 Every bad input raises :class:`~baobab.exceptions.DatasetError` naming the file, the
 row (the header is row 1) and the rule that was broken.
+
+A zip is a small file that can stand for a huge one (a 1 MB member may inflate to
+1 GiB). Where a file comes from outside (an upload), the reader is given
+:class:`ZipLimits` and checks the sizes the zip declares and the pixels each image
+header announces before any of them is held in memory.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ __all__ = [
     "IMAGES_CSV",
     "ImageDataset",
     "TabularDataset",
+    "ZipLimits",
     "check_compatible",
     "read_image_files",
     "read_tabular",
@@ -53,6 +59,24 @@ _IMAGE_COLUMNS = ("path", "class")
 _IMAGE_MODES = {"L": "L", "RGB": "RGB", "1": "L", "P": "RGB"}
 _MAX_CLASS = 2**31 - 1
 _CACHE_SIZE = 8
+_MIB = 2**20
+#: Members smaller than this are not held to the compression ratio: a tiny, regular file
+#: (a short images.csv) compresses far better than any bomb needs, and costs nothing.
+_RATIO_FLOOR = _MIB
+
+
+@dataclass(frozen=True)
+class ZipLimits:
+    """Caps on what an IMAGE_FILES zip may inflate to (``BAOBAB_ZIP_*`` settings).
+
+    ``member_bytes`` bounds one member and one decoded image, ``total_bytes`` the members
+    together and the decoded image array, ``max_ratio`` a member's inflated size over its
+    compressed size (for members of 1 MiB and more).
+    """
+
+    member_bytes: int
+    total_bytes: int
+    max_ratio: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,32 +148,44 @@ def _frozen(array: np.ndarray) -> np.ndarray:
 # --- IMAGE_FILES ------------------------------------------------------------------
 
 
-def read_image_files(path: str | os.PathLike[str]) -> ImageDataset:
+def read_image_files(path: str | os.PathLike[str], *, limits: ZipLimits | None = None) -> ImageDataset:
     """Read an IMAGE_FILES zip: ``images.csv`` (header ``path,class``) and the images it names.
 
     Args:
         path: the zip file. ``class`` is an integer >= 0; every image has the same size
             and is 8-bit grayscale or RGB (1-bit and palette images are converted).
+        limits: caps on what the zip may inflate to, for a file from outside; None for
+            one that passed them already (a worker reading an accepted dataset).
 
     Returns:
         The decoded dataset, shared with every other caller in this process.
 
     Raises:
-        DatasetError: the file is missing, not a zip, or breaks a rule of the format.
+        DatasetError: the file is missing, not a zip, breaks a rule of the format, or
+            would inflate past ``limits``.
     """
-    return _cached(path, ("IMAGE_FILES",), _decode_image_files)
+    return _cached(path, ("IMAGE_FILES", limits), lambda abspath: _decode_image_files(abspath, limits))
 
 
-def _decode_image_files(path: str) -> ImageDataset:
+def _decode_image_files(path: str, limits: ZipLimits | None) -> ImageDataset:
     try:
         with zipfile.ZipFile(path) as zf:
+            if limits is not None:
+                _check_declared_sizes(zf, path, limits)
             rows = _read_images_csv(zf, path)
             first_row, first_name, _ = rows[0]
-            first = _read_image(zf, path, first_row, first_name)
+            first = _read_image(zf, path, first_row, first_name, limits)
+            if limits is not None and len(rows) * first.nbytes > limits.total_bytes:
+                raise DatasetError(
+                    f"{len(rows)} images of {_describe(first.shape)} would take "
+                    f"{len(rows) * first.nbytes / _MIB:.0f} MiB decoded, more than the "
+                    f"{limits.total_bytes / _MIB:.0f} MiB a dataset may (BAOBAB_ZIP_TOTAL_MB)",
+                    file=path,
+                )
             images = np.empty((len(rows), *first.shape), dtype=np.uint8)
             images[0] = first
             for i, (row, name, _) in enumerate(rows[1:], start=1):
-                image = _read_image(zf, path, row, name)
+                image = _read_image(zf, path, row, name, limits)
                 if image.shape != first.shape:
                     raise DatasetError(
                         f"image {name!r} is {_describe(image.shape)}, but {first_name!r} (row {first_row}) is "
@@ -167,6 +203,36 @@ def _decode_image_files(path: str) -> ImageDataset:
 def _describe(shape: tuple[int, ...]) -> str:
     mode = "RGB" if len(shape) == 3 else "grayscale"
     return f"{shape[1]}x{shape[0]} {mode}"
+
+
+def _check_declared_sizes(zf: zipfile.ZipFile, path: str, limits: ZipLimits) -> None:
+    """Refuse a zip by the sizes its directory declares, before inflating anything.
+
+    The declared sizes bound what is inflated even in a crafted zip that understates them:
+    :mod:`zipfile` stops a member at its declared size (and then fails its CRC check).
+    """
+    total = 0
+    for info in zf.infolist():
+        if info.file_size > limits.member_bytes:
+            raise DatasetError(
+                f"{info.filename!r} inflates to {info.file_size / _MIB:.0f} MiB, more than the "
+                f"{limits.member_bytes / _MIB:.0f} MiB one member may (BAOBAB_ZIP_MEMBER_MB)",
+                file=path,
+            )
+        ratio = info.file_size / max(info.compress_size, 1)
+        if info.file_size >= _RATIO_FLOOR and ratio > limits.max_ratio:
+            raise DatasetError(
+                f"{info.filename!r} inflates {ratio:.0f} times its compressed size, more than the "
+                f"{limits.max_ratio:g} times a member may (BAOBAB_ZIP_MAX_RATIO)",
+                file=path,
+            )
+        total += info.file_size
+    if total > limits.total_bytes:
+        raise DatasetError(
+            f"the zip inflates to {total / _MIB:.0f} MiB, more than the {limits.total_bytes / _MIB:.0f} MiB "
+            "a dataset may (BAOBAB_ZIP_TOTAL_MB)",
+            file=path,
+        )
 
 
 def _read_images_csv(zf: zipfile.ZipFile, path: str) -> list[tuple[int, str, int]]:
@@ -218,10 +284,20 @@ def _parse_images_csv(reader: Reader, names: set[str], path: str) -> list[tuple[
     return rows
 
 
-def _read_image(zf: zipfile.ZipFile, path: str, row: int, name: str) -> np.ndarray:
+def _read_image(zf: zipfile.ZipFile, path: str, row: int, name: str, limits: ZipLimits | None) -> np.ndarray:
     try:
-        image = Image.open(io.BytesIO(zf.read(name)))
+        image = Image.open(io.BytesIO(zf.read(name)))  # decodes the header only
+        decoded = image.width * image.height * len(image.getbands())
+        if limits is not None and decoded > limits.member_bytes:
+            raise DatasetError(
+                f"image {name!r} is {image.width}x{image.height} {image.mode}: {decoded / _MIB:.0f} MiB decoded, more "
+                f"than the {limits.member_bytes / _MIB:.0f} MiB one image may (BAOBAB_ZIP_MEMBER_MB)",
+                file=path,
+                row=row,
+            )
         image.load()
+    except DatasetError:  # a ValueError too, and already clear
+        raise
     except (OSError, SyntaxError, ValueError, zipfile.BadZipFile, zlib.error, Image.DecompressionBombError) as e:
         raise DatasetError(f"image {name!r} cannot be decoded as PNG or JPEG: {e}", file=path, row=row) from None
     mode = _IMAGE_MODES.get(image.mode)

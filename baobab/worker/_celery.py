@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from celery import Celery, signals
 from celery.utils import worker_direct
 from kombu import Queue
-from sqlalchemy import Engine, and_, or_, select, update
+from sqlalchemy import Engine, and_, or_, select
 
 from baobab._http import api_session
 from baobab._sandbox import THREAD_VARIABLES
@@ -60,7 +60,9 @@ from baobab.store import (
     TrainJob,
     Trial,
     TrialState,
+    end_trial,
     issue_trial_token,
+    request_trial_stop,
     session_scope,
 )
 from baobab.worker._affinity import affinity_view, choose_node
@@ -287,19 +289,11 @@ class CeleryExecutor:
 
     def request_stop(self, trial_id: int, reason: str) -> None:
         with session_scope(self.engine) as session:
-            session.execute(
-                update(Trial)
-                .where(Trial.id == trial_id, Trial.status.in_(TrialState.UNFINISHED))
-                .values(stop_reason=reason)
-            )
+            request_trial_stop(session, trial_id, reason)
 
     def cancel(self, trial_id: int, reason: str) -> None:
         with session_scope(self.engine) as session:
-            changed = session.execute(
-                update(Trial)
-                .where(Trial.id == trial_id, Trial.status.in_(TrialState.UNFINISHED))
-                .values(status=TrialState.CANCELLED, error=reason, finished_at=_now())
-            ).rowcount
+            changed = end_trial(session, trial_id, TrialState.CANCELLED, now=_now(), error=reason)
         if changed:
             self.events.publish(Event(EventKind.TRIAL_FINISHED, trial_id))
 

@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, select
 
 from baobab._sandbox import Confinement, protected_paths, template_env
 from baobab.exceptions import StoreError
@@ -53,6 +53,7 @@ from baobab.store import (
     Trial,
     TrialState,
     create_engine_from_url,
+    end_trial,
     issue_trial_token,
     session_scope,
 )
@@ -319,15 +320,9 @@ class LocalExecutor:
 
     def _write(self, trial_id: int, status: TrialState, error: str | None, traceback: str | None) -> bool:
         """Store a final state if the trial is PENDING or RUNNING; True if it changed."""
-        write = (
-            update(Trial)
-            .where(Trial.id == trial_id, Trial.status.in_([TrialState.PENDING, TrialState.RUNNING]))
-            .values(status=status, error=error, traceback=traceback, finished_at=_now())
-            .execution_options(synchronize_session=False)
-        )
         try:
             with session_scope(self._engine) as session:
-                return session.execute(write).rowcount == 1
+                return end_trial(session, trial_id, status, now=_now(), error=error, traceback=traceback)
         except StoreError as e:
             logger.error("trial %d: cannot store %s (%s): %s", trial_id, status, error, e)
             return False

@@ -32,6 +32,7 @@ from baobab.store import (
     ZooModel,
     params_from_bytes,
     session_scope,
+    set_trial_parent,
 )
 from baobab.zoo._graph import ModelGraph
 from baobab.zoo._matching import GraphFeatures, signature_features
@@ -366,14 +367,8 @@ def record_parent(engine: Engine, zoo_model_id: int, similarity: float, *, trial
         ).rowcount
         if changed != 1:
             raise NotFoundError(f"no zoo model with id {zoo_model_id}")
-        if trial_id is not None:
-            changed = session.execute(
-                update(Trial)
-                .where(Trial.id == trial_id)
-                .values(parent_zoo_model_id=zoo_model_id, similarity=float(similarity))
-            ).rowcount
-            if changed != 1:
-                raise NotFoundError(f"no trial with id {trial_id}")
+        if trial_id is not None and not set_trial_parent(session, trial_id, zoo_model_id, similarity):
+            raise NotFoundError(f"no trial with id {trial_id}")
 
 
 def enforce_budget(

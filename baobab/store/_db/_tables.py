@@ -28,8 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from baobab.enums import InferenceJobStatus, JobStatus, ModelAccess, TrialState, UserRole
-from baobab.model import DatasetFormat, Task
+from baobab.enums import DatasetFormat, InferenceJobStatus, JobStatus, ModelAccess, Task, TrialState, UserRole
 from baobab.store._db._types import UtcDateTime, json_column_type, string_enum, utcnow
 
 __all__ = [

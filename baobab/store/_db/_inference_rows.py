@@ -1,0 +1,107 @@
+"""Inference jobs: every change of state, as the admin API and the predictor hosts make them.
+
+- **add**: a STARTING job with its member trials (the admin API);
+- **take over**: a RUNNING job whose lease nobody holds lost its predictor, so a host
+  leases it and sets it STARTING again (no URL), to start a predictor for it;
+- **serving**: STARTING → RUNNING with ``predictor_url``, by the host holding its lease;
+- **fail**: STARTING or RUNNING → ERRORED, by that host, when its predictor ended (the
+  lease is released with it);
+- **stop**: → STOPPED, a user's word (the admin API); the host then kills the predictor.
+
+Every write is conditional on the state it leaves, and a host's writes on its lease
+too, so a late writer never overwrites a STOPPED job, nor a host one another took.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from datetime import datetime
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from baobab.enums import InferenceJobStatus
+from baobab.store._db._leases import RELEASED, Lease
+from baobab.store._db._tables import InferenceJob, InferenceMember
+
+__all__ = [
+    "add_inference_job",
+    "fail_inference_job",
+    "serve_inference_job",
+    "stop_inference_job",
+    "take_over_inference_jobs",
+]
+
+_LIVE = tuple(status for status in InferenceJobStatus if not status.is_finished())
+
+
+def add_inference_job(
+    session: Session,
+    *,
+    owner_id: int,
+    train_job_id: int,
+    api_key_hash: str,
+    public: bool,
+    trial_ids: Iterable[int],
+) -> InferenceJob:
+    """Add a STARTING inference job serving the trials ``trial_ids``; flushed (its id is set)."""
+    job = InferenceJob(
+        owner_id=owner_id,
+        train_job_id=train_job_id,
+        status=InferenceJobStatus.STARTING,
+        api_key_hash=api_key_hash,
+        public=public,
+    )
+    session.add(job)
+    session.flush()
+    session.add_all(InferenceMember(inference_job_id=job.id, trial_id=trial_id) for trial_id in trial_ids)
+    session.flush()
+    return job
+
+
+def stop_inference_job(session: Session, job_id: int, *, now: datetime) -> bool:
+    """→ STOPPED at ``now``, unless it is finished already (then it keeps its final state); True if it changed."""
+    statement = (
+        update(InferenceJob)
+        .where(InferenceJob.id == job_id, InferenceJob.status.in_(_LIVE))
+        .values(status=InferenceJobStatus.STOPPED, stopped_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(session.execute(statement).rowcount)
+
+
+def take_over_inference_jobs(
+    session: Session, lease: Lease, *, now: datetime, job_ids: Collection[int] | None = None
+) -> int:
+    """Lease the RUNNING jobs nobody serves (of ``job_ids``, when given) and set them STARTING; how many.
+
+    Their lease was released, or another host's ran out: that host's predictors are
+    gone. A job this host serves itself keeps running.
+    """
+    statement = update(InferenceJob).where(
+        InferenceJob.status == InferenceJobStatus.RUNNING, lease.lapsed_elsewhere(now)
+    )
+    if job_ids is not None:
+        statement = statement.where(InferenceJob.id.in_(job_ids))
+    statement = statement.values(status=InferenceJobStatus.STARTING, predictor_url=None, **lease.taken(now))
+    return session.execute(statement).rowcount
+
+
+def serve_inference_job(session: Session, job_id: int, lease: Lease, url: str) -> bool:
+    """STARTING → RUNNING at ``url``, while ``lease`` holds it; False when it was stopped (or taken) meanwhile."""
+    statement = (
+        update(InferenceJob)
+        .where(InferenceJob.id == job_id, InferenceJob.status == InferenceJobStatus.STARTING, lease.held())
+        .values(status=InferenceJobStatus.RUNNING, predictor_url=url, error=None)
+    )
+    return bool(session.execute(statement).rowcount)
+
+
+def fail_inference_job(session: Session, job_id: int, lease: Lease, error: str, *, now: datetime) -> bool:
+    """STARTING or RUNNING → ERRORED with ``error``, its lease released, while ``lease`` holds it."""
+    statement = (
+        update(InferenceJob)
+        .where(InferenceJob.id == job_id, InferenceJob.status.in_(_LIVE), lease.held())
+        .values(status=InferenceJobStatus.ERRORED, error=error, predictor_url=None, stopped_at=now, **RELEASED)
+    )
+    return bool(session.execute(statement).rowcount)

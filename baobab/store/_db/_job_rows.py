@@ -1,0 +1,137 @@
+"""Train jobs and their sub-jobs: every change of state, as the admin API and the job driver make them.
+
+- **add**: a PENDING job with a PENDING sub-job per template (the admin API);
+- **start**: PENDING → RUNNING with ``started_at``, its PENDING sub-jobs with it, when a
+  job driver takes the job up;
+- **stop**: PENDING or RUNNING → STOPPING, when a user stops it or its time runs out
+  (the driver then lets the running trials end);
+- **finish**: a sub-job's or the job's final state, when the driver sees it ended;
+- **fail**: the job ERRORED, its unfinished sub-jobs ERRORED and its unfinished trials
+  CANCELLED, all with one message, when the driver cannot run it.
+
+Every write is conditional on the state it leaves, so a late writer (a user's stop
+while the driver ends the job) never overwrites an end another stored first: each
+operation says whether it changed the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from baobab.enums import JobStatus, Task, TrialState
+from baobab.store._db._tables import SubJob, TrainJob
+from baobab.store._db._trial_control import end_unfinished_trials
+
+__all__ = ["add_train_job", "fail_train_job", "finish_sub_job", "finish_train_job", "start_train_job", "stop_train_job"]
+
+_UNFINISHED = tuple(status for status in JobStatus if not status.is_finished())
+
+
+def add_train_job(
+    session: Session,
+    *,
+    owner_id: int,
+    app: str,
+    app_version: int,
+    task: Task,
+    train_dataset_id: int,
+    val_dataset_id: int,
+    budget: Mapping[str, Any],
+    train_args: Mapping[str, Any],
+    sub_jobs: Iterable[tuple[int, str, int]],
+) -> TrainJob:
+    """Add a PENDING train job, with a PENDING sub-job per ``(template id, strategy, seed)``; flushed.
+
+    Raises:
+        sqlalchemy.exc.IntegrityError: the app version was taken meanwhile (or a dataset
+            or template deleted); the caller rolls back and looks again.
+    """
+    job = TrainJob(
+        owner_id=owner_id,
+        app=app,
+        app_version=app_version,
+        task=task,
+        train_dataset_id=train_dataset_id,
+        val_dataset_id=val_dataset_id,
+        budget=dict(budget),
+        train_args=dict(train_args),
+        status=JobStatus.PENDING,
+    )
+    job.sub_jobs = [
+        SubJob(model_template_id=template_id, strategy=strategy, seed=seed, status=JobStatus.PENDING)
+        for template_id, strategy, seed in sub_jobs
+    ]
+    session.add(job)
+    session.flush()
+    return job
+
+
+def start_train_job(session: Session, job_id: int, *, now: datetime) -> bool:
+    """PENDING → RUNNING, started at ``now``, with its PENDING sub-jobs; False when it was no longer PENDING."""
+    started = session.execute(
+        update(TrainJob)
+        .where(TrainJob.id == job_id, TrainJob.status == JobStatus.PENDING)
+        .values(status=JobStatus.RUNNING, started_at=now)
+    ).rowcount
+    if started:
+        session.execute(
+            update(SubJob)
+            .where(SubJob.train_job_id == job_id, SubJob.status == JobStatus.PENDING)
+            .values(status=JobStatus.RUNNING)
+        )
+    return bool(started)
+
+
+def stop_train_job(session: Session, job_id: int) -> bool:
+    """PENDING or RUNNING → STOPPING; False when it was stopping or finished already."""
+    statement = (
+        update(TrainJob)
+        .where(TrainJob.id == job_id, TrainJob.status.in_((JobStatus.PENDING, JobStatus.RUNNING)))
+        .values(status=JobStatus.STOPPING)
+    )
+    return bool(session.execute(statement).rowcount)
+
+
+def finish_sub_job(session: Session, sub_job_id: int, status: JobStatus, error: str | None) -> bool:
+    """Store a sub-job's final ``status`` while it is unfinished; True if it changed."""
+    _check_final(status)
+    statement = (
+        update(SubJob).where(SubJob.id == sub_job_id, SubJob.status.in_(_UNFINISHED)).values(status=status, error=error)
+    )
+    return bool(session.execute(statement).rowcount)
+
+
+def finish_train_job(session: Session, job_id: int, status: JobStatus, error: str | None, *, now: datetime) -> bool:
+    """Store a job's final ``status``, finished at ``now``, while it is unfinished; True if it changed."""
+    _check_final(status)
+    statement = (
+        update(TrainJob)
+        .where(TrainJob.id == job_id, TrainJob.status.in_(_UNFINISHED))
+        .values(status=status, error=error, finished_at=now)
+    )
+    return bool(session.execute(statement).rowcount)
+
+
+def fail_train_job(session: Session, job_id: int, error: str, *, now: datetime) -> list[int]:
+    """End an unfinished job ERRORED with ``error``: its sub-jobs too, and its unfinished trials CANCELLED.
+
+    Returns the ids of those trials, for the executor to drop.
+    """
+    trial_ids = end_unfinished_trials(session, job_id, TrialState.CANCELLED, error=error, now=now)
+    session.execute(
+        update(SubJob)
+        .where(SubJob.train_job_id == job_id, SubJob.status.in_(_UNFINISHED))
+        .values(status=JobStatus.ERRORED, error=error)
+    )
+    finish_train_job(session, job_id, JobStatus.ERRORED, error, now=now)
+    return trial_ids
+
+
+def _check_final(status: JobStatus) -> None:
+    if not status.is_finished():
+        raise ValueError(f"{status} is not a final state")

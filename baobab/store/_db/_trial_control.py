@@ -1,0 +1,141 @@
+"""The platform's side of a trial row: insert it, ask it to stop, end it, requeue it, note its parent.
+
+The job driver inserts trials and requeues the ones a dead worker or a restart lost;
+executors end the ones they cancel or see fail; the zoo notes which model a trial was
+warm-started from. (The worker's side, claim, beat and finish, is in ``_trial_rows``.)
+Every change of state is conditional on the trial being unfinished, so a final state
+someone else stored first (the worker's own outcome, a cancellation) is never
+overwritten: each operation says whether it changed the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.orm import Session
+
+from baobab.enums import TrialState
+from baobab.store._db._batches import id_batches
+from baobab.store._db._tables import SubJob, Trial
+
+__all__ = [
+    "end_trial",
+    "end_unfinished_trials",
+    "insert_trial",
+    "request_trial_stop",
+    "requeue_trial",
+    "set_trial_parent",
+]
+
+_trials = Trial.__table__
+_UNFINISHED = _trials.c.status.in_(TrialState.UNFINISHED)
+
+
+def insert_trial(
+    session: Session,
+    *,
+    sub_job_id: int,
+    number: int,
+    knobs: Mapping[str, Any],
+    policies: Mapping[str, Any],
+    phase: str | None,
+    servable: bool,
+    shared_params_path: str | None,
+    now: datetime,
+) -> int:
+    """Insert a PENDING trial, submitted at ``now``; its id.
+
+    The caller commits it before handing the id to an executor, so a worker never
+    claims a trial that is not in the store yet.
+    """
+    statement = (
+        insert(Trial)
+        .values(
+            sub_job_id=sub_job_id,
+            number=number,
+            knobs=dict(knobs),
+            policies=dict(policies),
+            phase=phase,
+            servable=servable,
+            shared_params_path=shared_params_path,
+            status=TrialState.PENDING,
+            submitted_at=now,
+        )
+        .returning(Trial.id)
+    )
+    return session.execute(statement).scalar_one()
+
+
+def request_trial_stop(session: Session, trial_id: int, reason: str) -> bool:
+    """Leave ``reason`` in an unfinished trial's row: its worker reads it with its next beat and stops early."""
+    statement = update(_trials).where(_trials.c.id == trial_id, _UNFINISHED).values(stop_reason=reason)
+    return session.execute(statement).rowcount == 1
+
+
+def end_trial(
+    session: Session,
+    trial_id: int,
+    status: TrialState,
+    *,
+    now: datetime,
+    error: str | None = None,
+    traceback: str | None = None,
+) -> bool:
+    """Store the final ``status`` of a trial still PENDING or RUNNING; True if it changed.
+
+    For the platform's own verdicts (a cancellation, a worker that died, a trial lost
+    too often); a worker's outcome goes through ``finish_trial``, which checks its claim.
+    """
+    if not status.is_finished():
+        raise ValueError(f"{status} is not a final state")
+    statement = (
+        update(_trials)
+        .where(_trials.c.id == trial_id, _UNFINISHED)
+        .values(status=status, error=error, traceback=traceback, finished_at=now)
+    )
+    return session.execute(statement).rowcount == 1
+
+
+def end_unfinished_trials(
+    session: Session, train_job_id: int, status: TrialState, *, error: str, now: datetime
+) -> list[int]:
+    """Give every unfinished trial of a train job the final ``status``; their ids (for the executor to drop)."""
+    if not status.is_finished():
+        raise ValueError(f"{status} is not a final state")
+    trial_ids = list(
+        session.scalars(select(Trial.id).join(Trial.sub_job).where(SubJob.train_job_id == train_job_id, _UNFINISHED))
+    )
+    for batch in id_batches(trial_ids):
+        session.execute(
+            update(_trials)
+            .where(_trials.c.id.in_(batch), _UNFINISHED)
+            .values(status=status, error=error, finished_at=now)
+        )
+    return trial_ids
+
+
+def requeue_trial(session: Session, trial_id: int, *, now: datetime) -> bool:
+    """Set an unfinished trial PENDING again, submitted at ``now`` (it was lost: to be submitted again).
+
+    The same row and knobs run again; the claim that follows counts one more attempt.
+    False when it finished meanwhile: its own outcome counts, and its event follows.
+    """
+    statement = (
+        update(_trials)
+        .where(_trials.c.id == trial_id, _UNFINISHED)
+        .values(status=TrialState.PENDING, error=None, finished_at=None, submitted_at=now)
+    )
+    return session.execute(statement).rowcount == 1
+
+
+def set_trial_parent(session: Session, trial_id: int, zoo_model_id: int, similarity: float) -> bool:
+    """Note on a trial the zoo model it was warm-started from; False when there is no such trial."""
+    statement = (
+        update(_trials)
+        .where(_trials.c.id == trial_id)
+        .values(parent_zoo_model_id=zoo_model_id, similarity=float(similarity))
+    )
+    return session.execute(statement).rowcount == 1
