@@ -181,6 +181,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("admin_email", str, None, "email of the superadmin created on first start"),
     Setting("admin_password", str, None, "password of the superadmin created on first start", secret=True),
     Setting("max_upload_mb", int, 512, "largest accepted upload, in MiB", minimum=1),
+    Setting("zip_member_mb", int, 256, "largest inflated member or decoded image of an uploaded zip (MiB)", minimum=1),
+    Setting("zip_total_mb", int, 4096, "largest inflated size or decoded images of an uploaded zip (MiB)", minimum=1),
+    Setting("zip_max_ratio", float, 200.0, "largest compression ratio of a zip member of 1 MiB or more", minimum=1),
     Setting("cpu_slots", int, _default_cpu_slots(), "trials run at once on CPUs (default: usable cores)", minimum=1),
     Setting("trial_timeout_s", float, None, "wall-clock limit of one trial in seconds (default: none)", minimum=0.001),
     Setting("api_url", str, None, "URL of the admin API that cluster workers report to; required by baobab worker"),
@@ -242,6 +245,9 @@ class Settings:
     admin_email: str | None
     admin_password: str | None
     max_upload_mb: int
+    zip_member_mb: int
+    zip_total_mb: int
+    zip_max_ratio: float
     cpu_slots: int
     trial_timeout_s: float | None
     api_url: str | None

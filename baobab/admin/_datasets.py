@@ -42,7 +42,15 @@ from baobab.admin._state import admin_state
 from baobab.admin._users import ADMIN_ROLES
 from baobab.exceptions import ConflictError, DatasetError, NotFoundError, RequestError
 from baobab.model import DatasetFormat
-from baobab.store import ArtifactStore, Dataset, UserRole, read_image_files, read_tabular, session_scope
+from baobab.store import (
+    ArtifactStore,
+    Dataset,
+    UserRole,
+    ZipLimits,
+    read_image_files,
+    read_tabular,
+    session_scope,
+)
 
 __all__ = ["blueprint", "dataset_json"]
 
@@ -164,7 +172,13 @@ def _validate(store: ArtifactStore, key: str, data_format: DatasetFormat, target
         path = store.fetch_to(key, local_dir)
         try:
             if data_format is DatasetFormat.IMAGE_FILES:
-                read_image_files(path)
+                settings = admin_state().settings
+                limits = ZipLimits(
+                    member_bytes=settings.zip_member_mb * 2**20,
+                    total_bytes=settings.zip_total_mb * 2**20,
+                    max_ratio=settings.zip_max_ratio,
+                )
+                read_image_files(path, limits=limits)
             elif target is not None:
                 read_tabular(path, target=target)
             else:
