@@ -1,8 +1,7 @@
 """The REST errors and the one handler that turns every error into JSON.
 
-Every error answers ``{"error": {"code", "message", "field"}}``: ``code`` is the HTTP
-status in words (``"not_found"``), ``message`` says what is wrong and how to fix it,
-``field`` names the request field at fault, or is null.
+Every error answers the envelope of :mod:`baobab.error_envelope`:
+``{"error": {"code", "message", "field"}}``.
 
 Errors a client caused (a :class:`~baobab.exceptions.BaobabError`, or werkzeug's
 HTTP exceptions) keep their message. Anything else, and the server-side Baobab
@@ -18,6 +17,7 @@ from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
 
+from baobab.error_envelope import ErrorEnvelope
 from baobab.exceptions import (
     ArtifactNotFoundError,
     AuthenticationError,
@@ -68,8 +68,7 @@ def handle_error(e: Exception) -> Response:
 
 
 def _error_response(status: int, message: str, field: str | None, headers: list[tuple[str, str]]) -> Response:
-    code = HTTP_STATUS_CODES.get(status, "error").lower().replace(" ", "_")
-    response = jsonify({"error": {"code": code, "message": message, "field": field}})
+    response = jsonify(ErrorEnvelope.for_status(status, message, field).to_json())
     response.status_code = status
     response.headers.extend(headers)
     return response

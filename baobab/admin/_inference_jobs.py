@@ -43,6 +43,7 @@ from baobab.admin._openapi import api_doc
 from baobab.admin._state import admin_state
 from baobab.admin._train_jobs import MAX_ID, best_trials, check_query_args, find_train_job, trial_json, trial_query
 from baobab.admin._users import ADMIN_ROLES
+from baobab.error_envelope import ErrorEnvelope, decode_error
 from baobab.exceptions import ConflictError, NotFoundError, PermissionDeniedError, RequestError
 from baobab.model import Task
 from baobab.store import (
@@ -238,15 +239,16 @@ def predict(job_id: int) -> Response:
     except requests.RequestException as e:
         raise BadGateway(f"the predictor of inference job {job_id} does not answer ({type(e).__name__})") from None
     if answer.status_code == 401:
-        message = _error_message(answer) or "the API key is missing or wrong"
+        envelope = _predictor_error(answer)
+        message = envelope.message if envelope is not None else "the API key is missing or wrong"
         raise PermissionDeniedError(f"{message} (send it in the {API_KEY_HEADER} header)", field="api_key")
     return Response(answer.content, status=answer.status_code, mimetype="application/json")
 
 
-def _error_message(answer: requests.Response) -> str | None:
+def _predictor_error(answer: requests.Response) -> ErrorEnvelope | None:
     try:
-        return str(answer.json()["error"]["message"])
-    except (ValueError, KeyError, TypeError):
+        return decode_error(answer.json(), answer.status_code)
+    except ValueError:
         return None
 
 

@@ -1,8 +1,8 @@
 """The predictor's HTTP API: ``POST /predict`` and ``GET /health``.
 
-Errors answer like the admin API's, ``{"error": {"code", "message", "field"}}`` with
-``code`` the HTTP status in words; 401 adds ``WWW-Authenticate: Bearer``. The JSON
-body is parsed strictly: ``NaN`` and ``Infinity`` are not JSON and are refused.
+Errors answer like the admin API's, with the envelope of :mod:`baobab.error_envelope`;
+401 adds ``WWW-Authenticate: Bearer``. The JSON body is parsed strictly: ``NaN`` and
+``Infinity`` are not JSON and are refused.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 from werkzeug.http import HTTP_STATUS_CODES
 
+from baobab.error_envelope import ErrorEnvelope
 from baobab.exceptions import AuthenticationError, RequestError
 from baobab.predictor._batching import MicroBatcher
 from baobab.predictor._job import PredictorJob
@@ -134,6 +135,5 @@ def _handle_error(e: Exception) -> Response:
 
 
 def _error(status: int, message: str, field: str | None) -> Response:
-    code = HTTP_STATUS_CODES.get(status, "error").lower().replace(" ", "_")
-    body = json.dumps({"error": {"code": code, "message": message, "field": field}})
+    body = json.dumps(ErrorEnvelope.for_status(status, message, field).to_json())
     return Response(body, status=status, mimetype="application/json")

@@ -1,7 +1,7 @@
 """The HTTP plumbing that the client's resource groups share.
 
 One ``requests`` session, bearer auth, JSON and streamed bodies, and the API's
-errors decoded into exceptions.
+errors (:mod:`baobab.error_envelope`) decoded into exceptions.
 
 Nothing is retried: a request that fails raises at once (:class:`~baobab.sdk.ApiError`
 for a non-2xx answer, :class:`~baobab.sdk.ServerUnreachableError` for none), so a
@@ -17,13 +17,13 @@ import os
 import socket
 import tempfile
 from collections.abc import Mapping
-from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
 
+from baobab.error_envelope import decode_error, status_code_name
 from baobab.sdk._errors import ApiError, ClientError, ServerUnreachableError
 from baobab.sdk._multipart import CHUNK, MultipartBody
 
@@ -179,11 +179,9 @@ def _api_error(response: requests.Response, base: str) -> ApiError:
         body = response.json()
     except ValueError:
         body = None
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        field = error.get("field")
-        code = error.get("code") if isinstance(error.get("code"), str) else _status_code(status)
-        return ApiError(status, code, error["message"], field if isinstance(field, str) else None, body=body)
+    envelope = decode_error(body, status)
+    if envelope is not None:
+        return ApiError(status, envelope.code, envelope.message, envelope.field, body=body)
     # Not Baobab's error body: a proxy, another server on that port, a crash before the app.
     text = " ".join(response.text.split())
     if len(text) > _ERROR_TEXT_CHARS:
@@ -193,15 +191,7 @@ def _api_error(response: requests.Response, base: str) -> ApiError:
     message += f" with {kind}" + (f": {text}" if text else "")
     if body is None:
         message += f" (not a Baobab error; is {base} the right URL?)"
-    return ApiError(status, _status_code(status), message, None, body=body)
-
-
-def _status_code(status: int) -> str:
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        phrase = "error"
-    return phrase.lower().replace(" ", "_").replace("-", "_")
+    return ApiError(status, status_code_name(status), message, None, body=body)
 
 
 def _connection_message(error: requests.ConnectionError, base: str, what: str) -> str:

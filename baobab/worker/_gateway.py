@@ -16,6 +16,7 @@ from typing import IO, Any, Protocol
 import requests
 
 from baobab._http import API_TIMEOUT_S, api_session
+from baobab.error_envelope import error_message
 from baobab.exceptions import ArtifactError, ArtifactNotFoundError, StoreError
 from baobab.store import ArtifactStore, ClaimRefused, TrialClaim, TrialState, params_key
 
@@ -48,13 +49,6 @@ class TrialGateway(Protocol):
 
 def _jsonable(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{**row, "time": row["time"].isoformat()} for row in rows]
-
-
-def _message(response: requests.Response) -> str:
-    try:
-        return str(response.json()["error"]["message"])
-    except (ValueError, KeyError, TypeError):
-        return response.text[:200]
 
 
 class ApiGateway:
@@ -98,14 +92,16 @@ class ApiGateway:
         except requests.RequestException as e:  # the retries are spent
             raise StoreError(f"cannot reach the admin API at {url}: {e}") from e
         if response.status_code not in (200, 404):
-            raise StoreError(f"the admin API refused {what} ({response.status_code}): {_message(response)}")
+            message = error_message(response.text, response.status_code)
+            raise StoreError(f"the admin API refused {what} ({response.status_code}): {message}")
         return response
 
     def _post(self, trial_id: int, action: str, body: Mapping[str, Any]) -> dict[str, Any]:
         url = f"{self.base}/{trial_id}/{action}"
         response = self.request("POST", url, f"{action} of trial {trial_id}", json=body)
         if response.status_code != 200:
-            raise StoreError(f"the admin API refused {action} of trial {trial_id} (404): {_message(response)}")
+            message = error_message(response.text, response.status_code)
+            raise StoreError(f"the admin API refused {action} of trial {trial_id} (404): {message}")
         return dict(response.json())
 
     def claim(self, trial_id: int, worker: str) -> TrialClaim | ClaimRefused:

@@ -24,6 +24,7 @@ import requests
 from sqlalchemy import Engine, select
 
 from baobab._http import api_session
+from baobab.error_envelope import error_message
 from baobab.exceptions import NotFoundError, StoreError
 from baobab.model import Task
 from baobab.store import ArtifactStore, ModelAccess, ZooModel, params_from_bytes, session_scope
@@ -260,10 +261,7 @@ class TrialHttpZoo:
         except requests.RequestException as e:
             raise StoreError(f"cannot reach the admin API at {url}: {e}") from e
         if not 200 <= response.status_code < 300:
-            try:
-                message = response.json()["error"]["message"]
-            except (ValueError, KeyError, TypeError):
-                message = response.text[:200]
+            message = error_message(response.text, response.status_code)
             raise StoreError(f"the admin API refused {what} ({response.status_code}): {message}")
         return response
 

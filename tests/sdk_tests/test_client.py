@@ -46,7 +46,7 @@ def test_importing_the_sdk_loads_no_server_parts() -> None:
         "print(heavy, ours)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert result.stdout.strip() == "[] ['baobab._settings', 'baobab.exceptions']"
+    assert result.stdout.strip() == "[] ['baobab._settings', 'baobab.error_envelope', 'baobab.exceptions']"
 
 
 def test_login_and_users(api_server: ApiServer, root: Client) -> None:
