@@ -27,7 +27,7 @@ from baobab.advisor._tpe import TpeStrategy
 from baobab.advisor._trial_knobs import base_knobs, trial_knobs, trial_policies
 
 if TYPE_CHECKING:
-    from baobab.advisor._driver import JobDriver
+    from baobab.advisor.driver import JobDriver
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -78,7 +78,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "JobDriver":
-        from baobab.advisor._driver import JobDriver
+        from baobab.advisor.driver import JobDriver
 
         return JobDriver
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

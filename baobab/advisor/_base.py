@@ -138,6 +138,11 @@ class Strategy(ABC):
             StrategyError: the strategy cannot propose (its space is exhausted, say).
         """
 
+    def propose_for(self, phase: str, trial_id: int, pending: Iterable[Knobs] = ()) -> Knobs:
+        """Knob values for a trial of a plan's ``phase``; a strategy whose plan has phases of its own
+        (ENAS) proposes differently per phase, the others as :meth:`propose`."""
+        return self.propose(trial_id, pending)
+
     def observe(self, record: TrialRecord) -> None:
         """Learn from a finished trial (a score, or a failure).
 

@@ -83,6 +83,8 @@ class Plan:
     share_phases: frozenset[str | None] = frozenset({None, SEARCH})
     #: Phases the early-stopping rule watches.
     ruled_phases: frozenset[str | None] = frozenset({None, SEARCH})
+    #: Phases whose trials run past the time budget (only a user's stop ends them early).
+    final_phases: frozenset[str | None] = frozenset()
     #: Phases whose records the strategy learns from (ENAS filters by phase itself).
     observed_phases: frozenset[str | None] | None = frozenset({None, SEARCH})
 
@@ -102,6 +104,8 @@ class PlainPlan(Plan):
 
 class RetrainPlan(Plan):
     """Cheap search trials, then the best configurations retrained in full (see the module docstring)."""
+
+    final_phases: frozenset[str | None] = frozenset({FINAL})
 
     def __init__(self, options: JobOptions) -> None:
         self.options = options
@@ -145,7 +149,7 @@ class EnasPlan(Plan):
     share_phases = frozenset({EnasPhase.TRAIN_SHARED.value})
     ruled_phases: frozenset[str | None] = frozenset()
     observed_phases = None
-    _FINAL = frozenset({EnasPhase.FINAL_EVALUATE, EnasPhase.FINAL_TRAIN})
+    final_phases: frozenset[str | None] = frozenset({EnasPhase.FINAL_EVALUATE, EnasPhase.FINAL_TRAIN})
 
     def __init__(self, planner: EnasPlanner) -> None:
         self.planner = planner
@@ -167,7 +171,7 @@ class EnasPlan(Plan):
             return DONE
         if step.phase is None:
             return WAIT
-        final = step.phase in self._FINAL
+        final = step.phase in self.final_phases
         if not final and (not job.may_start(now) or not sub.wants_trials()):
             return DONE
         return PlanStep(step.phase.value, phase_policies(step.phase), final=final)

@@ -2,7 +2,7 @@
 
 Who gets the next free slot, when a job may start no more trials, when a sub-job or a
 job has ended and with which status: these rules live here, on plain objects that the
-driver (:mod:`baobab.advisor._driver`) keeps in step with the store. Nothing here
+driver (:mod:`baobab.advisor.driver`) keeps in step with the store. Nothing here
 touches the store, the executor, the event channel or the clock (``now`` is always
 passed in, as seconds since the epoch), so every rule can be tested on its own.
 """
@@ -31,6 +31,7 @@ __all__ = [
     "SubJobState",
     "first_line",
     "pick_next",
+    "record_finished",
     "record_for",
 ]
 
@@ -159,6 +160,14 @@ class SubJobState:
         if good and trial.shares and params is not None:
             self.shared.append((score, trial.number, params))
 
+    def shares(self, phase: str | None) -> bool:
+        """Whether trials of ``phase`` may share their parameters on (with SHARE_PARAMS on)."""
+        return phase in (frozenset({None}) if self.plan is None else self.plan.share_phases)
+
+    def runs_past_deadline(self, phase: str | None) -> bool:
+        """Whether trials of ``phase`` are final ones, which run even after the time budget ended."""
+        return self.plan is not None and phase in self.plan.final_phases
+
     def observes(self, trial: ActiveTrial) -> bool:
         """Whether the strategy learns from this trial (not from final retrainings: the search is over)."""
         return self.plan is None or self.plan.observed_phases is None or trial.phase in self.plan.observed_phases
@@ -228,6 +237,7 @@ class JobState:
     started_at: float = 0.0
     deadline: float | None = None
     time_hours: float | None = None
+    trial_count: int | None = None
     sub_jobs: dict[int, SubJobState] = field(default_factory=dict)
     durations: list[float] = field(default_factory=list)
     stop_cause: StopCause | None = None
@@ -339,3 +349,37 @@ def record_for(trial: ActiveTrial, state: TrialState, score: float | None) -> Tr
     if state.is_scored() and score is not None and math.isfinite(score):
         return TrialRecord(trial.number, trial.proposal, TrialStatus.COMPLETED, float(score), metadata)
     return TrialRecord(trial.number, trial.proposal, TrialStatus.FAILED, metadata=metadata)
+
+
+def record_finished(
+    job: JobState,
+    sub: SubJobState,
+    trial: ActiveTrial,
+    state: TrialState,
+    *,
+    score: float | None = None,
+    duration: float | None = None,
+    error: str | None = None,
+    params: str | None = None,
+) -> None:
+    """Account for a trial that reached a final state: counts, durations, what the strategy learns.
+
+    The one place for it, so that a driver replaying a job's rows after a restart ends with
+    the same counts as the driver that saw the trials finish one by one. Records go to the
+    strategy once it is built, to ``sub.history`` until then.
+    """
+    sub.count(state, error)
+    if duration is not None and state is not TrialState.CANCELLED:
+        job.add_duration(duration)
+    sub.add_finished(trial, state, score, duration, params)
+    if not sub.observes(trial):
+        return  # a final retraining: the search it ends is over
+    record = record_for(trial, state, score)
+    if sub.strategy is None:
+        sub.history.append(record)
+        return
+    try:
+        sub.strategy.observe(record)
+    except Exception as e:
+        if sub.failure is None:
+            sub.failure = f"strategy {sub.strategy.name!r} failed to observe trial {trial.number}: {e}"

@@ -1,0 +1,307 @@
+"""The job driver: takes up train jobs, turns proposals into trials, and owns the budgets.
+
+One thread (``JobDriver.run``) does all of it. It wakes on events (JOB_CREATED,
+JOB_STOPPED, TRIAL_FINISHED), on its own timers (a job's deadline, the end of a grace
+period) and on a slow rescan of the store that catches anything an event missed; it
+never polls in between (it only looks at its stop flag every ``stop_check_s``).
+
+The store is the truth and memory a cache of it. Each job the driver runs is a
+:class:`~baobab.advisor._scheduling.JobState`, built once from the job's rows when the
+job is taken up (or found again after a restart) and then kept in step trial by trial:
+a finished trial costs one read of its row, a new trial one insert (committed before
+it is submitted). So every decision is made from memory, and any restart rebuilds the
+same memory from the rows:
+
+- a trial PENDING or RUNNING in the store that the executor does not hold was lost
+  (the platform stopped while it ran): it is submitted again, same row and knobs,
+  unless it was already tried ``max_attempts`` times (then ERRORED);
+- strategies are rebuilt from the finished trials; proposals are seeded by
+  ``(sub-job seed, trial number)``, so numbers not used yet get the proposals they
+  would have got;
+- deadlines come from the persisted ``started_at``.
+
+Budgets (see :class:`~baobab.advisor.Budget`): MODEL_TRIAL_COUNT trial rows per
+sub-job; GPU_COUNT trials of a job at once (0: ``settings.cpu_slots``), all jobs
+together within ``executor.slots``, free slots going to the job with the fewest running
+trials; TIME_HOURS from the job's start: no trial starts once one would not end in time
+(at the median duration of the job's finished trials), running ones are asked to stop
+at the deadline and cancelled ``grace_s`` later. A user's stop does the same at once.
+
+Several drivers may run (one per ``baobab advisor``): with ``lease_s`` set, a driver takes
+up only jobs no other driver holds (``train_jobs.driver``, ``lease_expires_at``), renews
+its leases every third of ``lease_s``, and drops a job whose lease another driver took
+after it lapsed. A driver killed without a word loses its jobs to the others within
+``lease_s``; one that stops cleanly hands them over at once.
+
+The package: :mod:`._driver` (this thread), :mod:`._sync` (rescans, taking up jobs,
+leases), :mod:`._replay` (a job rebuilt from its rows), :mod:`._core` (finishing trials,
+stopping and ending jobs), :mod:`._metrics` (the early-stopping feed), :mod:`._reads` and
+:mod:`._rows` (every read and every write of the store).
+
+An error while handling one job ends that job ERRORED (its ``error`` says why) and the
+driver goes on; a store error instead drops the job from memory, to be taken up again
+by the next rescan (after ``_STORE_RETRIES`` such errors in a row, the job ends ERRORED).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+from baobab.advisor._base import Strategy
+from baobab.advisor._factory import choose_strategy, make_strategy
+from baobab.advisor._plans import PlanStep, servable
+from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobState, pick_next
+from baobab.advisor._trial_knobs import trial_knobs, trial_policies
+from baobab.advisor.driver import _rows
+from baobab.advisor.driver._reads import job_status, trial_rows
+from baobab.advisor.driver._sync import StoreSync
+from baobab.model import knobs_to_json
+from baobab.store import Event, EventKind, JobStatus, TrialState
+
+__all__ = ["JobDriver"]
+
+logger = logging.getLogger(__name__)
+
+#: Events handled before the driver looks at its timers and free slots again.
+_EVENT_BATCH = 256
+
+
+class JobDriver(StoreSync):
+    """Runs every train job of the store on an executor, within the jobs' budgets.
+
+    Args:
+        engine: the metadata store.
+        executor: runs trials (see :class:`~baobab.advisor.Executor`); the driver never closes it.
+        events: the channel the admin API and the executor publish on.
+        settings: ``cpu_slots`` is the concurrency of a GPU_COUNT=0 job.
+        grace_s: how long trials asked to stop (deadline, user stop) may run before they are cancelled.
+        max_errors: a sub-job whose first ``max_errors`` trials all errored starts no more.
+        max_attempts: a trial lost this many times (counted by ``Trial.attempts``) is not run again.
+        rescan_s: how often the store is read again in case an event was lost.
+        stop_check_s: the longest the thread waits before it looks at its stop flag.
+        lease_s: hold jobs by a lease of this many seconds, so that several drivers can
+            share a store; None (one driver per store): no leases.
+        metrics_s: how often the interim metrics of trials watched by an early-stopping rule
+            are read (local workers write them to the store without an event; cluster
+            workers' ``TRIAL_METRICS`` events make the driver read at once).
+        name: how this driver appears in ``train_jobs.driver``; ``<host>:<pid>:<random>`` by default.
+    """
+
+    # -- the thread ----------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """The thread body: runs jobs until ``stop`` is set. Errors are logged, never raised."""
+        subscription = self.events.subscribe(
+            EventKind.JOB_CREATED,
+            EventKind.JOB_STOPPED,
+            EventKind.TRIAL_FINISHED,
+            EventKind.TRIAL_METRICS,
+            EventKind.TRIAL_STOP_REQUESTED,
+        )
+        self._next_rescan = 0.0  # subscribed first, then the store is read: nothing falls in between
+        try:
+            while not stop.is_set():
+                self.step()
+                event = subscription.get(timeout=self.wait_s())
+                handled = 0
+                while event is not None:
+                    self._safely(self.handle, event)
+                    handled += 1
+                    if handled >= _EVENT_BATCH or stop.is_set():
+                        break
+                    event = subscription.get(timeout=0)
+        finally:
+            subscription.close()
+            self._safely(self.release_leases)
+
+    def step(self, now: float | None = None) -> None:
+        """Fire what is due (rescan, deadlines, grace ends) and fill free slots."""
+        self._safely(self.tick, now)
+        self._safely(self.schedule)
+
+    def wait_s(self, now: float | None = None) -> float:
+        """Seconds until the next timer (at most ``stop_check_s``)."""
+        now = time.time() if now is None else now
+        due = min(self._next_rescan, now + self.stop_check_s)
+        if self.lease_s is not None and self._jobs:
+            due = min(due, self._next_renewal)
+        if self._metrics.cursors:
+            due = min(due, self._next_metrics)
+        for job in self._jobs.values():
+            timer = job.next_timer()
+            if timer is not None and timer < due:
+                due = timer
+        return max(0.0, due - now)
+
+    # -- events and timers ---------------------------------------------------------------------
+
+    def handle(self, event: Event) -> None:
+        """React to one event (the store is read for what it names)."""
+        if event.kind is EventKind.TRIAL_FINISHED:
+            self._on_trial_finished(event.id)
+        elif event.kind is EventKind.TRIAL_STOP_REQUESTED:
+            if event.id in self._owners:  # a user stopped this one trial: it ends early, its score counts
+                self._tell(self.executor.request_stop, event.id, "stopped by a user")
+        elif event.kind is EventKind.TRIAL_METRICS:
+            if event.id in self._metrics.cursors:
+                self.read_metrics()
+        elif event.kind is EventKind.JOB_CREATED:
+            if event.id not in self._jobs:
+                self.adopt([event.id])
+        elif event.kind is EventKind.JOB_STOPPED:
+            job = self._jobs.get(event.id)
+            if job is None:
+                self.adopt([event.id])
+            elif job.stop_cause is None:
+                with self._guard(job):
+                    status = job_status(self.engine, job.id)
+                    if status is JobStatus.STOPPING:
+                        self._begin_stop(job, StopCause.USER, time.time())
+                    elif status is None or status.is_finished():
+                        self._forget(job)
+
+    def tick(self, now: float | None = None) -> None:
+        """Rescan the store when due; stop jobs whose deadline came; cancel what outlived a grace period."""
+        now = time.time() if now is None else now
+        if self.lease_s is not None and now >= self._next_renewal:
+            self._next_renewal = now + self.lease_s / 3
+            self._safely(self.renew_leases, now)
+        if now >= self._next_rescan:
+            self._next_rescan = now + self.rescan_s
+            self._safely(self.rescan)
+        if self._metrics.cursors and now >= self._next_metrics:
+            self._safely(self.read_metrics)
+        for job in list(self._jobs.values()):
+            if job.stop_cause is None and job.deadline is not None and now >= job.deadline:
+                with self._guard(job):
+                    self._begin_stop(job, StopCause.TIME, now)
+            elif (
+                job.stop_cause is not None and not job.cancelled and job.grace_end is not None and now >= job.grace_end
+            ):
+                with self._guard(job):
+                    self._cancel_rest(job, now)
+
+    def read_metrics(self) -> None:
+        """Feed the new interim metrics of watched trials to their stopping rules; stop those a rule says to."""
+        self._next_metrics = time.time() + self.metrics_s
+        for trial_id, reason in self._metrics.read(self.engine, self._owners):
+            self._tell(self.executor.request_stop, trial_id, reason)
+
+    def _on_trial_finished(self, trial_id: int) -> None:
+        owner = self._owners.get(trial_id)
+        if owner is None:
+            return  # not ours, or already seen (a rescan found it first)
+        job, _ = owner
+        with self._guard(job):
+            rows = trial_rows(self.engine, [trial_id])
+            if not rows:
+                self._finish_trial(trial_id, TrialState.CANCELLED, None, None, "the trial row was deleted", time.time())
+            elif rows[0].status.is_finished():
+                self._apply_row(rows[0], time.time())
+
+    # -- scheduling ----------------------------------------------------------------------------
+
+    def schedule(self) -> int:
+        """Give free slots to the jobs that want them, one new trial per slot; returns how many started."""
+        if not self._jobs:
+            return 0
+        ahead = getattr(self.executor, "queue_ahead", 0)
+        free = self.executor.slots * (1 + ahead) - len(self._owners)
+        started = 0
+        now = time.time()
+        while free > 0:
+            picked = pick_next(self._jobs.values(), now, ahead=ahead)
+            if picked is None:
+                break
+            job, sub = picked
+            ok = False
+            with self._guard(job):
+                ok = self._start_trial(job, sub, now)
+            if ok:
+                free -= 1
+                started += 1
+        return started
+
+    def _strategy(self, sub: SubJobState) -> Strategy | None:
+        """The sub-job's strategy, built on first use from the records of its finished trials."""
+        if sub.strategy is not None:
+            return sub.strategy
+        assert sub.knob_config is not None  # a sub-job without one has a failure and wants no trials
+        name = sub.strategy_name
+        try:
+            if name == "auto":
+                name = choose_strategy(sub.knob_config)
+            strategy = make_strategy(name, sub.knob_config, seed=sub.seed)
+            for record in sorted(sub.history, key=lambda r: r.trial_id):
+                strategy.observe(record)
+        except Exception as e:
+            sub.failure = f"strategy {name!r}: {type(e).__name__}: {e}"
+            return None
+        sub.strategy = strategy
+        sub.history = []
+        return strategy
+
+    def _start_trial(self, job: JobState, sub: SubJobState, now: float) -> bool:
+        """Propose, insert (committed), submit. False when the sub-job's strategy failed instead."""
+        step = sub.next_step(job, now)
+        if not isinstance(step, PlanStep):
+            return False
+        strategy = self._strategy(sub)
+        number = sub.next_number
+        if strategy is not None:
+            try:
+                pending = [t.proposal for t in sub.active.values()]
+                if step.proposal is not None:
+                    proposal = step.proposal
+                elif step.phase is not None:
+                    proposal = strategy.propose_for(step.phase, number, pending)
+                else:
+                    proposal = strategy.propose(number, pending)
+                assert sub.knob_config is not None
+                policies = trial_policies(sub.knob_config, step.policies)
+                stored = _json_knobs(trial_knobs(sub.knob_config, proposal, policies))
+            except Exception as e:
+                sub.failure = f"strategy {strategy.name!r} failed to propose trial {number}: {type(e).__name__}: {e}"
+                strategy = None
+        if strategy is None:
+            logger.warning("job %s, sub-job %s: %s", job.id, sub.id, sub.failure)
+            self._check_end(job, now)
+            return False
+        sharing = bool(policies.get("SHARE_PARAMS"))
+        trial_id = _rows.insert_trial(
+            self.engine,
+            sub_job_id=sub.id,
+            number=number,
+            knobs=stored,
+            policies=policies,
+            phase=step.phase,
+            servable=servable(policies),
+            shared_params_path=sub.shared_params() if sharing else None,
+            now=now,
+        )
+        trial = ActiveTrial(
+            trial_id,
+            number,
+            {k: v for k, v in stored.items() if k in sub.searchable},
+            phase=step.phase,
+            final=step.final,
+            shares=sharing and sub.shares(step.phase),
+        )
+        sub.add_started(trial)
+        self._metrics.watch(sub, trial)
+        sub.next_number = number + 1
+        sub.trials += 1
+        sub.active[trial_id] = trial
+        self._owners[trial_id] = (job, sub)
+        self.executor.submit(trial_id)
+        return True
+
+
+def _json_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
+    """Knob values as JSON keeps them (tuples become lists; NaN and infinity are refused)."""
+    result: dict[str, Any] = json.loads(knobs_to_json(knobs))
+    return result

@@ -1,0 +1,117 @@
+"""What the job driver reads from the store: trial rows, job statuses, a job's rows, interim metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Engine, Row, or_, select
+
+from baobab.advisor.driver._rows import CHUNK, UNFINISHED_JOB, chunks, leasable
+from baobab.store import InterimMetric, JobStatus, ModelTemplate, SubJob, TrainJob, Trial, session_scope
+
+__all__ = [
+    "TRIAL_COLUMNS",
+    "interim_metrics",
+    "job_rows",
+    "job_status",
+    "job_statuses",
+    "jobs_to_adopt",
+    "run_seconds",
+    "trial_rows",
+]
+
+TRIAL_COLUMNS = (
+    Trial.id,
+    Trial.sub_job_id,
+    Trial.number,
+    Trial.status,
+    Trial.knobs,
+    Trial.score,
+    Trial.attempts,
+    Trial.started_at,
+    Trial.finished_at,
+    Trial.error,
+    Trial.phase,
+    Trial.policies,
+    Trial.params_path,
+)
+
+
+def run_seconds(row: Row[Any]) -> float | None:
+    """How long a finished trial row ran (None when it never started)."""
+    if row.started_at is None or row.finished_at is None:
+        return None
+    return float((row.finished_at - row.started_at).total_seconds())
+
+
+def trial_rows(engine: Engine, ids: Sequence[int]) -> list[Row[Any]]:
+    """The :data:`TRIAL_COLUMNS` of the trials ``ids`` (those deleted are missing)."""
+    if not ids:
+        return []
+    rows: list[Row[Any]] = []
+    with session_scope(engine) as session:
+        for chunk in chunks(list(ids)):
+            rows.extend(session.execute(select(*TRIAL_COLUMNS).where(Trial.id.in_(chunk))).all())
+    return rows
+
+
+def job_status(engine: Engine, job_id: int) -> JobStatus | None:
+    with session_scope(engine) as session:
+        return session.scalar(select(TrainJob.status).where(TrainJob.id == job_id))
+
+
+def job_statuses(engine: Engine, known: Sequence[int]) -> dict[int, JobStatus]:
+    """The status of every unfinished job, and of the ``known`` ones whatever it is."""
+    with session_scope(engine) as session:
+        query = select(TrainJob.id, TrainJob.status).where(
+            or_(TrainJob.status.in_(UNFINISHED_JOB), TrainJob.id.in_(list(known)[:CHUNK]))
+        )
+        return {row.id: row.status for row in session.execute(query).all()}
+
+
+def jobs_to_adopt(engine: Engine, job_ids: Iterable[int] | None, lease_for: str | None, now: float) -> list[TrainJob]:
+    """Unfinished jobs in creation order (only ``job_ids`` when given; only those ``lease_for`` may lease)."""
+    query = select(TrainJob).where(TrainJob.status.in_(UNFINISHED_JOB)).order_by(TrainJob.created_at, TrainJob.id)
+    if lease_for is not None:
+        query = query.where(leasable(lease_for, now))
+    if job_ids is not None:
+        query = query.where(TrainJob.id.in_(list(job_ids)))
+    with session_scope(engine) as session:
+        return list(session.scalars(query))
+
+
+def job_rows(engine: Engine, job_id: int) -> tuple[list[Row[Any]], list[Row[Any]]]:
+    """A job's sub-jobs (with their template's name and knob config) and its trials, in id order."""
+    with session_scope(engine) as session:
+        subs = session.execute(
+            select(SubJob, ModelTemplate.name, ModelTemplate.knob_config)
+            .join(ModelTemplate, SubJob.model_template_id == ModelTemplate.id)
+            .where(SubJob.train_job_id == job_id)
+            .order_by(SubJob.id)
+        ).all()
+        trials = session.execute(
+            select(*TRIAL_COLUMNS).join(Trial.sub_job).where(SubJob.train_job_id == job_id).order_by(Trial.id)
+        ).all()
+    return list(subs), list(trials)
+
+
+def interim_metrics(engine: Engine, trial_ids: Sequence[int], *, after: int = 0) -> list[Row[Any]]:
+    """The interim metrics (id, trial_id, step, metrics, time) of ``trial_ids`` with an id above ``after``."""
+    rows: list[Row[Any]] = []
+    with session_scope(engine) as session:
+        for chunk in chunks(list(trial_ids)):
+            rows.extend(
+                session.execute(
+                    select(
+                        InterimMetric.id,
+                        InterimMetric.trial_id,
+                        InterimMetric.step,
+                        InterimMetric.metrics,
+                        InterimMetric.time,
+                    )
+                    .where(InterimMetric.trial_id.in_(chunk), InterimMetric.id > after)
+                    .order_by(InterimMetric.id)
+                ).all()
+            )
+    return rows

@@ -1,0 +1,156 @@
+"""The driver and the store: rescans, taking up jobs (and replaying them), lost trials, leases.
+
+Several drivers may share a store: with ``lease_s`` set, a driver takes up only jobs no
+other driver holds (``train_jobs.driver``, ``lease_expires_at``), renews its leases every
+third of ``lease_s``, and drops a job whose lease another driver took after it lapsed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Row
+
+from baobab.advisor._scheduling import JobState, StopCause, SubJobState
+from baobab.advisor.driver import _rows
+from baobab.advisor.driver._core import DriverCore
+from baobab.advisor.driver._reads import job_rows, job_statuses, jobs_to_adopt, trial_rows
+from baobab.advisor.driver._replay import job_state, lost_outcome, replay_trials, sub_job_state
+from baobab.exceptions import StoreError
+from baobab.store import JobStatus, TrainJob, TrialState
+
+__all__ = ["StoreSync"]
+
+logger = logging.getLogger(__name__)
+
+
+class StoreSync(DriverCore):
+    """What the driver learns from reading the store, and the jobs it takes up from it."""
+
+    def rescan(self) -> None:
+        """Read the store again: jobs to take up or stop, trials whose event was lost, trials lost outright."""
+        now = time.time()
+        statuses = job_statuses(self.engine, list(self._jobs))
+        to_adopt = []
+        for job_id, status in statuses.items():
+            job = self._jobs.get(job_id)
+            if job is None:
+                if status in _rows.UNFINISHED_JOB:
+                    to_adopt.append(job_id)
+            elif status.is_finished():
+                self._forget(job)  # someone else ended it
+            elif status is JobStatus.STOPPING and job.stop_cause is None:
+                with self._guard(job):
+                    self._begin_stop(job, StopCause.USER, now)
+        if self._owners:
+            self._check_held(now)
+        if to_adopt:
+            self.adopt(to_adopt)
+
+    def _check_held(self, now: float) -> None:
+        held = self.executor.active()
+        missing = [trial_id for trial_id in self._owners if trial_id not in held]
+        suspects = set()
+        for row in trial_rows(self.engine, missing):
+            owner = self._owners.get(row.id)
+            if owner is None:
+                continue
+            job, sub = owner
+            with self._guard(job):
+                if row.status.is_finished():
+                    self._apply_row(row, now)  # its event was lost
+                elif row.id in self._suspects:
+                    self._recover_lost(job, sub, row, now)
+                else:
+                    suspects.add(row.id)
+        self._suspects = suspects
+
+    def _recover_lost(self, job: JobState, sub: SubJobState, row: Row[Any], now: float) -> None:
+        """A trial the executor no longer holds while the store says it runs: run it again, or end it."""
+        state, error = lost_outcome(job, row.attempts, self.max_attempts)
+        if _rows.end_lost_trials(self.engine, [(row.id, state, error)], now) is not None:
+            return  # it finished meanwhile; its event follows
+        if state is TrialState.PENDING:
+            logger.warning("trial %s was lost; submitting it again", row.id)
+            self.executor.submit(row.id)
+        else:
+            self._finish_trial(row.id, state, None, None, error, now)
+
+    def adopt(self, job_ids: Iterable[int] | None = None) -> None:
+        """Take up the unfinished jobs of the store (only ``job_ids`` when given) that the driver does not run."""
+        if job_ids is not None:
+            job_ids = [i for i in job_ids if i not in self._jobs]
+            if not job_ids:
+                return
+        rows = jobs_to_adopt(self.engine, job_ids, self.name if self.lease_s is not None else None, time.time())
+        rows = [row for row in rows if row.id not in self._jobs]
+        if not rows:
+            return
+        held = self.executor.active()  # failing here defers every job to the next rescan, and ends none
+        for row in rows:
+            try:
+                self._adopt_job(row, held, time.time())
+            except Exception as e:
+                self._fail_job(row.id, e, self._jobs.get(row.id))
+
+    def _adopt_job(self, row: TrainJob, held: set[int], now: float) -> None:
+        """Start a PENDING job, or rebuild a running one from its rows; resubmit its lost trials."""
+        if self.lease_s is not None:
+            if not _rows.take_lease(self.engine, row.id, self.name, self.lease_s, now):
+                return  # another driver took it meanwhile
+            logger.info("job %s: leased by %s", row.id, self.name)
+        status, started_at = row.status, row.started_at
+        if status is JobStatus.PENDING:
+            if not _rows.start_job(self.engine, row.id, now):
+                return  # it changed meanwhile (stopped?): the event that says so, or the next rescan, takes it
+            started_at = _rows.utc(now)
+            status = JobStatus.RUNNING
+            logger.info("job %s (%s v%s): taken up", row.id, row.app, row.app_version)
+        job, options = job_state(row, status, started_at, now, cpu_slots=self.settings.cpu_slots, grace_s=self.grace_s)
+        subs, trials = job_rows(self.engine, row.id)
+        for sub_row, model_name, knob_config_text in subs:
+            job.sub_jobs[sub_row.id] = sub_job_state(
+                sub_row, model_name, knob_config_text, job, options, self.max_errors
+            )
+        lost = replay_trials(job, trials, held, self.max_attempts)
+        if lost:
+            changed = _rows.end_lost_trials(self.engine, [(t.row.id, t.state, t.error) for t in lost], now)
+            if changed is not None:  # it finished meanwhile: its own state counts, not ours
+                raise StoreError(f"trial {changed} changed while job {row.id} was taken up; trying again")
+        self._metrics.rebuild(self.engine, job, trials)
+        self._jobs[job.id] = job
+        for sub in job.sub_jobs.values():
+            for trial_id in sub.active:
+                self._owners[trial_id] = (job, sub)
+        for t in lost:
+            if t.state is TrialState.PENDING:
+                logger.warning("job %s: trial %s was lost; submitting it again", job.id, t.row.id)
+                self.executor.submit(t.row.id)
+        if job.stop_cause is not None:
+            self._begin_stop(job, job.stop_cause, now)
+        else:
+            self._check_end(job, now)
+
+    # -- leases --------------------------------------------------------------------------------
+
+    def renew_leases(self, now: float | None = None) -> None:
+        """Extend the leases of the jobs this driver runs; forget those another driver took."""
+        if self.lease_s is None or not self._jobs:
+            return
+        now = time.time() if now is None else now
+        ids = list(self._jobs)
+        mine = _rows.renew_leases(self.engine, ids, self.name, self.lease_s, now)
+        for job_id in ids:
+            job = self._jobs.get(job_id)
+            if job is not None and job_id not in mine:
+                logger.warning("job %s: another advisor holds it now; letting it go", job_id)
+                self._forget(job)
+
+    def release_leases(self) -> None:
+        """Hand this driver's jobs back at once (a clean stop), so another driver takes them up."""
+        if self.lease_s is None:
+            return
+        _rows.release_leases(self.engine, self.name)
