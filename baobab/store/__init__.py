@@ -44,11 +44,11 @@ _DB_NAMES = frozenset(
         "claim_trial", "ClaimRefused", "create_engine_from_url", "current_revision", "Dataset", "describe_url",
         "end_trial", "end_unfinished_trials", "fail_inference_job", "fail_train_job", "finish_sub_job",
         "finish_train_job", "finish_trial", "head_revision", "ID_BATCH", "id_batches", "InferenceJob",
-        "InferenceJobStatus", "InferenceMember", "insert_trial", "InterimMetric", "JobStatus", "Lease", "ModelAccess",
-        "ModelTemplate", "RELEASED", "request_trial_stop", "requeue_trial", "serve_inference_job", "session_scope",
-        "set_trial_parent", "start_train_job", "stop_inference_job", "stop_train_job", "SubJob",
-        "take_over_inference_jobs", "TrainJob", "Trial", "TrialClaim", "TrialLog", "TrialState", "upgrade_database",
-        "User", "UserRole", "ZooModel",
+        "InferenceJobStatus", "InferenceMember", "insert_trial", "InterimMetric", "JobStatus", "Lease",
+        "mark_inference_job_stopped", "ModelAccess", "ModelTemplate", "RELEASED", "request_train_job_stop",
+        "request_trial_stop", "requeue_trial", "serve_inference_job", "session_scope", "set_trial_parent",
+        "start_train_job", "SubJob", "take_over_inference_jobs", "TrainJob", "Trial", "TrialClaim", "TrialLog",
+        "TrialState", "upgrade_database", "User", "UserRole", "ZooModel",
     }
 )  # fmt: skip
 

@@ -16,9 +16,9 @@ from baobab.store._db import (
     TrainJob,
     add_inference_job,
     fail_inference_job,
+    mark_inference_job_stopped,
     serve_inference_job,
     session_scope,
-    stop_inference_job,
     take_over_inference_jobs,
 )
 
@@ -96,8 +96,8 @@ def test_a_live_job_is_stopped_once(engine: Engine, status: InferenceJobStatus) 
     if status is InferenceJobStatus.RUNNING:
         _serving(engine, job_id, Lease(InferenceJob, "a", MINUTE))
     with session_scope(engine) as session:
-        assert stop_inference_job(session, job_id, now=NOW)
-        assert not stop_inference_job(session, job_id, now=NOW + MINUTE)
+        assert mark_inference_job_stopped(session, job_id, now=NOW)
+        assert not mark_inference_job_stopped(session, job_id, now=NOW + MINUTE)
     job = _row(engine, job_id)
     assert (job.status, job.stopped_at) == (InferenceJobStatus.STOPPED, NOW)
 
@@ -107,7 +107,7 @@ def test_a_stopped_job_is_neither_served_nor_failed(engine: Engine) -> None:
     a = Lease(InferenceJob, "a", MINUTE)
     with session_scope(engine) as session:
         a.take(session, job_id, NOW)
-        stop_inference_job(session, job_id, now=NOW)
+        mark_inference_job_stopped(session, job_id, now=NOW)
         assert not serve_inference_job(session, job_id, a, "http://a:1")
         assert not fail_inference_job(session, job_id, a, "late", now=NOW)
     assert _row(engine, job_id).status is InferenceJobStatus.STOPPED

@@ -18,9 +18,9 @@ from baobab.store._db import (
     fail_train_job,
     finish_sub_job,
     finish_train_job,
+    request_train_job_stop,
     session_scope,
     start_train_job,
-    stop_train_job,
 )
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -75,7 +75,7 @@ def test_a_job_starts_once_with_its_sub_jobs(engine: Engine) -> None:
 def test_a_stopped_job_is_not_started(engine: Engine) -> None:
     job = add_job(engine)
     with session_scope(engine) as session:
-        assert stop_train_job(session, job.job_id)
+        assert request_train_job_stop(session, job.job_id)
         assert not start_train_job(session, job.job_id, now=NOW)
     assert _states(engine, job.job_id) == (JobStatus.STOPPING, [JobStatus.PENDING])
 
@@ -90,11 +90,11 @@ def test_only_a_pending_or_running_job_is_set_stopping(engine: Engine, status: J
         if status is JobStatus.RUNNING:
             start_train_job(session, job.job_id, now=NOW)
         elif status is not JobStatus.PENDING:
-            stop_train_job(session, job.job_id)
+            request_train_job_stop(session, job.job_id)
             if status.is_finished():
                 finish_train_job(session, job.job_id, status, None, now=NOW)
     with session_scope(engine) as session:
-        assert stop_train_job(session, job.job_id) is stops
+        assert request_train_job_stop(session, job.job_id) is stops
     assert _states(engine, job.job_id)[0] is (JobStatus.STOPPING if stops else status)
 
 

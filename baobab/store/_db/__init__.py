@@ -12,8 +12,8 @@ from baobab.store._db._engine import create_engine_from_url, describe_url, sessi
 from baobab.store._db._inference_rows import (
     add_inference_job,
     fail_inference_job,
+    mark_inference_job_stopped,
     serve_inference_job,
-    stop_inference_job,
     take_over_inference_jobs,
 )
 from baobab.store._db._job_rows import (
@@ -21,8 +21,8 @@ from baobab.store._db._job_rows import (
     fail_train_job,
     finish_sub_job,
     finish_train_job,
+    request_train_job_stop,
     start_train_job,
-    stop_train_job,
 )
 from baobab.store._db._leases import RELEASED, Lease
 from baobab.store._db._migrate import check_schema, current_revision, head_revision, upgrade_database
@@ -87,17 +87,17 @@ __all__ = [
     "InterimMetric",
     "JobStatus",
     "Lease",
+    "mark_inference_job_stopped",
     "ModelAccess",
     "ModelTemplate",
     "RELEASED",
+    "request_train_job_stop",
     "request_trial_stop",
     "requeue_trial",
     "serve_inference_job",
     "session_scope",
     "set_trial_parent",
     "start_train_job",
-    "stop_inference_job",
-    "stop_train_job",
     "SubJob",
     "take_over_inference_jobs",
     "TrainJob",

@@ -27,8 +27,8 @@ from baobab.store._db._tables import InferenceJob, InferenceMember
 __all__ = [
     "add_inference_job",
     "fail_inference_job",
+    "mark_inference_job_stopped",
     "serve_inference_job",
-    "stop_inference_job",
     "take_over_inference_jobs",
 ]
 
@@ -59,7 +59,7 @@ def add_inference_job(
     return job
 
 
-def stop_inference_job(session: Session, job_id: int, *, now: datetime) -> bool:
+def mark_inference_job_stopped(session: Session, job_id: int, *, now: datetime) -> bool:
     """→ STOPPED at ``now``, unless it is finished already (then it keeps its final state); True if it changed."""
     statement = (
         update(InferenceJob)

@@ -27,7 +27,14 @@ from baobab.enums import JobStatus, Task, TrialState
 from baobab.store._db._tables import SubJob, TrainJob
 from baobab.store._db._trial_control import end_unfinished_trials
 
-__all__ = ["add_train_job", "fail_train_job", "finish_sub_job", "finish_train_job", "start_train_job", "stop_train_job"]
+__all__ = [
+    "add_train_job",
+    "fail_train_job",
+    "finish_sub_job",
+    "finish_train_job",
+    "request_train_job_stop",
+    "start_train_job",
+]
 
 _UNFINISHED = tuple(status for status in JobStatus if not status.is_finished())
 
@@ -87,7 +94,7 @@ def start_train_job(session: Session, job_id: int, *, now: datetime) -> bool:
     return bool(started)
 
 
-def stop_train_job(session: Session, job_id: int) -> bool:
+def request_train_job_stop(session: Session, job_id: int) -> bool:
     """PENDING or RUNNING → STOPPING; False when it was stopping or finished already."""
     statement = (
         update(TrainJob)
