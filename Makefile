@@ -36,6 +36,7 @@ web-test: $(WEB_DEPS)
 test: $(STAMP) fashion-mnist web chromium docker-engine
 	$(BIN)/ruff check baobab tests examples bench
 	$(BIN)/lint-imports
+	$(BIN)/mypy baobab
 	cd web && npm test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 

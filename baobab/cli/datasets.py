@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from baobab.cli._common import (
+    Column,
     format_size,
     format_time,
     json_option,
@@ -27,7 +28,7 @@ from baobab.sdk import Client
 __all__ = ["datasets"]
 
 _FORMATS_BY_SUFFIX = {".zip": "IMAGE_FILES", ".csv": "TABULAR"}
-_COLUMNS = [
+_COLUMNS: list[Column] = [
     ("id", "id"),
     ("name", "name"),
     ("format", "format"),
@@ -35,7 +36,7 @@ _COLUMNS = [
     ("owner", "owner_id"),
     ("created", lambda d: format_time(d.get("created_at"))),
 ]
-_FIELDS = [*_COLUMNS[:4], ("checksum", "checksum"), *_COLUMNS[4:]]
+_FIELDS: list[Column] = [*_COLUMNS[:4], ("checksum", "checksum"), *_COLUMNS[4:]]
 
 
 @click.group()

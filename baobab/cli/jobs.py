@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
 from baobab.cli._common import (
+    Column,
     assignments,
     fail,
     format_time,
@@ -24,12 +26,12 @@ __all__ = ["jobs"]
 _FINISHED_TRIALS = ("COMPLETED", "ERRORED", "STOPPED", "CANCELLED")
 
 
-def _finished(job: dict[str, Any]) -> int:
+def _finished(job: Mapping[str, Any]) -> int:
     counts = job.get("trial_counts") or {}
     return sum(int(counts.get(state, 0)) for state in _FINISHED_TRIALS)
 
 
-def _progress(job: dict[str, Any]) -> str:
+def _progress(job: Mapping[str, Any]) -> str:
     """Finished trials, over the trial budget when there is one (MODEL_TRIAL_COUNT per template)."""
     count = (job.get("budget") or {}).get("MODEL_TRIAL_COUNT")
     if not isinstance(count, int):
@@ -37,23 +39,23 @@ def _progress(job: dict[str, Any]) -> str:
     return f"{_finished(job)}/{count * max(len(job.get('sub_jobs') or ()), 1)}"
 
 
-def _counts(job: dict[str, Any]) -> str:
+def _counts(job: Mapping[str, Any]) -> str:
     counts = job.get("trial_counts") or {}
     return ", ".join(f"{n} {state.lower()}" for state, n in counts.items() if n) or "none yet"
 
 
-def _budget(job: dict[str, Any]) -> str:
+def _budget(job: Mapping[str, Any]) -> str:
     return ", ".join(f"{key}={value}" for key, value in (job.get("budget") or {}).items())
 
 
-def _knobs(trial: dict[str, Any]) -> str:
+def _knobs(trial: Mapping[str, Any]) -> str:
     def show(value: Any) -> str:
         return f"{value:.4g}" if isinstance(value, float) else repr(value) if isinstance(value, str) else str(value)
 
     return ", ".join(f"{name}={show(value)}" for name, value in (trial.get("knobs") or {}).items())
 
 
-def _error_line(trial: dict[str, Any]) -> str | None:
+def _error_line(trial: Mapping[str, Any]) -> str | None:
     error = trial.get("error")
     if not error:
         return None
@@ -61,7 +63,7 @@ def _error_line(trial: dict[str, Any]) -> str | None:
     return first if len(first) <= 60 else first[:57] + "..."
 
 
-_JOB_COLUMNS = [
+_JOB_COLUMNS: list[Column] = [
     ("id", "id"),
     ("app", "app"),
     ("version", "app_version"),
@@ -71,7 +73,7 @@ _JOB_COLUMNS = [
     ("best score", "best_score"),
     ("created", lambda j: format_time(j.get("created_at"))),
 ]
-_JOB_FIELDS = [
+_JOB_FIELDS: list[Column] = [
     *_JOB_COLUMNS[:5],
     ("train dataset", "train_dataset_id"),
     ("val dataset", "val_dataset_id"),
@@ -84,7 +86,7 @@ _JOB_FIELDS = [
     ("started", lambda j: format_time(j.get("started_at"))),
     ("finished", lambda j: format_time(j.get("finished_at"))),
 ]
-_SUB_JOB_COLUMNS = [
+_SUB_JOB_COLUMNS: list[Column] = [
     ("sub-job", "id"),
     ("model", "model_id"),
     ("name", "model_name"),
@@ -92,7 +94,7 @@ _SUB_JOB_COLUMNS = [
     ("status", "status"),
     ("trials", _counts),
 ]
-_TRIAL_COLUMNS = [
+_TRIAL_COLUMNS: list[Column] = [
     ("id", "id"),
     ("no.", "number"),
     ("model", "model_name"),
@@ -102,7 +104,7 @@ _TRIAL_COLUMNS = [
     ("knobs", _knobs),
     ("error", _error_line),
 ]
-_TRIAL_FIELDS = [
+_TRIAL_FIELDS: list[Column] = [
     ("id", "id"),
     ("train job", "train_job_id"),
     ("model", lambda t: f"{t.get('model_name')} (id {t.get('model_id')})"),

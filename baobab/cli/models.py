@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from baobab.cli._common import (
+    Column,
     format_time,
     json_option,
     print_json,
@@ -20,7 +21,7 @@ from baobab.sdk import Client
 
 __all__ = ["models"]
 
-_COLUMNS = [
+_COLUMNS: list[Column] = [
     ("id", "id"),
     ("name", "name"),
     ("task", "task"),
@@ -29,7 +30,7 @@ _COLUMNS = [
     ("owner", "owner_id"),
     ("created", lambda m: format_time(m.get("created_at"))),
 ]
-_FIELDS = [
+_FIELDS: list[Column] = [
     *_COLUMNS[:5],
     ("dependencies", lambda m: ", ".join(f"{k}=={v}" for k, v in (m.get("dependencies") or {}).items()) or None),
     ("checksum", "checksum"),

@@ -32,8 +32,8 @@ def image_query(path: Path) -> list[Any]:
             mode = _MODES.get(image.mode)
             if mode is None:
                 raise ValueError(f"{path}: the image has mode {image.mode}; use 8-bit grayscale (L) or RGB")
-            image = image if image.mode == mode else image.convert(mode)
-            width, height, data = image.width, image.height, image.tobytes()
+            converted = image if image.mode == mode else image.convert(mode)
+            width, height, data = converted.width, converted.height, converted.tobytes()
     except (UnidentifiedImageError, OSError, SyntaxError) as e:
         raise ValueError(f"{path}: not a readable image: {e}") from None
     if mode == "L":

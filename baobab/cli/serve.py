@@ -6,11 +6,13 @@ sub-command is served with the long form).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
 
 from baobab.cli._common import (
+    Column,
     fail,
     format_time,
     json_option,
@@ -26,7 +28,7 @@ __all__ = ["serve"]
 _DEFAULT = "start"
 
 
-def _members(job: dict[str, Any]) -> str:
+def _members(job: Mapping[str, Any]) -> str:
     members = job.get("members") or []
     return ", ".join(
         f"trial {m.get('trial_id')} ({m.get('model_name')}"
@@ -35,7 +37,7 @@ def _members(job: dict[str, Any]) -> str:
     )
 
 
-_COLUMNS = [
+_COLUMNS: list[Column] = [
     ("id", "id"),
     ("app", "app"),
     ("version", "app_version"),
@@ -45,7 +47,7 @@ _COLUMNS = [
     ("members", lambda j: len(j.get("members") or [])),
     ("created", lambda j: format_time(j.get("created_at"))),
 ]
-_FIELDS = [
+_FIELDS: list[Column] = [
     *_COLUMNS[:6],
     ("train job", "train_job_id"),
     ("members", _members),

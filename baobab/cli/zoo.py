@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from baobab.cli._common import (
+    Column,
     format_size,
     format_time,
     json_option,
@@ -20,7 +21,7 @@ from baobab.sdk import Client
 
 __all__ = ["zoo"]
 
-_COLUMNS = [
+_COLUMNS: list[Column] = [
     ("id", "id"),
     ("name", "name"),
     ("task", "task"),
@@ -32,7 +33,7 @@ _COLUMNS = [
     ("owner", "owner_id"),
     ("created", lambda m: format_time(m.get("created_at"))),
 ]
-_FIELDS = [
+_FIELDS: list[Column] = [
     *_COLUMNS[:3],
     ("trial", "trial_id"),
     ("dataset", "dataset_id"),

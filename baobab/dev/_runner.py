@@ -194,7 +194,7 @@ def run_dev(
     if not completed:
         echo(f"no trial succeeded ({len(done)} failed)")
         return result
-    best = max(completed, key=lambda t: t.score)  # the first of equals
+    best = max(completed, key=lambda t: t.score or 0.0)  # the first of equals; completed trials have a score
     echo(f"best: trial {best.trial_id}, score {best.score:.6g}, knobs {format_knobs(best.knobs)}")
     outcome = run.reload(best)
     if outcome.result is None:

@@ -120,7 +120,7 @@ class TrialRunner:
             on_event=self.on_event(trial_id, metrics, logs),
         )
         duration = time.monotonic() - started
-        common = dict(
+        common: dict[str, Any] = dict(
             trial_id=trial_id,
             knobs=knobs,
             proposal=proposal,
