@@ -186,6 +186,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("zip_max_ratio", float, 200.0, "largest compression ratio of a zip member of 1 MiB or more", minimum=1),
     Setting("cpu_slots", int, _default_cpu_slots(), "trials run at once on CPUs (default: usable cores)", minimum=1),
     Setting("trial_timeout_s", float, None, "wall-clock limit of one trial in seconds (default: none)", minimum=0.001),
+    Setting(
+        "trial_memory_mb",
+        int,
+        None,
+        "memory limit of a local worker, one trial slot, in MiB (default: memory / cpu_slots, 2048 at least)",
+        minimum=64,
+    ),
     Setting("api_url", str, None, "URL of the admin API that cluster workers report to; required by baobab worker"),
     Setting("heartbeat_s", float, 5.0, "seconds between the heartbeats of a cluster worker's trial", minimum=0.01),
     Setting(
@@ -250,6 +257,7 @@ class Settings:
     zip_max_ratio: float
     cpu_slots: int
     trial_timeout_s: float | None
+    trial_memory_mb: int | None
     api_url: str | None
     heartbeat_s: float
     heartbeat_timeout_s: float

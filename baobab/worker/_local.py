@@ -57,6 +57,7 @@ from baobab.store import (
     issue_trial_token,
     session_scope,
 )
+from baobab.worker._memory import default_memory_mb
 from baobab.worker._spawn import WorkerProcess
 
 if TYPE_CHECKING:
@@ -131,6 +132,7 @@ class LocalExecutor:
         self._secret = settings.signing_key()
         protected = protected_paths(settings.home, settings.database_url, settings.artifacts_url)
         self._confinement = Confinement(protected, private=settings.home / "workers")
+        self._memory_mb = settings.trial_memory_mb or default_memory_mb(settings.cpu_slots)
         self._owners: dict[int, int] = {}  # queued trial → the user whose job it is
         self._lock = threading.Lock()
         self._queue: deque[int] = deque()
@@ -259,7 +261,11 @@ class LocalExecutor:
                 index,
                 env=self._env,
                 log_path=self._log_dir / f"worker-{index}.log",
-                args=["--api-url", self._api_url, "--confinement", self._confinement.to_json()],
+                args=[
+                    "--api-url", self._api_url,
+                    "--confinement", self._confinement.to_json(),
+                    "--memory-mb", str(self._memory_mb),
+                ],  # fmt: skip
             )
         except OSError as e:
             logger.error("cannot start worker %d: %s", index, e)

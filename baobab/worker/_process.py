@@ -3,7 +3,8 @@
 :class:`~baobab.worker.LocalExecutor` starts it with two pipes (file descriptors given
 as arguments), the admin API's URL and its confinement, in an environment with none of
 the platform's settings (:func:`baobab._sandbox.template_env`); its stdout and stderr
-are a log file under ``settings.home / "logs"``. It runs one trial at a time with
+are a log file under ``settings.home / "logs"``. Its memory is limited to one trial
+slot's share (:mod:`baobab.worker._memory`). It runs one trial at a time with
 :func:`run_trial`, reporting through the admin API with each trial's token, and keeps
 its caches (imported templates, fetched and decoded datasets) from trial to trial.
 
@@ -50,6 +51,7 @@ from baobab._http import api_session
 from baobab._sandbox import Confinement, confine
 from baobab.model import TrialContext
 from baobab.worker._gateway import ApiGateway
+from baobab.worker._memory import limit_memory
 from baobab.worker._runner import WorkerResources, run_trial
 
 __all__ = ["main"]
@@ -172,7 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--index", type=int, required=True, help="the worker's slot in its executor")
     parser.add_argument("--api-url", required=True, help="the admin API that trials report to")
     parser.add_argument("--confinement", required=True, help="JSON: the protected paths and the private root")
+    parser.add_argument("--memory-mb", type=int, required=True, help="this worker's memory limit (one trial slot)")
     args = parser.parse_args(argv)
+    limit_memory(args.memory_mb)
     # Whole lines reach the log file at once: a crash report quotes its last lines.
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]

@@ -49,6 +49,7 @@ from baobab.model import (
     trial_context,
 )
 from baobab.store import params_from_bytes, params_to_bytes
+from baobab.worker._memory import out_of_memory
 
 __all__ = [
     "TrialFailed",
@@ -144,8 +145,10 @@ def call_template(template: str | Path, what: str, fn: Callable[..., Any], *args
     try:
         return fn(*args, **kwargs)
     except (Exception, SystemExit) as e:
-        summary = f"{what} raised {type(e).__name__}: {e}".splitlines()[0]
-        raise TrialFailed(summary, template_traceback(e, template)) from None
+        exceeded = out_of_memory(e)
+        cause = f"{type(e).__name__}: {e}"
+        summary = f"{what} {exceeded} ({cause})" if exceeded else f"{what} raised {cause}"
+        raise TrialFailed(summary.splitlines()[0], template_traceback(e, template)) from None
 
 
 def _call(spec: TrialSpec, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

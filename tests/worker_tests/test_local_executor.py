@@ -68,8 +68,12 @@ def finished(events: LocalEventChannel) -> Finished:
 def make_executor(platform: Platform, events: LocalEventChannel) -> Iterator[MakeExecutor]:
     executors: list[LocalExecutor] = []
 
-    def make(workers: int = 1, trial_timeout_s: float | None = None) -> LocalExecutor:
-        settings = dataclasses.replace(platform.settings, trial_timeout_s=trial_timeout_s)
+    def make(
+        workers: int = 1, trial_timeout_s: float | None = None, trial_memory_mb: int | None = None
+    ) -> LocalExecutor:
+        settings = dataclasses.replace(
+            platform.settings, trial_timeout_s=trial_timeout_s, trial_memory_mb=trial_memory_mb
+        )
         executors.append(LocalExecutor(settings, events, api_url=platform.api_url, workers=workers))
         return executors[-1]
 
@@ -173,6 +177,26 @@ def test_a_failing_or_dying_template_errors_and_a_dead_worker_is_replaced(
     executor.submit(last)
     finished.wait(last)
     assert platform.trial(last).status is TrialState.COMPLETED
+    finished.assert_once()
+
+
+def test_a_trial_past_the_memory_limit_fails_saying_so_and_the_worker_goes_on(
+    platform: Platform, make_executor: MakeExecutor, finished: Finished
+) -> None:
+    executor = make_executor(workers=1, trial_memory_mb=1024)
+    hog, small, after = platform.add_trial("hog", 1.0), platform.add_trial("hog", 0.125), platform.add_trial("ok")
+    for trial_id in (hog, small, after):
+        executor.submit(trial_id)
+    finished.wait(hog, small, after)
+
+    trial = platform.trial(hog)
+    assert trial.status is TrialState.ERRORED
+    limit = "train() exceeded the per-trial memory limit of 1024 MiB (BAOBAB_TRIAL_MEMORY_MB)"
+    assert trial.error.startswith(f"{limit} (MemoryError: Unable to allocate 2.00 GiB"), trial.error
+    assert platform.trial(small).status is TrialState.COMPLETED  # a quarter of a GiB fits
+    assert platform.trial(after).status is TrialState.COMPLETED
+    pids = {int(platform.probe_line(t)["pid"]) for t in (hog, small, after)}
+    assert len(pids) == 1  # one worker ran all three: the refused allocation did not take it down
     finished.assert_once()
 
 
