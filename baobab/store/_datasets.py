@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 import numpy as np
 import pandas as pd
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 from baobab.exceptions import DatasetError
 
@@ -299,7 +299,9 @@ def _read_image(zf: zipfile.ZipFile, path: str, row: int, name: str, limits: Zip
     except DatasetError:  # a ValueError too, and already clear
         raise
     except (OSError, SyntaxError, ValueError, zipfile.BadZipFile, zlib.error, Image.DecompressionBombError) as e:
-        raise DatasetError(f"image {name!r} cannot be decoded as PNG or JPEG: {e}", file=path, row=row) from None
+        # Pillow's own message for an unknown format names the in-memory buffer, not the image.
+        reason = "no image format" if isinstance(e, UnidentifiedImageError) else str(e)
+        raise DatasetError(f"image {name!r} cannot be decoded as PNG or JPEG: {reason}", file=path, row=row) from None
     mode = _IMAGE_MODES.get(image.mode)
     if mode is None:
         raise DatasetError(f"image {name!r} has mode {image.mode}; use 8-bit grayscale (L) or RGB", file=path, row=row)
