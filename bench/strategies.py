@@ -188,9 +188,6 @@ def problem(name: str) -> Problem:
 def run_one(name: str, method: str, seed: int, evals: int) -> tuple[np.ndarray, list]:
     """One seeded run: the best score so far after each evaluation, and the proposal times."""
     config, objective = problem(name)(seed)
-    if method == "auto":
-        # auto is exactly the strategy it picks (same class, same seed): run that one.
-        method = choose_strategy(config)
     run = run_optuna if method in OPTUNA else run_baobab
     scores, latency = run(method, config, objective, seed, evals)
     return np.maximum.accumulate(scores), latency
@@ -199,7 +196,11 @@ def run_one(name: str, method: str, seed: int, evals: int) -> tuple[np.ndarray, 
 def benchmark(pool: ProcessPoolExecutor, name: str, methods: list[str], seeds: int, evals: int):
     """Every method under every seed, spread over the pool; curves and proposal times by method."""
     start = time.perf_counter()
-    futures = {m: [pool.submit(run_one, name, m, seed, evals) for seed in range(seeds)] for m in methods}
+    # auto is exactly the strategy it picks (same class, same seed): its runs are that one's.
+    pick = choose_strategy(problem(name)(0)[0])
+    runs = {m: pick if m == "auto" and pick in methods else m for m in methods}
+    started = {m: [pool.submit(run_one, name, m, seed, evals) for seed in range(seeds)] for m in set(runs.values())}
+    futures = {m: started[runs[m]] for m in methods}
     curves: dict[str, np.ndarray] = {}
     latencies: dict[str, np.ndarray] = {}
     for method, runs in futures.items():
@@ -288,6 +289,7 @@ def main() -> None:
     parser.add_argument("--table-methods", default=",".join(TABLE_METHODS))
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS))
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
+    parser.add_argument("--part", choices=["all", "best", "regret"], default="all")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     methods, table_methods = args.methods.split(","), args.table_methods.split(",")
@@ -300,13 +302,19 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown tables {', '.join(unknown)}; known: {', '.join(TABLES)}")
 
-    nas_config, _ = nasbench_problem(0)
-    with ProcessPoolExecutor(args.jobs) as pool:
-        nas = benchmark(pool, "nasbench201-cifar10", methods, args.seeds, args.evals)
-        branin = benchmark(pool, "branin", methods, args.seeds, args.branin_evals)
-        regrets = {name: benchmark(pool, name, table_methods, args.table_seeds, args.evals) for name in tables}
-
     args.out.mkdir(parents=True, exist_ok=True)
+    with ProcessPoolExecutor(args.jobs) as pool:
+        if args.part in ("all", "best"):
+            best_report(pool, args, methods)
+        if args.part in ("all", "regret"):
+            regret_report(pool, args, table_methods, tables)
+
+
+def best_report(pool: ProcessPoolExecutor, args: argparse.Namespace, methods: list[str]) -> None:
+    """NAS-Bench-201 cifar10 and Branin: best score so far; writes strategies.md and .png."""
+    nas_config, _ = nasbench_problem(0)
+    nas = benchmark(pool, "nasbench201-cifar10", methods, args.seeds, args.evals)
+    branin = benchmark(pool, "branin", methods, args.seeds, args.branin_evals)
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     plot(axes[0], nas[0], "NAS-Bench-201 cifar10: best validation accuracy (median, IQR)")
     axes[0].set_ylim(89.0, 92.0)
@@ -314,7 +322,6 @@ def main() -> None:
     axes[1].set_ylim(-8.0, 0.0)
     fig.tight_layout()
     fig.savefig(args.out / "strategies.png", dpi=110)
-    plot_regret(regrets, args.out / "strategies-regret.png")
 
     report = f"""# Search strategies: Baobab and Optuna
 
@@ -346,6 +353,23 @@ Two floats (one on a log scale) and a log-scale integer, `baobab.testing.branin_
 
 ![best score against evaluations](strategies.png)
 
+Regret on more tables: [strategies-regret.md](strategies-regret.md).
+"""
+    (args.out / "strategies.md").write_text(report)
+    print(report)
+
+
+def regret_report(pool: ProcessPoolExecutor, args: argparse.Namespace, methods: list[str], tables: list[str]) -> None:
+    """Regret on the tables; writes strategies-regret.md and .png."""
+    regrets = {name: benchmark(pool, name, methods, args.table_seeds, args.evals) for name in tables}
+    plot_regret(regrets, args.out / "strategies-regret.png")
+    report = f"""# Search strategies: regret on integer-grid tables
+
+Written by `bench/strategies.py --part regret` (part of `make bench-strategies`) on
+{datetime.date.today().isoformat()}, {os.cpu_count()} cores ({platform.machine()}, Python {platform.python_version()},
+Optuna {optuna.__version__}), {args.jobs} runs at a time, other work running beside it (proposal
+times are those of a shared machine).
+
 ## Regret on more tables, {args.evals} evaluations, {args.table_seeds} seeds
 
 Each cell: median over seeds of the regret after {args.evals} evaluations (the table's best
@@ -375,7 +399,7 @@ Median proposal time (ms):
 
 ![median regret against evaluations](strategies-regret.png)
 """
-    (args.out / "strategies.md").write_text(report)
+    (args.out / "strategies-regret.md").write_text(report)
     print(report)
 
 
