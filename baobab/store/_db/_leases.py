@@ -70,7 +70,7 @@ class Lease:
         """
         table = self.table
         ids = list(job_ids)
-        until = self.taken(now)["lease_expires_at"]
+        until = now + self.duration
         for chunk in id_batches(ids):
             session.execute(update(table).where(table.id.in_(chunk), self.held()).values(lease_expires_at=until))
         kept: set[int] = set()

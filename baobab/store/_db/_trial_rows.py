@@ -1,4 +1,4 @@
-"""The worker's side of a trial row: claim it, beat, record, finish.
+"""The worker's side of a trial row: claim it, beat, record, finish (the platform's side is ``_trial_control``).
 
 Whoever runs a trial goes through these four statements, whether it holds the
 database itself (a local worker) or reaches it through the admin API (a cluster
