@@ -10,7 +10,6 @@ passed in, as seconds since the epoch), so every rule can be tested on its own.
 from __future__ import annotations
 
 import bisect
-import enum
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -19,7 +18,7 @@ from typing import Any
 
 from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
 from baobab.advisor._job_options import JobOptions
-from baobab.advisor._plans import DONE, Next, Plan, PlanStep
+from baobab.advisor._plans import Next, Outcome, Plan, PlanStep, StopCause
 from baobab.advisor._stopping import StoppingRule
 from baobab.enums import JobStatus, TrialState
 from baobab.model import KnobConfig, Knobs
@@ -46,13 +45,6 @@ def first_line(text: str | None, limit: int = _ERROR_CHARS) -> str:
             line = line.strip()
             return line if len(line) <= limit else line[: limit - 3] + "..."
     return ""
-
-
-class StopCause(enum.StrEnum):
-    """Why a job takes no more trials before its trial counts are reached."""
-
-    TIME = "TIME"  # its TIME_HOURS budget ended
-    USER = "USER"  # a user stopped it
 
 
 @dataclass
@@ -120,7 +112,7 @@ class SubJobState:
     def next_step(self, job: JobState, now: float) -> Next:
         """What the sub-job's plan says to start next (see :mod:`baobab.advisor._plans`)."""
         if self.plan is None:
-            return DONE if not self.wants_trials() or not job.may_start(now) else PlanStep(None)
+            return Outcome.DONE if not self.wants_trials() or not job.may_start(now) else PlanStep(None)
         return self.plan.next(self, job, now)
 
     def best_configs(self, n: int) -> list[Knobs]:
