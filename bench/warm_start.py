@@ -472,7 +472,7 @@ def write_report(result: dict[str, Any]) -> None:
         f"`bench/warm_start.py`, {result['date']}, {result['machine']}; the machine was shared with other "
         "engineers' test runs, so the epochs are the figures to trust, and the CPU seconds (training time of this "
         "process: build, warm start, epochs; not the validation passes that measure it) come second. "
-        f"`TorchCnn` (examples), {same['epochs']} epochs, Adam at 2e-3, batch 64, on Fashion-MNIST subsets "
+        "`TorchCnn` (examples), Adam at 2e-3, batch 64, on Fashion-MNIST subsets "
         f"(Debian's `dataset-fashion-mnist`; {1 - VAL_FRACTION:.0%} train, {VAL_FRACTION:.0%} validation, a test "
         "set in proportion). Every child is trained twice from the same seed, from scratch (cold) and warm-started "
         "from the zoo by the platform's own code (`make_warm_starter`, `DbZoo` on SQLite). Target: 98% of the "
@@ -483,6 +483,7 @@ def write_report(result: dict[str, Any]) -> None:
         "",
         "## Parents trained on another task (what the zoo is for)",
         "",
+        f"From {other['limit']} × 2 images, {other['epochs']} epochs per training. "
         "The parents learn classes 0-4 (T-shirt, trouser, pullover, dress, coat) from "
         f"{other['parent_train_images']} training images. The children learn classes 5-9 (sandal, shirt, sneaker, "
         f"bag, ankle boot), relabelled 0-4 (a head as wide as the parents'), from {other['train_images']} other "
@@ -500,6 +501,7 @@ def write_report(result: dict[str, Any]) -> None:
     lines += [
         "## A zoo of the same task (same data for parent and child)",
         "",
+        f"From {same['limit']} images, {same['epochs']} epochs per training. "
         f"The parents and every child train on the same {same['train_images']} images of all ten classes (the same "
         "split of the same data), in jobs of other widths and depths; each warm child joins the zoo and may be a "
         "later child's parent. This is the case most favourable to the zoo: a parent has already learnt the "
