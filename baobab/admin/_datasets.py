@@ -36,16 +36,15 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from baobab.admin._access import ALL_ROLES, may_see_private, private_rows
 from baobab.admin._auth import current_user, require_roles
 from baobab.admin._body import enum_field, multipart_upload, string_field
 from baobab.admin._state import admin_state
-from baobab.admin._users import ADMIN_ROLES
 from baobab.exceptions import ConflictError, DatasetError, NotFoundError, RequestError
 from baobab.model import DatasetFormat
 from baobab.store import (
     ArtifactStore,
     Dataset,
-    UserRole,
     ZipLimits,
     read_image_files,
     read_tabular,
@@ -58,7 +57,6 @@ logger = logging.getLogger("baobab.admin")
 
 blueprint = Blueprint("datasets", __name__, url_prefix="/api/v1/datasets")
 
-_ROLES = (UserRole.MODEL_DEVELOPER, UserRole.APP_DEVELOPER, *ADMIN_ROLES)
 _FORM_FIELDS = ("name", "format", "target")
 _MAX_NAME_LENGTH = 255  # the datasets.name column
 _FILE_NAMES = {DatasetFormat.IMAGE_FILES: "data.zip", DatasetFormat.TABULAR: "data.csv"}
@@ -80,7 +78,7 @@ def dataset_json(dataset: Dataset) -> dict[str, Any]:
 
 
 @blueprint.post("")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 def create_dataset() -> tuple[dict[str, Any], int]:
     """201 with the new dataset; 400 naming the field (``file`` for a dataset that does not decode)."""
     form, upload = multipart_upload(fields=_FORM_FIELDS, what="the dataset")
@@ -124,20 +122,19 @@ def create_dataset() -> tuple[dict[str, Any], int]:
 
 
 @blueprint.get("")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 def list_datasets() -> dict[str, Any]:
     """``{"datasets": [...]}``, newest first: the caller's own, or all for an admin."""
-    me = current_user()
-    query = select(Dataset).order_by(Dataset.created_at.desc(), Dataset.id.desc())
-    if me.role not in ADMIN_ROLES:
-        query = query.where(Dataset.owner_id == me.id)
+    query = private_rows(
+        select(Dataset).order_by(Dataset.created_at.desc(), Dataset.id.desc()), Dataset, current_user()
+    )
     with session_scope(admin_state().engine) as session:
         datasets = session.scalars(query).all()
     return {"datasets": [dataset_json(dataset) for dataset in datasets]}
 
 
 @blueprint.get("/<int:dataset_id>")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 def get_dataset(dataset_id: int) -> dict[str, Any]:
     """One dataset; 404 when there is none with this id that the caller may see."""
     with session_scope(admin_state().engine) as session:
@@ -145,7 +142,7 @@ def get_dataset(dataset_id: int) -> dict[str, Any]:
 
 
 @blueprint.delete("/<int:dataset_id>")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 def delete_dataset(dataset_id: int) -> tuple[str, int]:
     """204; the row goes first, then the artifact, so a refused delete keeps both."""
     with session_scope(admin_state().engine) as session:
@@ -207,8 +204,7 @@ def _check_csv(path: Path) -> None:
 
 
 def _get_visible(session: Session, dataset_id: int) -> Dataset:
-    me = current_user()
     dataset = session.get(Dataset, dataset_id)
-    if dataset is None or (me.role not in ADMIN_ROLES and dataset.owner_id != me.id):
+    if dataset is None or not may_see_private(current_user(), dataset):
         raise NotFoundError(f"no dataset with id {dataset_id}")
     return dataset

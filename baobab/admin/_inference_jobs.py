@@ -37,12 +37,14 @@ from sqlalchemy.orm import Session, selectinload
 from werkzeug.datastructures import FileStorage
 from werkzeug.exceptions import BadGateway, RequestEntityTooLarge
 
+from baobab.admin._access import ADMIN_ROLES, may_see_private, private_rows
 from baobab.admin._auth import current_user, require_roles
 from baobab.admin._body import json_object, string_field
 from baobab.admin._openapi import api_doc
+from baobab.admin._query import MAX_ID, check_query_args
 from baobab.admin._state import admin_state
-from baobab.admin._train_jobs import MAX_ID, best_trials, check_query_args, find_train_job, trial_json, trial_query
-from baobab.admin._users import ADMIN_ROLES
+from baobab.admin._train_job_json import trial_json
+from baobab.admin._train_job_lookups import best_trials, find_train_job, trial_query
 from baobab.error_envelope import ErrorEnvelope, decode_error
 from baobab.exceptions import ConflictError, NotFoundError, PermissionDeniedError, RequestError
 from baobab.model import Task
@@ -148,10 +150,11 @@ def create_inference_job() -> tuple[dict[str, Any], int]:
 @require_roles(*_ROLES)
 def list_inference_jobs() -> dict[str, Any]:
     """``{"inference_jobs": [...]}``, newest first: the caller's own (all for an admin), of one ``?app=`` if given."""
-    me = current_user()
-    query = select(InferenceJob).order_by(InferenceJob.created_at.desc(), InferenceJob.id.desc())
-    if me.role not in ADMIN_ROLES:
-        query = query.where(InferenceJob.owner_id == me.id)
+    query = private_rows(
+        select(InferenceJob).order_by(InferenceJob.created_at.desc(), InferenceJob.id.desc()),
+        InferenceJob,
+        current_user(),
+    )
     app = request.args.get("app")
     if app is not None:
         query = query.join(InferenceJob.train_job).where(TrainJob.app == app)
@@ -303,9 +306,8 @@ def _training_image_format(key: str) -> tuple[str, tuple[int, int]]:
 
 
 def _get_visible(session: Session, job_id: int) -> InferenceJob:
-    me = current_user()
     job = session.get(InferenceJob, job_id) if job_id <= MAX_ID else None  # a larger id would overflow SQLite
-    if job is None or (me.role not in ADMIN_ROLES and job.owner_id != me.id):
+    if job is None or not may_see_private(current_user(), job):
         raise NotFoundError(f"no inference job with id {job_id}")
     return job
 

@@ -36,12 +36,12 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.utils import secure_filename
 
 from baobab._sandbox import protected_paths
+from baobab.admin._access import ADMIN_ROLES, ALL_ROLES, may_change, may_see_shared, shared_rows
 from baobab.admin._auth import current_user, require_roles
 from baobab.admin._body import enum_field, multipart_upload, string_field
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._state import admin_state
 from baobab.admin._template_check import DEFAULT_CHECK_TIMEOUT_S, check_template_in_process
-from baobab.admin._users import ADMIN_ROLES
 from baobab.exceptions import (
     ArtifactNotFoundError,
     ConflictError,
@@ -66,7 +66,6 @@ CHECK_TIMEOUT_CONFIG = "BAOBAB_TEMPLATE_CHECK_TIMEOUT_S"
 MAX_TEMPLATE_BYTES = 8 * 2**20
 
 _UPLOAD_ROLES = (UserRole.MODEL_DEVELOPER, *ADMIN_ROLES)
-_ALL_ROLES = (UserRole.MODEL_DEVELOPER, UserRole.APP_DEVELOPER, *ADMIN_ROLES)
 _FORM_FIELDS = ("name", "task", "class_name", "dependencies", "access")
 _LIST_PARAMETERS = ("task",)
 _MAX_NAME_LENGTH = 255  # the model_templates.name and class_name columns
@@ -217,7 +216,7 @@ def create_model() -> tuple[dict[str, Any], int]:
 
 
 @blueprint.get("")
-@require_roles(*_ALL_ROLES)
+@require_roles(*ALL_ROLES)
 @api_doc(
     query={"task": {"enum": [t.value for t in Task], "description": "only the templates for this task"}},
     responses={
@@ -237,19 +236,16 @@ def list_models() -> dict[str, Any]:
         if parameter not in _LIST_PARAMETERS:
             known = ", ".join(_LIST_PARAMETERS)
             raise RequestError(f"unknown query parameter {parameter!r}; known parameters: {known}", field=parameter)
-    me = current_user()
-    query = select(ModelTemplate).order_by(ModelTemplate.id)
+    query = shared_rows(select(ModelTemplate).order_by(ModelTemplate.id), ModelTemplate, current_user())
     if "task" in request.args:
         query = query.where(ModelTemplate.task == enum_field(request.args.to_dict(), "task", Task))
-    if me.role not in ADMIN_ROLES:
-        query = query.where((ModelTemplate.owner_id == me.id) | (ModelTemplate.access == ModelAccess.PUBLIC))
     with session_scope(admin_state().engine) as session:
         models = session.scalars(query).all()
     return {"models": [model_json(model) for model in models]}
 
 
 @blueprint.get("/<int:model_id>")
-@require_roles(*_ALL_ROLES)
+@require_roles(*ALL_ROLES)
 @api_doc(
     path={"model_id": "the template's id"},
     responses={200: ("the template", _MODEL_SCHEMA), 404: "no template with this id that the caller may see"},
@@ -261,7 +257,7 @@ def get_model(model_id: int) -> dict[str, Any]:
 
 
 @blueprint.get("/<int:model_id>/file")
-@require_roles(*_ALL_ROLES)
+@require_roles(*ALL_ROLES)
 @api_doc(
     path={"model_id": "the template's id"},
     responses={
@@ -291,7 +287,7 @@ def download_model(model_id: int) -> Response:
 
 
 @blueprint.delete("/<int:model_id>")
-@require_roles(*_ALL_ROLES)
+@require_roles(*ALL_ROLES)
 @api_doc(
     path={"model_id": "the template's id"},
     responses={
@@ -303,10 +299,9 @@ def download_model(model_id: int) -> Response:
 )
 def delete_model(model_id: int) -> tuple[str, int]:
     """Delete a template (its owner or an admin); 204. The row goes first, then the file."""
-    me = current_user()
     with session_scope(admin_state().engine) as session:
         model = _get_visible(session, model_id)
-        if me.role not in ADMIN_ROLES and model.owner_id != me.id:
+        if not may_change(current_user(), model):
             raise PermissionDeniedError(
                 f"model {model_id} belongs to another user; only its owner or an admin may delete it"
             )
@@ -405,10 +400,7 @@ def _size(n: int) -> str:
 
 
 def _get_visible(session: Session, model_id: int) -> ModelTemplate:
-    me = current_user()
     model = session.get(ModelTemplate, model_id)
-    if model is None or (
-        me.role not in ADMIN_ROLES and model.owner_id != me.id and model.access is not ModelAccess.PUBLIC
-    ):
+    if model is None or not may_see_shared(current_user(), model):
         raise NotFoundError(f"no model with id {model_id}")
     return model

@@ -12,19 +12,20 @@ from flask import Blueprint, Response, send_file
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from baobab.admin._access import ALL_ROLES, private_rows
 from baobab.admin._auth import current_user, require_roles
 from baobab.admin._openapi import api_doc
+from baobab.admin._query import MAX_ID, check_query_args, int_query_arg
 from baobab.admin._state import admin_state
-from baobab.admin._train_jobs import MAX_ID, check_query_args, int_query_arg, trial_json, trial_query
-from baobab.admin._users import ADMIN_ROLES
+from baobab.admin._train_job_json import trial_json
+from baobab.admin._train_job_lookups import trial_query
 from baobab.exceptions import ArtifactNotFoundError, ConflictError, NotFoundError
-from baobab.store import Event, EventKind, InterimMetric, SubJob, TrainJob, Trial, TrialLog, UserRole, session_scope
+from baobab.store import Event, EventKind, InterimMetric, SubJob, TrainJob, Trial, TrialLog, session_scope
 
 __all__ = ["blueprint", "find_trial"]
 
 blueprint = Blueprint("trials", __name__, url_prefix="/api/v1/trials")
 
-_ROLES = (UserRole.MODEL_DEVELOPER, UserRole.APP_DEVELOPER, *ADMIN_ROLES)
 _DEFAULT_LOG_LIMIT = 1000
 _MAX_LOG_LIMIT = 10_000
 
@@ -38,9 +39,7 @@ def find_trial(session: Session, trial_id: int) -> Trial:
     trial = None
     if 1 <= trial_id <= MAX_ID:
         query = trial_query().join(Trial.sub_job).join(SubJob.train_job).where(Trial.id == trial_id)
-        me = current_user()
-        if me.role not in ADMIN_ROLES:
-            query = query.where(TrainJob.owner_id == me.id)
+        query = private_rows(query, TrainJob, current_user())
         trial = session.scalars(query).unique().first()
     if trial is None:
         raise NotFoundError(f"no trial with id {trial_id}")
@@ -48,7 +47,7 @@ def find_trial(session: Session, trial_id: int) -> Trial:
 
 
 @blueprint.get("/<int:trial_id>")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 def get_trial(trial_id: int) -> dict[str, Any]:
     """The trial, with the full ``traceback`` of an error (null otherwise)."""
     check_query_args(())
@@ -57,7 +56,7 @@ def get_trial(trial_id: int) -> dict[str, Any]:
 
 
 @blueprint.get("/<int:trial_id>/logs")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 def get_trial_logs(trial_id: int) -> dict[str, Any]:
     """``{"logs": [{id, time, line}]}`` in order: those after log id ``after`` (default 0), at most ``limit``.
 
@@ -78,7 +77,7 @@ def get_trial_logs(trial_id: int) -> dict[str, Any]:
 
 
 @blueprint.get("/<int:trial_id>/metrics")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 def get_trial_metrics(trial_id: int) -> dict[str, Any]:
     """``{"metrics": [{step, time, metrics}]}`` in the order they were reported."""
     check_query_args(())
@@ -93,7 +92,7 @@ def get_trial_metrics(trial_id: int) -> dict[str, Any]:
 
 
 @blueprint.get("/<int:trial_id>/params")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 def get_trial_params(trial_id: int) -> Response:
     """The trial's parameters as stored (safetensors), as a download; 404 when it kept none."""
     check_query_args(())
@@ -115,7 +114,7 @@ def get_trial_params(trial_id: int) -> Response:
 
 
 @blueprint.post("/<int:trial_id>/stop")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 @api_doc(
     responses={
         202: ("the trial as it is now; the job driver stops it shortly", {"type": "object"}),

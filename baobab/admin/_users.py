@@ -15,15 +15,14 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from baobab.admin._access import ADMIN_ROLES
 from baobab.admin._auth import check_password_rules, current_user, hash_password, normalize_email, require_roles
 from baobab.admin._body import enum_field, json_object, string_field
 from baobab.admin._state import admin_state
 from baobab.exceptions import ConflictError, NotFoundError, PermissionDeniedError, RequestError
 from baobab.store import User, UserRole, session_scope
 
-__all__ = ["ADMIN_ROLES", "blueprint", "user_json"]
-
-ADMIN_ROLES = (UserRole.SUPERADMIN, UserRole.ADMIN)
+__all__ = ["blueprint", "user_json"]
 
 T = TypeVar("T")
 

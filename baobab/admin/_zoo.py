@@ -32,13 +32,13 @@ from flask import Blueprint, Response, request, send_file
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from baobab.admin._access import ALL_ROLES, may_see_shared, shared_rows, shared_with
 from baobab.admin._auth import check_trial_token, current_user, public, require_roles
 from baobab.admin._body import enum_field, json_object, multipart_upload, string_field
 from baobab.admin._openapi import api_doc, register_schema
+from baobab.admin._query import MAX_ID, check_query_args
 from baobab.admin._state import admin_state
-from baobab.admin._train_jobs import MAX_ID, check_query_args
 from baobab.admin._trials import find_trial
-from baobab.admin._users import ADMIN_ROLES
 from baobab.exceptions import (
     ArtifactNotFoundError,
     NotFoundError,
@@ -47,7 +47,6 @@ from baobab.exceptions import (
 from baobab.model import Task
 from baobab.store import (
     ModelAccess,
-    UserRole,
     ZooModel,
     session_scope,
 )
@@ -69,7 +68,6 @@ __all__ = ["blueprint", "zoo_model_json"]
 blueprint = Blueprint("zoo", __name__, url_prefix="/api/v1/zoo")
 
 
-_ROLES = (UserRole.MODEL_DEVELOPER, UserRole.APP_DEVELOPER, *ADMIN_ROLES)
 _UPLOAD_FIELDS = ("graph", "score", "task", "name", "access")
 _MAX_PARAMS_BYTES = 4 * 2**30
 # Features depend only on a graph's structure (keyed by fingerprint), so one cache serves every app in the process.
@@ -168,14 +166,9 @@ def _find(session: Session, zoo_model_id: int, *, owner_id: int | None = None) -
         NotFoundError: there is none, or it is not visible (same message).
     """
     model = session.get(ZooModel, zoo_model_id) if 1 <= zoo_model_id <= MAX_ID else None
-    if owner_id is None:
-        me = current_user()
-        visible = model is not None and (
-            me.role in ADMIN_ROLES or model.owner_id == me.id or model.access is ModelAccess.PUBLIC
-        )
-    else:
-        visible = model is not None and (model.owner_id == owner_id or model.access is ModelAccess.PUBLIC)
-    if model is None or not visible:
+    if model is None or not (
+        may_see_shared(current_user(), model) if owner_id is None else shared_with(owner_id, model)
+    ):
         raise NotFoundError(f"no zoo model with id {zoo_model_id}")
     return model
 
@@ -210,7 +203,7 @@ def _trial_owner(session: Session, trial_id: Any) -> tuple[int, int]:
 
 
 @blueprint.get("/models")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 @api_doc(
     query={"task": {"enum": [t.value for t in Task], "description": "only the zoo models of this task"}},
     responses={200: ("the zoo models the caller may see, newest first", {"type": "object"})},
@@ -221,16 +214,14 @@ def list_zoo_models() -> dict[str, Any]:
     query = select(ZooModel).order_by(ZooModel.id.desc())
     if "task" in request.args:
         query = query.where(ZooModel.task == enum_field(request.args.to_dict(), "task", Task))
-    me = current_user()
-    if me.role not in ADMIN_ROLES:
-        query = query.where((ZooModel.owner_id == me.id) | (ZooModel.access == ModelAccess.PUBLIC))
+    query = shared_rows(query, ZooModel, current_user())
     with session_scope(admin_state().engine) as session:
         models = [RegisteredModel.of(row) for row in session.scalars(query)]
     return {"zoo_models": [zoo_model_json(model) for model in models]}
 
 
 @blueprint.get("/models/<int:zoo_model_id>")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 @api_doc(
     path={"zoo_model_id": "the zoo model's id"},
     responses={200: ("the zoo model with its graph", _ZOO_MODEL_SCHEMA), 404: "none the caller may see"},
@@ -244,7 +235,7 @@ def get_zoo_model(zoo_model_id: int) -> dict[str, Any]:
 
 
 @blueprint.get("/models/<int:zoo_model_id>/params")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 @api_doc(
     path={"zoo_model_id": "the zoo model's id"},
     responses={
@@ -275,7 +266,7 @@ def _send_params(key: str, zoo_model_id: int) -> Response:
 
 
 @blueprint.post("/models")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 @api_doc(
     body={
         "type": "object",
@@ -322,7 +313,7 @@ def upload_zoo_model() -> tuple[dict[str, Any], int]:
 
 
 @blueprint.post("/parent")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 @api_doc(
     body={
         "type": "object",
@@ -354,7 +345,7 @@ def choose_zoo_parent() -> dict[str, Any]:
 
 
 @blueprint.post("/models/<int:zoo_model_id>/chosen")
-@require_roles(*_ROLES)
+@require_roles(*ALL_ROLES)
 @api_doc(
     path={"zoo_model_id": "the parent"},
     body={

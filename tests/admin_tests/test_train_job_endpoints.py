@@ -15,7 +15,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import event, func, select
-from train_job_world import T0, add_model, add_trial, job_body, upload_dataset
+from train_job_world import ENAS_KNOB_CONFIG, T0, add_model, add_trial, job_body, upload_dataset
 
 from baobab import Settings
 from baobab.admin import create_app
@@ -258,6 +258,36 @@ def test_every_bad_field_is_refused_by_name(app: Flask, client: FlaskClient, wor
     assert events.get(timeout=0) is None
     # The same body with the fields fixed is accepted: the refusals above were the fields' own.
     assert client.post("/api/v1/train_jobs", json=_body(w), headers=w.alice).status_code == 201
+
+
+def test_an_enas_job_its_budget_or_template_cannot_carry_is_refused(
+    app: Flask, client: FlaskClient, world: World
+) -> None:
+    """The driver's own plan check runs at creation: a job answered 201 does not end ERRORED for its plan."""
+    w = world
+    engine = app.extensions["baobab"].engine
+    enas = add_model(engine, w.alice_id, name="a-enas", knob_config=ENAS_KNOB_CONFIG)
+    events = app.extensions["baobab"].events.subscribe()
+    too_few = job_body(w.a_train, w.a_val, [enas], strategy="enas", budget={"MODEL_TRIAL_COUNT": 3})
+    response = client.post("/api/v1/train_jobs", json=too_few, headers=w.alice)
+    assert response.status_code == 400, response.json
+    error = response.json["error"]
+    assert (error["code"], error["field"]) == ("bad_request", "model_ids[0]")
+    assert error["message"].startswith(f"model {enas} ('a-enas') cannot be searched: strategy 'enas': ")
+    assert "MODEL_TRIAL_COUNT=3 is too small for an ENAS search: it needs at least 9 trials" in error["message"]
+    # A template without the policies ENAS sets is refused on its own index.
+    no_policies = job_body(w.a_train, w.a_val, [enas, w.a_private], strategy="enas", budget={"MODEL_TRIAL_COUNT": 9})
+    response = client.post("/api/v1/train_jobs", json=no_policies, headers=w.alice)
+    assert response.status_code == 400, response.json
+    assert response.json["error"]["field"] == "model_ids[1]"
+    assert "needs a template that supports SHARE_PARAMS and SKIP_TRAIN" in response.json["error"]["message"]
+    with session_scope(engine) as session:
+        assert session.scalar(select(func.count(TrainJob.id))) == 0
+        assert session.scalar(select(func.count(SubJob.id))) == 0
+    assert events.get(timeout=0) is None
+    # Room for one cycle and the final phases: accepted.
+    enough = job_body(w.a_train, w.a_val, [enas], strategy="enas", budget={"MODEL_TRIAL_COUNT": 9})
+    assert client.post("/api/v1/train_jobs", json=enough, headers=w.alice).status_code == 201
 
 
 def test_stop(app: Flask, client: FlaskClient, world: World) -> None:

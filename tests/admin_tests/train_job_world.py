@@ -16,13 +16,17 @@ from sqlalchemy import Engine
 from baobab.model import FloatKnob, IntegerKnob, PolicyKnob, Task, knob_config_to_json
 from baobab.store import ModelAccess, ModelTemplate, Trial, TrialState, session_scope
 
-__all__ = ["CSV", "T0", "add_model", "add_trial", "job_body", "upload_dataset"]
+__all__ = ["CSV", "ENAS_KNOB_CONFIG", "T0", "add_model", "add_trial", "job_body", "upload_dataset"]
 
 Headers = dict[str, str]
 
 CSV = b"x1,x2,label\n1.0,2.0,cat\n3.0,4.0,dog\n"
 KNOB_CONFIG = knob_config_to_json(
     {"lr": FloatKnob(1e-4, 1e-1, is_exp=True), "layers": IntegerKnob(1, 4), "early": PolicyKnob("EARLY_STOP")}
+)
+#: A template an ENAS search can run: it declares the policies the search sets.
+ENAS_KNOB_CONFIG = knob_config_to_json(
+    {"lr": FloatKnob(1e-4, 1e-1, is_exp=True), "share": PolicyKnob("SHARE_PARAMS"), "skip": PolicyKnob("SKIP_TRAIN")}
 )
 #: A fixed time, so that tests can give trials a known order of creation.
 T0 = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -48,6 +52,7 @@ def add_model(
     task: Task = Task.TABULAR_CLASSIFICATION,
     access: ModelAccess = ModelAccess.PRIVATE,
     name: str = "model",
+    knob_config: str = KNOB_CONFIG,
 ) -> int:
     """Inserts a model template row (no file behind it); its id."""
     model = ModelTemplate(
@@ -58,7 +63,7 @@ def add_model(
         artifact_path=f"models/{name}.py",
         checksum="0" * 64,
         access=access,
-        knob_config=KNOB_CONFIG,
+        knob_config=knob_config,
     )
     with session_scope(engine) as session:
         session.add(model)

@@ -1,0 +1,175 @@
+"""Train jobs and trials as the API shows them.
+
+A job's trial counts and best score come from GROUP BY queries, never from loading its
+trials, so a list of jobs costs three queries however many trials they ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from baobab.admin._state import admin_state
+from baobab.store import JobStatus, ModelTemplate, SubJob, TrainJob, Trial, TrialState, session_scope
+
+__all__ = ["iso", "jobs_json", "train_job_json", "trial_json"]
+
+
+def iso(value: Any) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def trial_json(trial: Trial, *, traceback: bool = False) -> dict[str, Any]:
+    """A trial as the API shows it; ``traceback`` adds the full text of an error (``GET /trials/<id>``).
+
+    ``trial.sub_job.model_template`` must be loaded (see ``trial_query``) or the session open.
+    ``duration_s`` is null until the trial has both started and finished. Where the parameters
+    are stored stays hidden: ``has_params`` says whether there are any.
+    """
+    sub_job = trial.sub_job
+    data: dict[str, Any] = {
+        "id": trial.id,
+        "train_job_id": sub_job.train_job_id,
+        "sub_job_id": trial.sub_job_id,
+        "model_id": sub_job.model_template_id,
+        "model_name": sub_job.model_template.name,
+        "number": trial.number,
+        "knobs": trial.knobs,
+        "policies": trial.policies,
+        "status": trial.status.value,
+        "score": trial.score,
+        "created_at": iso(trial.created_at),
+        "started_at": iso(trial.started_at),
+        "finished_at": iso(trial.finished_at),
+        "duration_s": (
+            (trial.finished_at - trial.started_at).total_seconds()
+            if trial.started_at is not None and trial.finished_at is not None
+            else None
+        ),
+        "worker": trial.worker,
+        "attempts": trial.attempts,
+        "error": trial.error,
+        "has_params": trial.params_path is not None,
+        "parent_zoo_model_id": trial.parent_zoo_model_id,
+        "similarity": trial.similarity,
+    }
+    if traceback:
+        data["traceback"] = trial.traceback
+    return data
+
+
+def train_job_json(job: TrainJob, session: Session | None = None) -> dict[str, Any]:
+    """A train job as the API shows it, with its sub-jobs and trial counts.
+
+    The counts and the best score come from GROUP BY queries, never from loading the
+    trials; ``session`` is used when given, else a new one is opened.
+    """
+    if session is None:
+        with session_scope(admin_state().engine) as own:
+            return jobs_json(own, [job])[0]
+    return jobs_json(session, [job])[0]
+
+
+def jobs_json(session: Session, jobs: Sequence[TrainJob]) -> list[dict[str, Any]]:
+    """Job JSON for many jobs in three queries: sub-jobs, trial counts, best scores."""
+    if not jobs:
+        return []
+    ids = [job.id for job in jobs]
+    sub_rows = session.execute(
+        select(
+            SubJob.id,
+            SubJob.train_job_id,
+            SubJob.model_template_id,
+            ModelTemplate.name,
+            SubJob.strategy,
+            SubJob.status,
+            SubJob.error,
+        )
+        .join(ModelTemplate, SubJob.model_template_id == ModelTemplate.id)
+        .where(SubJob.train_job_id.in_(ids))
+        .order_by(SubJob.id)
+    ).all()
+    counts: dict[int, dict[str, int]] = {}  # sub-job id -> state -> n
+    for sub_job_id, status, n in session.execute(
+        select(Trial.sub_job_id, Trial.status, func.count(Trial.id))
+        .join(Trial.sub_job)
+        .where(SubJob.train_job_id.in_(ids))
+        .group_by(Trial.sub_job_id, Trial.status)
+    ):
+        counts.setdefault(sub_job_id, {})[TrialState(status).value] = n
+    best = dict(
+        session.execute(
+            select(SubJob.train_job_id, func.max(Trial.score))
+            .join(Trial.sub_job)
+            .where(SubJob.train_job_id.in_(ids), Trial.status.in_(TrialState.SCORED))
+            .group_by(SubJob.train_job_id)
+        ).all()
+    )
+    now = datetime.now(UTC)
+    subs: dict[int, list[dict[str, Any]]] = {job_id: [] for job_id in ids}
+    for sub_id, job_id, model_id, model_name, strategy, status, error in sub_rows:
+        subs[job_id].append(
+            {
+                "id": sub_id,
+                "model_id": model_id,
+                "model_name": model_name,
+                "strategy": strategy,
+                "status": JobStatus(status).value,
+                "error": error,
+                "trial_counts": _counts([counts.get(sub_id, {})]),
+            }
+        )
+    return [
+        {
+            "id": job.id,
+            "app": job.app,
+            "app_version": job.app_version,
+            "task": job.task.value,
+            "status": job.status.value,
+            "error": job.error,
+            "train_dataset_id": job.train_dataset_id,
+            "val_dataset_id": job.val_dataset_id,
+            "budget": job.budget,
+            "train_args": job.train_args,
+            "owner_id": job.owner_id,
+            "created_at": iso(job.created_at),
+            "started_at": iso(job.started_at),
+            "finished_at": iso(job.finished_at),
+            "trial_counts": _counts([counts.get(sub["id"], {}) for sub in subs[job.id]]),
+            "best_score": best.get(job.id),
+            "budget_used": _budget_used(
+                job, sum(sum(counts.get(sub["id"], {}).values()) for sub in subs[job.id]), len(subs[job.id]), now
+            ),
+            "sub_jobs": subs[job.id],
+        }
+        for job in jobs
+    ]
+
+
+def _budget_used(job: TrainJob, trials: int, sub_jobs: int, now: datetime) -> dict[str, Any]:
+    """What the job has spent of its budget, as the job driver counts it.
+
+    Time runs from the job's start to its end (or now); trials are trial rows, since
+    MODEL_TRIAL_COUNT bounds the rows of each sub-job. A limit is null when the budget has no such key.
+    """
+    time_hours = job.budget.get("TIME_HOURS")
+    per_model = job.budget.get("MODEL_TRIAL_COUNT")
+    started, finished = job.started_at, job.finished_at
+    return {
+        "time_s": 0.0 if started is None else max(0.0, ((finished or now) - started).total_seconds()),
+        "time_limit_s": None if time_hours is None else float(time_hours) * 3600,
+        "trials": trials,
+        "trial_limit": None if per_model is None else int(per_model) * sub_jobs,
+    }
+
+
+def _counts(parts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    total = {state.value: 0 for state in TrialState}
+    for part in parts:
+        for state, n in part.items():
+            total[state] += n
+    return total

@@ -1,0 +1,280 @@
+"""A train job's specification, read once at the boundary: every check a job passes before it is created.
+
+``POST /api/v1/train_jobs`` takes the fields of :data:`FIELDS`. Each is declared once, as
+its JSON schema (what the API document shows, :data:`CREATE_SCHEMA`) beside its parser
+(what the request is held to), so the two cannot drift apart; a new setting of a job is
+one more entry. :func:`read_train_job_spec` reads the body alone: each field, then what
+ties fields together (the job options need the budget). :func:`check_train_job_spec`
+then checks what only the database knows: the datasets and templates the caller may see,
+of the job's task, and the plan each template's sub-job will run (an ENAS search needs
+its policies and enough trials for one cycle and the final phases), which is the very
+check the job driver makes, so a job answered 201 never ends ERRORED for its plan.
+
+A referenced dataset or model template the caller may not see is refused with the same
+message as a missing one (``no dataset 7``), so ids reveal nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from baobab.admin._access import may_see_private, may_see_shared
+from baobab.admin._body import enum_field, json_object, string_field
+from baobab.admin._query import MAX_ID
+from baobab.advisor import (
+    STRATEGIES,
+    Budget,
+    JobOptions,
+    JobOptionsError,
+    check_job_plan,
+    parse_budget,
+    parse_job_options,
+)
+from baobab.exceptions import BudgetError, RequestError, StrategyError
+from baobab.model import Task, knob_config_from_json
+from baobab.store import Dataset, ModelTemplate, User
+
+__all__ = ["CREATE_SCHEMA", "FIELDS", "TrainJobSpec", "check_train_job_spec", "read_train_job_spec"]
+
+_APP = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+#: train() takes these itself (positional parameters, and the seed the platform derives per trial).
+_RESERVED_TRAIN_ARGS = ("dataset_path", "shared_params", "seed")
+_MAX_MODELS = 100
+
+
+@dataclass(frozen=True)
+class BodyField:
+    """One field of the body: its schema and its parser, declared together.
+
+    Attributes:
+        parse: the field's value (None when absent or null: an optional field's parser
+            gives its default) to what the job keeps; raises :class:`RequestError`.
+        required: what "is required" adds as a hint, or None for an optional field.
+    """
+
+    name: str
+    schema: Mapping[str, Any]
+    parse: Callable[[Any], Any]
+    required: str | None = None
+
+
+@dataclass(frozen=True)
+class TrainJobSpec:
+    """A train job as the request asked for it, every field checked."""
+
+    app: str
+    task: Task
+    train_dataset_id: int
+    val_dataset_id: int
+    model_ids: list[int]
+    budget: Budget
+    train_args: dict[str, Any]
+    strategy: str
+    options: JobOptions
+
+
+def _app(value: Any) -> str:
+    app = string_field({"app": value}, "app")
+    if not _APP.fullmatch(app):
+        raise RequestError(
+            f"'app' is {app!r}; use 1 to 64 letters, digits, '_', '.' or '-' (it appears in URLs)", field="app"
+        )
+    return app
+
+
+def _task(value: Any) -> Task:
+    return enum_field({"task": value}, "task", Task)
+
+
+def _id(name: str) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise RequestError(f"{name!r} must be an integer id, got {value!r}", field=name)
+        return value
+
+    return parse
+
+
+def _model_ids(value: Any) -> list[int]:
+    if not isinstance(value, list):
+        raise RequestError(f"'model_ids' must be a list of model template ids, got {value!r}", field="model_ids")
+    if not value:
+        raise RequestError("'model_ids' is empty: give at least one model template id", field="model_ids")
+    if len(value) > _MAX_MODELS:
+        raise RequestError(f"'model_ids' has {len(value)} ids, at most {_MAX_MODELS} are allowed", field="model_ids")
+    seen: dict[int, int] = {}
+    for i, model_id in enumerate(value):
+        field = f"model_ids[{i}]"
+        if isinstance(model_id, bool) or not isinstance(model_id, int):
+            raise RequestError(f"{field!r} must be an integer id, got {model_id!r}", field=field)
+        if model_id in seen:
+            raise RequestError(
+                f"model {model_id} is listed twice (model_ids[{seen[model_id]}] and {field}); list each once",
+                field=field,
+            )
+        seen[model_id] = i
+    return value
+
+
+def _budget(value: Any) -> Budget:
+    try:
+        return parse_budget(value)
+    except BudgetError as e:
+        if e.field == "budget":
+            raise RequestError(str(e), field="budget") from None
+        raise RequestError(f"budget.{e}", field=f"budget.{e.field}") from None
+
+
+def _train_args(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RequestError(
+            f"'train_args' must be an object of train() keyword arguments, got {value!r}", field="train_args"
+        )
+    for name in value:
+        if name in _RESERVED_TRAIN_ARGS:
+            raise RequestError(
+                f"train_args may not set {name!r}: the platform passes it to train() itself "
+                f"({', '.join(_RESERVED_TRAIN_ARGS)} are reserved)",
+                field=f"train_args.{name}",
+            )
+    return value
+
+
+def _strategy(value: Any) -> str:
+    if value is None:
+        return "auto"
+    if value not in STRATEGIES:
+        raise RequestError(f"'strategy' is {value!r}; expected one of {', '.join(STRATEGIES)}", field="strategy")
+    return str(value)
+
+
+FIELDS = (
+    BodyField(
+        "app",
+        {"type": "string", "pattern": f"^{_APP.pattern}$", "description": "each job is a new version of it"},
+        _app,
+        required="",
+    ),
+    BodyField("task", {"enum": [task.value for task in Task]}, _task, required=""),
+    BodyField("train_dataset_id", {"type": "integer"}, _id("train_dataset_id"), required=""),
+    BodyField("val_dataset_id", {"type": "integer"}, _id("val_dataset_id"), required=""),
+    BodyField(
+        "model_ids",
+        {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": _MAX_MODELS},
+        _model_ids,
+        required=": a list of model template ids",
+    ),
+    BodyField(
+        "budget",
+        {
+            "type": "object",
+            "description": "GPU_COUNT (0: CPU slots), TIME_HOURS and/or MODEL_TRIAL_COUNT (per template)",
+            "properties": {
+                "GPU_COUNT": {"type": "integer", "minimum": 0},
+                "TIME_HOURS": {"type": "number", "exclusiveMinimum": 0},
+                "MODEL_TRIAL_COUNT": {"type": "integer", "minimum": 1},
+            },
+        },
+        _budget,
+        required=', e.g. {"MODEL_TRIAL_COUNT": 10} or {"TIME_HOURS": 0.5, "GPU_COUNT": 0}',
+    ),
+    BodyField(
+        "train_args",
+        {
+            "type": "object",
+            "description": "keyword arguments of train(), and the job options 'early_stopping' "
+            '(e.g. {"rule": "asha", "eta": 3}) and \'policies\' (e.g. {"EARLY_STOP": true, "SHARE_PARAMS": "best"})',
+        },
+        _train_args,
+    ),
+    BodyField(
+        "strategy",
+        {"enum": list(STRATEGIES), "default": "auto", "description": "the advisor's search strategy"},
+        _strategy,
+    ),
+)
+
+CREATE_SCHEMA = {
+    "type": "object",
+    "required": [field.name for field in FIELDS if field.required is not None],
+    "properties": {field.name: dict(field.schema) for field in FIELDS},
+}
+
+
+def read_train_job_spec() -> TrainJobSpec:
+    """The request's body as a job's specification, each field and the job options checked.
+
+    Raises:
+        RequestError: naming the field at fault (budget keys as ``budget.TIME_HOURS``,
+            templates as ``model_ids[i]``, options as ``train_args.policies.final_trials``).
+    """
+    body = json_object(fields=[field.name for field in FIELDS])
+    values: dict[str, Any] = {}
+    for field in FIELDS:
+        value = body.get(field.name)
+        if value is None and field.required is not None:
+            raise RequestError(f"{field.name!r} is required{field.required}", field=field.name)
+        values[field.name] = field.parse(value)
+    budget: Budget = values["budget"]
+    try:
+        options = parse_job_options(values["train_args"], trial_count=budget.model_trial_count)
+    except JobOptionsError as e:
+        raise RequestError(str(e), field=e.field) from None
+    return TrainJobSpec(**values, options=options)
+
+
+def check_train_job_spec(session: Session, user: User, spec: TrainJobSpec, *, cpu_slots: int) -> None:
+    """Checks what ``spec`` names in the database, as ``user`` sees it, and the plan of each sub-job.
+
+    Args:
+        cpu_slots: the trials that run at once on CPUs (the job's cap when GPU_COUNT is 0).
+
+    Raises:
+        RequestError: a dataset or template the user may not see or not of the job's task,
+            or a template whose sub-job could not be planned (an ENAS search that does
+            not fit the budget), naming the field at fault.
+    """
+    _check_dataset(session, user, spec.train_dataset_id, "train_dataset_id", spec.task)
+    _check_dataset(session, user, spec.val_dataset_id, "val_dataset_id", spec.task)
+    for i, model_id in enumerate(spec.model_ids):
+        field = f"model_ids[{i}]"
+        model = _check_model(session, user, model_id, field, spec.task)
+        try:
+            check_job_plan(
+                spec.strategy,
+                knob_config_from_json(model.knob_config),
+                spec.options,
+                trial_count=spec.budget.model_trial_count,
+                time_hours=spec.budget.time_hours,
+                workers=spec.budget.workers(cpu_slots),
+            )
+        except StrategyError as e:
+            raise RequestError(f"model {model_id} ({model.name!r}) cannot be searched: {e}", field=field) from None
+
+
+def _check_dataset(session: Session, user: User, dataset_id: int, field: str, task: Task) -> None:
+    dataset = session.get(Dataset, dataset_id) if 1 <= dataset_id <= MAX_ID else None
+    if dataset is None or not may_see_private(user, dataset):
+        raise RequestError(f"no dataset {dataset_id}: give the id of one of your datasets", field=field)
+    if dataset.format is not task.dataset_format:
+        raise RequestError(
+            f"dataset {dataset_id} ({dataset.name!r}) is {dataset.format}; a {task} job needs "
+            f"{task.dataset_format} datasets",
+            field=field,
+        )
+
+
+def _check_model(session: Session, user: User, model_id: int, field: str, task: Task) -> ModelTemplate:
+    model = session.get(ModelTemplate, model_id) if 1 <= model_id <= MAX_ID else None
+    if model is None or not may_see_shared(user, model):
+        raise RequestError(f"no model {model_id}: give the id of your own or a PUBLIC model template", field=field)
+    if model.task is not task:
+        raise RequestError(f"model {model_id} ({model.name!r}) is for {model.task}, not {task}", field=field)
+    return model

@@ -1,0 +1,264 @@
+"""``/api/v1/train_jobs/<app>/<version>/trials``: a job's trials, a page at a time, as changes, or the best.
+
+They answer 404 like the job when the caller may not see it (see :func:`find_train_job`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from flask import Blueprint, request
+from sqlalchemy import case, func, select
+
+from baobab.admin._access import ALL_ROLES
+from baobab.admin._auth import require_roles
+from baobab.admin._openapi import api_doc, register_schema
+from baobab.admin._query import MAX_ID, check_query_args, int_query_arg
+from baobab.admin._state import admin_state
+from baobab.admin._train_job_json import iso, trial_json
+from baobab.admin._train_job_lookups import best_trials, find_train_job, trial_query
+from baobab.exceptions import RequestError
+from baobab.store import SubJob, Trial, TrialState, session_scope
+
+__all__ = ["blueprint"]
+
+blueprint = Blueprint("train_job_trials", __name__, url_prefix="/api/v1/train_jobs")
+#: The train jobs' tag in the API document: these routes are part of a job.
+_TAGS = ("train_jobs",)
+
+_SORTS = (
+    "-score", "score", "number", "-number", "created_at", "-created_at",
+    "duration", "-duration", "status", "-status", "worker", "-worker",
+)  # fmt: skip
+_TRIAL_ARGS = ("page", "per_page", "sort", "status", "model_id")
+_MAX_PER_PAGE = 500
+_MAX_K = 100
+#: ``trials/changes``: the most trials one answer holds, and the most ``open`` ids a poll may name.
+_MAX_CHANGES = 10_000
+_MAX_OPEN = 1_000
+
+
+@blueprint.get("/<app>/<int:app_version>/trials")
+@require_roles(*ALL_ROLES)
+@api_doc(
+    tags=_TAGS,
+    query={
+        "page": {"type": "integer", "minimum": 1, "default": 1},
+        "per_page": {"type": "integer", "minimum": 1, "maximum": _MAX_PER_PAGE, "default": 50},
+        "sort": {"enum": list(_SORTS), "default": "-score", "description": "'-' sorts descending"},
+        "status": {"type": "string", "description": "comma-separated states, e.g. COMPLETED,STOPPED"},
+        "model_id": {"type": "integer", "description": "only the trials of this template"},
+    },
+    responses={200: ("one page of trials", {"type": "object", "required": ["trials", "total", "page", "per_page"]})},
+)
+def list_trials(app: str, app_version: int) -> dict[str, Any]:
+    """``{"trials", "total", "page", "per_page"}``; see PLATFORM.md for the parameters.
+
+    The default order is ``-score``: best first, trials without a score last, ties by id.
+    An unknown parameter is refused (a misspelt filter would otherwise show everything).
+    """
+    check_query_args(_TRIAL_ARGS)
+    page = int_query_arg("page", 1, 1, MAX_ID)
+    per_page = int_query_arg("per_page", 50, 1, _MAX_PER_PAGE)
+    assert page is not None and per_page is not None
+    sort = request.args.get("sort", "-score")
+    if sort not in _SORTS:
+        raise RequestError(f"query parameter 'sort' is {sort!r}; expected one of {', '.join(_SORTS)}", field="sort")
+    statuses = _statuses(request.args.get("status"))
+    model_id = int_query_arg("model_id", None, 1, MAX_ID)
+    with session_scope(admin_state().engine) as session:
+        job = find_train_job(session, app, app_version)
+        conditions = [SubJob.train_job_id == job.id]
+        if statuses is not None:
+            conditions.append(Trial.status.in_(statuses))
+        if model_id is not None:
+            conditions.append(SubJob.model_template_id == model_id)
+        total = session.scalar(select(func.count(Trial.id)).join(Trial.sub_job).where(*conditions)) or 0
+        offset = (page - 1) * per_page
+        trials: Sequence[Trial] = []
+        if offset < total:
+            order = _order(sort, session.get_bind().dialect.name)
+            query = trial_query().join(Trial.sub_job).where(*conditions).order_by(*order)
+            trials = session.scalars(query.offset(offset).limit(per_page)).unique().all()
+        return {"trials": [trial_json(t) for t in trials], "total": total, "page": page, "per_page": per_page}
+
+
+_TRIAL_POINT_SCHEMA = register_schema(
+    "TrialPoint",
+    {
+        "type": "object",
+        "description": "a trial as the job page's charts need it (no timestamps of creation, errors or paths)",
+        "properties": {
+            "id": {"type": "integer"},
+            "number": {"type": "integer"},
+            "model_id": {"type": "integer"},
+            "status": {"enum": [state.value for state in TrialState]},
+            "score": {"type": ["number", "null"]},
+            "started_at": {"type": ["string", "null"], "format": "date-time"},
+            "finished_at": {"type": ["string", "null"], "format": "date-time"},
+            "knobs": {"type": "object"},
+            "policies": {"type": "object"},
+            "worker": {"type": ["string", "null"]},
+        },
+    },
+)
+
+
+@blueprint.get("/<app>/<int:app_version>/trials/changes")
+@require_roles(*ALL_ROLES)
+@api_doc(
+    tags=_TAGS,
+    query={
+        "after_id": {"type": "integer", "minimum": 0, "description": "the last_id of the previous answer (0 at first)"},
+        "open": {
+            "type": "string",
+            "description": f"comma-separated ids of trials last seen PENDING or RUNNING (at most {_MAX_OPEN})",
+            "example": "41,42",
+        },
+        "limit": {"type": "integer", "minimum": 1, "maximum": _MAX_CHANGES, "description": "most new trials"},
+    },
+    responses={
+        200: (
+            "the trials above after_id (in id order, at most limit; more says whether others follow) and the "
+            "open ones as they are now",
+            {
+                "type": "object",
+                "required": ["trials", "last_id", "more"],
+                "properties": {
+                    "trials": {"type": "array", "items": _TRIAL_POINT_SCHEMA},
+                    "last_id": {"type": "integer", "description": "after_id for the next poll"},
+                    "more": {"type": "boolean"},
+                },
+            },
+        ),
+        400: "a parameter is not a whole number in range, or open names too many ids",
+        404: "no such job that the caller may see",
+    },
+)
+def trial_changes(app: str, app_version: int) -> dict[str, Any]:
+    """What changed in a job's trials since the last poll: the job page polls this instead of every trial.
+
+    A finished trial never changes again, so a poll needs only the trials created since
+    (ids above ``after_id``) and the ones that were not finished then (``open``). The
+    trials of a job are inserted one at a time by the one driver that holds the job, so
+    their ids grow in the order they are committed and none is skipped.
+    """
+    check_query_args(("after_id", "open", "limit"))
+    after_id = int_query_arg("after_id", 0, 0, MAX_ID)
+    limit = int_query_arg("limit", _MAX_CHANGES, 1, _MAX_CHANGES)
+    assert after_id is not None and limit is not None
+    open_ids = _open_ids(request.args.get("open"))
+    with session_scope(admin_state().engine) as session:
+        job = find_train_job(session, app, app_version)
+        points = (
+            select(
+                Trial.id, Trial.number, SubJob.model_template_id, Trial.status, Trial.score, Trial.started_at,
+                Trial.finished_at, Trial.knobs, Trial.policies, Trial.worker,
+            )
+            .join(Trial.sub_job)
+            .where(SubJob.train_job_id == job.id)
+        )  # fmt: skip
+        new = session.execute(points.where(Trial.id > after_id).order_by(Trial.id).limit(limit + 1)).all()
+        again = []
+        if open_ids:
+            again = session.execute(points.where(Trial.id.in_(open_ids), Trial.id <= after_id)).all()
+    more = len(new) > limit
+    new = new[:limit]
+    return {
+        "trials": [_trial_point(row) for row in [*again, *new]],
+        "last_id": new[-1].id if new else after_id,
+        "more": more,
+    }
+
+
+@blueprint.get("/<app>/<int:app_version>/best_trials")
+@require_roles(*ALL_ROLES)
+@api_doc(tags=_TAGS)
+def get_best_trials(app: str, app_version: int) -> dict[str, Any]:
+    """``{"trials": [...]}``: the ``k`` (default 2, at most 100) best trials with parameters, best first."""
+    check_query_args(("k",))
+    k = int_query_arg("k", 2, 1, _MAX_K)
+    assert k is not None
+    with session_scope(admin_state().engine) as session:
+        job = find_train_job(session, app, app_version)
+        return {"trials": [trial_json(t) for t in best_trials(session, job, k)]}
+
+
+def _trial_point(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "number": row.number,
+        "model_id": row.model_template_id,
+        "status": TrialState(row.status).value,
+        "score": row.score,
+        "started_at": iso(row.started_at),
+        "finished_at": iso(row.finished_at),
+        "knobs": row.knobs,
+        "policies": row.policies,
+        "worker": row.worker,
+    }
+
+
+def _open_ids(raw: str | None) -> list[int]:
+    """The ``open`` query parameter: distinct trial ids, comma-separated."""
+    if raw is None or not raw.strip():
+        return []
+    parts = raw.split(",")
+    if len(parts) > _MAX_OPEN:
+        raise RequestError(
+            f"query parameter 'open' names {len(parts)} trials, at most {_MAX_OPEN} are allowed", field="open"
+        )
+    ids = set()
+    for part in parts:
+        part = part.strip()
+        if not re.fullmatch(r"[0-9]{1,19}", part) or not 1 <= int(part) <= MAX_ID:
+            raise RequestError(
+                f"query parameter 'open' holds {part!r}; give comma-separated trial ids, e.g. open=41,42", field="open"
+            )
+        ids.add(int(part))
+    return sorted(ids)
+
+
+def _statuses(raw: str | None) -> list[TrialState] | None:
+    if raw is None:
+        return None
+    statuses = []
+    for part in raw.split(","):
+        try:
+            statuses.append(TrialState(part.strip()))
+        except ValueError:
+            valid = ", ".join(TrialState)
+            raise RequestError(
+                f"query parameter 'status' holds {part.strip()!r}; give comma-separated states among {valid}",
+                field="status",
+            ) from None
+    return statuses
+
+
+#: ``sort=status`` goes through the life of a trial: what runs now first, what never ran last.
+_STATUS_ORDER = (
+    TrialState.RUNNING, TrialState.PENDING, TrialState.COMPLETED, TrialState.STOPPED, TrialState.ERRORED,
+    TrialState.CANCELLED,
+)  # fmt: skip
+
+
+def _order(sort: str, dialect: str) -> list[Any]:
+    """ORDER BY for ``sort``; rows without the value (no score, no duration, no worker) last either way, ties by id."""
+    key = sort.lstrip("-")
+    descending = sort.startswith("-")
+    if key == "status":
+        rank = case({state: i for i, state in enumerate(_STATUS_ORDER)}, value=Trial.status)
+        return [rank.desc() if descending else rank, Trial.id]
+    if key in ("number", "created_at"):
+        column = Trial.number if key == "number" else Trial.created_at
+        return [column.desc(), Trial.id.desc()] if descending else [column, Trial.id]
+    value: Any = {"score": Trial.score, "worker": Trial.worker}.get(key)
+    if value is None:  # duration: SQLite keeps times as text, PostgreSQL subtracts timestamps
+        if dialect == "sqlite":
+            value = func.julianday(Trial.finished_at) - func.julianday(Trial.started_at)
+        else:
+            value = Trial.finished_at - Trial.started_at
+    # SQLite and PostgreSQL place NULLs differently, hence the explicit IS NULL first.
+    return [value.is_(None), value.desc() if descending else value, Trial.id]
