@@ -59,7 +59,7 @@ from baobab.advisor._trial_knobs import trial_knobs, trial_policies
 from baobab.advisor.driver import _rows
 from baobab.advisor.driver._reads import job_status, trial_rows
 from baobab.advisor.driver._sync import StoreSync
-from baobab.model import knobs_to_json
+from baobab.model import Policy, knobs_to_json
 from baobab.store import Event, EventKind, JobStatus, TrialState
 
 __all__ = ["JobDriver"]
@@ -271,7 +271,7 @@ class JobDriver(StoreSync):
             logger.warning("job %s, sub-job %s: %s", job.id, sub.id, sub.failure)
             self._check_end(job, now)
             return False
-        sharing = bool(policies.get("SHARE_PARAMS"))
+        sharing = bool(policies.get(Policy.SHARE_PARAMS))
         trial_id = _rows.insert_trial(
             self.engine,
             sub_job_id=sub.id,

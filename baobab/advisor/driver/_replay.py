@@ -26,7 +26,7 @@ from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobS
 from baobab.advisor._trial_knobs import trial_policies
 from baobab.advisor.driver._reads import run_seconds
 from baobab.exceptions import StrategyError
-from baobab.model import knob_config_from_json, knobs_from_json, searchable_knobs
+from baobab.model import Policy, knob_config_from_json, knobs_from_json, searchable_knobs
 from baobab.store import JobStatus, SubJob, TrainJob, TrialState
 
 __all__ = ["Lost", "job_state", "lost_outcome", "replay_trials", "sub_job_state"]
@@ -131,7 +131,7 @@ def replay_trials(job: JobState, trials: Sequence[Row[Any]], held: set[int], max
             {k: v for k, v in knobs.items() if k in sub.searchable},
             phase=row.phase,
             final=sub.runs_past_deadline(row.phase),
-            shares=bool((row.policies or {}).get("SHARE_PARAMS")) and sub.shares(row.phase),
+            shares=bool((row.policies or {}).get(Policy.SHARE_PARAMS)) and sub.shares(row.phase),
         )
         sub.add_started(active)
         if row.status.is_finished():
