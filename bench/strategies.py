@@ -271,6 +271,7 @@ def plot_regret(results: dict[str, tuple[dict, dict]], path: Path) -> None:
             ax.plot(x, np.median(best - runs, axis=0), label=method, linestyle="--" if method in OPTUNA else "-")
         ax.set_xscale("log")
         ax.set_yscale("symlog", linthresh=1e-4)
+        ax.set_ylim(bottom=0)
         ax.set_xlabel("evaluations")
         ax.set_title(f"{name} ({TABLES[name][2]})")
     axes.flat[0].set_ylabel("median regret")
