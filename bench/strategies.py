@@ -11,12 +11,14 @@ A second, smaller table runs the same strategies on the synthetic Branin objecti
 ``baobab.testing`` (numeric knobs only), which is where ``auto`` picks Bayesian
 optimisation.
 
-The third part measures regret (the table's optimum minus the best value found) on
-more tables of the same package, whose knobs are integer grids and categoricals:
-HPOBench (MLPs on OpenML datasets), HPOLib (two-layer nets on UCI regressions) and
-NAS-Bench-201 on its other two datasets. Each table's objective is the mean over its
-recorded runs, so a repeated point earns nothing and regret is exact. The tables are
-split into the ones looked at while tuning ``tpe`` and the ones kept apart for checking.
+These two parts (``--part best``) write ``results/strategies.md``. The third
+(``--part regret``, ``results/strategies-regret.md``) measures regret (the table's
+optimum minus the best value found) on more tables of the same package, whose knobs
+are integer grids and categoricals: HPOBench (MLPs on OpenML datasets), HPOLib
+(two-layer nets on UCI regressions) and NAS-Bench-201 on ImageNet16-120. Each table's
+objective is the mean over its recorded runs, so a repeated point earns nothing and
+regret is exact. The tables are split into the ones looked at while changing ``tpe``
+and the ones kept apart for checking.
 
 Runs are spread over ``--jobs`` processes (one run per method, problem and seed).
 
