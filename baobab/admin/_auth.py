@@ -22,11 +22,13 @@ import hmac
 import re
 import secrets
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from flask import current_app, g, request
 from itsdangerous import BadData, SignatureExpired, URLSafeTimedSerializer
 
+from baobab.admin._query import MAX_ID
 from baobab.admin._state import admin_state
 from baobab.exceptions import AuthenticationError, PermissionDeniedError
 from baobab.store import User, UserRole, session_scope, trial_of_token
@@ -163,14 +165,19 @@ def authenticate() -> None:
         raise AuthenticationError("malformed Authorization header: expected 'Bearer <token>'")
     try:
         payload = admin_state().tokens.loads(token.strip(), max_age=TOKEN_MAX_AGE_S)
-    except SignatureExpired:
+    except SignatureExpired as e:
+        if e.date_signed is not None and e.date_signed > datetime.now(UTC):
+            raise AuthenticationError(
+                f"token not yet valid: it is dated in the future ({e.date_signed.isoformat()}); "
+                "get a new one from POST /api/v1/tokens, and check this machine's clock"
+            ) from None
         raise AuthenticationError(
             f"token expired (tokens last {TOKEN_MAX_AGE_S} s): get a new one from POST /api/v1/tokens"
         ) from None
     except BadData:
         raise AuthenticationError("invalid token: it was not issued by this server") from None
     uid = payload.get("uid") if isinstance(payload, dict) else None
-    if not isinstance(uid, int):
+    if isinstance(uid, bool) or not isinstance(uid, int) or not 1 <= uid <= MAX_ID:
         raise AuthenticationError("invalid token: it names no user")
     with session_scope(admin_state().engine) as session:
         user = session.get(User, uid)

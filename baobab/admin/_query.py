@@ -1,4 +1,5 @@
-"""Reading query strings: whole numbers in range, and no parameter a route does not know."""
+"""Reading the URL: ids in paths (:class:`IdConverter`), query strings of whole numbers in range, and no
+parameter a route does not know."""
 
 from __future__ import annotations
 
@@ -6,14 +7,29 @@ import re
 from collections.abc import Iterable
 
 from flask import request
+from werkzeug.exceptions import NotFound
+from werkzeug.routing import IntegerConverter
 
 from baobab.exceptions import RequestError
 
-__all__ = ["MAX_ID", "check_query_args", "int_query_arg"]
+__all__ = ["MAX_ID", "IdConverter", "check_query_args", "int_query_arg"]
 
 #: The largest id a row can have; a larger number in a URL or a body names nothing (and
 #: would overflow SQLite's integers), so it answers like a missing row.
 MAX_ID = 2**63 - 1
+
+
+class IdConverter(IntegerConverter):
+    """The app's ``<int:...>`` converter: a path number above :data:`MAX_ID` answers 404 before any view runs.
+
+    Every id route gets the rule by being an ``<int:>`` route, so none can forget it and
+    hand the database a number it cannot hold (an OverflowError, a 500).
+    """
+
+    def to_python(self, value: str) -> int:
+        if len(value.lstrip("0")) > len(str(MAX_ID)) or int(value) > MAX_ID:
+            raise NotFound(f"nothing has the id {value}: ids go up to {MAX_ID}")
+        return int(super().to_python(value))
 
 
 def int_query_arg(name: str, default: int | None, low: int, high: int) -> int | None:
