@@ -65,9 +65,15 @@ class JobStatus(enum.StrEnum):
     ERRORED = "ERRORED"
     STOPPED = "STOPPED"
 
+    #: The states a job or sub-job can still leave.
+    UNFINISHED: ClassVar[frozenset[JobStatus]]
+
     def is_finished(self) -> bool:
         """True once the job will change no more."""
-        return self in (JobStatus.COMPLETED, JobStatus.ERRORED, JobStatus.STOPPED)
+        return self not in JobStatus.UNFINISHED
+
+
+JobStatus.UNFINISHED = frozenset({JobStatus.PENDING, JobStatus.RUNNING, JobStatus.STOPPING})
 
 
 class TrialState(enum.StrEnum):

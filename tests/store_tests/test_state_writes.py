@@ -39,7 +39,6 @@ REPOSITORY_MODULES = (
 #: Files (or folders) that still write states or leases themselves, to be switched to the
 #: repository's operations. This tuple must be empty when issue 14 closes.
 PENDING_CONVERSION = (
-    "advisor/driver/_rows.py",
     "admin/_train_jobs.py",
     "admin/_inference_jobs.py",
 )

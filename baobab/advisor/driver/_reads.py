@@ -7,8 +7,18 @@ from typing import Any
 
 from sqlalchemy import Engine, Row, or_, select
 
-from baobab.advisor.driver._rows import CHUNK, UNFINISHED_JOB, chunks, leasable
-from baobab.store import InterimMetric, JobStatus, ModelTemplate, SubJob, TrainJob, Trial, session_scope
+from baobab.advisor.driver._rows import leasable
+from baobab.store import (
+    ID_BATCH,
+    InterimMetric,
+    JobStatus,
+    ModelTemplate,
+    SubJob,
+    TrainJob,
+    Trial,
+    id_batches,
+    session_scope,
+)
 
 __all__ = [
     "TRIAL_COLUMNS",
@@ -51,7 +61,7 @@ def trial_rows(engine: Engine, ids: Sequence[int]) -> list[Row[Any]]:
         return []
     rows: list[Row[Any]] = []
     with session_scope(engine) as session:
-        for chunk in chunks(list(ids)):
+        for chunk in id_batches(list(ids)):
             rows.extend(session.execute(select(*TRIAL_COLUMNS).where(Trial.id.in_(chunk))).all())
     return rows
 
@@ -65,14 +75,14 @@ def job_statuses(engine: Engine, known: Sequence[int]) -> dict[int, JobStatus]:
     """The status of every unfinished job, and of the ``known`` ones whatever it is."""
     with session_scope(engine) as session:
         query = select(TrainJob.id, TrainJob.status).where(
-            or_(TrainJob.status.in_(UNFINISHED_JOB), TrainJob.id.in_(list(known)[:CHUNK]))
+            or_(TrainJob.status.in_(JobStatus.UNFINISHED), TrainJob.id.in_(list(known)[:ID_BATCH]))
         )
         return {row.id: row.status for row in session.execute(query).all()}
 
 
 def jobs_to_adopt(engine: Engine, job_ids: Iterable[int] | None, lease_for: str | None, now: float) -> list[TrainJob]:
     """Unfinished jobs in creation order (only ``job_ids`` when given; only those ``lease_for`` may lease)."""
-    query = select(TrainJob).where(TrainJob.status.in_(UNFINISHED_JOB)).order_by(TrainJob.created_at, TrainJob.id)
+    query = select(TrainJob).where(TrainJob.status.in_(JobStatus.UNFINISHED)).order_by(TrainJob.created_at, TrainJob.id)
     if lease_for is not None:
         query = query.where(leasable(lease_for, now))
     if job_ids is not None:
@@ -100,7 +110,7 @@ def interim_metrics(engine: Engine, trial_ids: Sequence[int], *, after: int = 0)
     """The interim metrics (id, trial_id, step, metrics, time) of ``trial_ids`` with an id above ``after``."""
     rows: list[Row[Any]] = []
     with session_scope(engine) as session:
-        for chunk in chunks(list(trial_ids)):
+        for chunk in id_batches(list(trial_ids)):
             rows.extend(
                 session.execute(
                     select(

@@ -38,7 +38,7 @@ class StoreSync(DriverCore):
         for job_id, status in statuses.items():
             job = self._jobs.get(job_id)
             if job is None:
-                if status in _rows.UNFINISHED_JOB:
+                if status in JobStatus.UNFINISHED:
                     to_adopt.append(job_id)
             elif status.is_finished():
                 self._forget(job)  # someone else ended it

@@ -36,7 +36,6 @@ __all__ = [
     "start_train_job",
 ]
 
-_UNFINISHED = tuple(status for status in JobStatus if not status.is_finished())
 
 
 def add_train_job(
@@ -108,7 +107,9 @@ def finish_sub_job(session: Session, sub_job_id: int, status: JobStatus, error: 
     """Store a sub-job's final ``status`` while it is unfinished; True if it changed."""
     _check_final(status)
     statement = (
-        update(SubJob).where(SubJob.id == sub_job_id, SubJob.status.in_(_UNFINISHED)).values(status=status, error=error)
+        update(SubJob)
+        .where(SubJob.id == sub_job_id, SubJob.status.in_(JobStatus.UNFINISHED))
+        .values(status=status, error=error)
     )
     return bool(session.execute(statement).rowcount)
 
@@ -118,7 +119,7 @@ def finish_train_job(session: Session, job_id: int, status: JobStatus, error: st
     _check_final(status)
     statement = (
         update(TrainJob)
-        .where(TrainJob.id == job_id, TrainJob.status.in_(_UNFINISHED))
+        .where(TrainJob.id == job_id, TrainJob.status.in_(JobStatus.UNFINISHED))
         .values(status=status, error=error, finished_at=now)
     )
     return bool(session.execute(statement).rowcount)
@@ -132,7 +133,7 @@ def fail_train_job(session: Session, job_id: int, error: str, *, now: datetime) 
     trial_ids = end_unfinished_trials(session, job_id, TrialState.CANCELLED, error=error, now=now)
     session.execute(
         update(SubJob)
-        .where(SubJob.train_job_id == job_id, SubJob.status.in_(_UNFINISHED))
+        .where(SubJob.train_job_id == job_id, SubJob.status.in_(JobStatus.UNFINISHED))
         .values(status=JobStatus.ERRORED, error=error)
     )
     finish_train_job(session, job_id, JobStatus.ERRORED, error, now=now)
