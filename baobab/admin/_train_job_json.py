@@ -13,10 +13,114 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from baobab.admin._openapi import register_schema
 from baobab.admin._state import admin_state
+from baobab.model import Task
 from baobab.store import JobStatus, ModelTemplate, SubJob, TrainJob, Trial, TrialState, session_scope
 
-__all__ = ["iso", "jobs_json", "train_job_json", "trial_json"]
+__all__ = ["TRAIN_JOB_SCHEMA", "TRIAL_SCHEMA", "iso", "jobs_json", "train_job_json", "trial_json"]
+
+_TIME = {"type": "string", "format": "date-time"}
+_OPTIONAL_TIME = {"type": ["string", "null"], "format": "date-time"}
+_TEXT = {"type": ["string", "null"]}
+_SCORE = {"type": ["number", "null"]}
+_COUNTS = {
+    "type": "object",
+    "description": "trials per state",
+    "required": [state.value for state in TrialState],
+    "properties": {state.value: {"type": "integer", "minimum": 0} for state in TrialState},
+}
+
+TRIAL_SCHEMA = register_schema(
+    "Trial",
+    {
+        "type": "object",
+        "required": [
+            "id", "train_job_id", "sub_job_id", "model_id", "model_name", "number", "knobs", "policies", "status",
+            "score", "created_at", "started_at", "finished_at", "duration_s", "worker", "attempts", "error",
+            "has_params", "parent_zoo_model_id", "similarity",
+        ],
+        "properties": {
+            "id": {"type": "integer"},
+            "train_job_id": {"type": "integer"},
+            "sub_job_id": {"type": "integer"},
+            "model_id": {"type": "integer"},
+            "model_name": {"type": "string"},
+            "number": {"type": "integer"},
+            "knobs": {"type": "object"},
+            "policies": {"type": "object"},
+            "status": {"enum": [state.value for state in TrialState]},
+            "score": _SCORE,
+            "created_at": _OPTIONAL_TIME,
+            "started_at": _OPTIONAL_TIME,
+            "finished_at": _OPTIONAL_TIME,
+            "duration_s": {"type": ["number", "null"]},
+            "worker": _TEXT,
+            "attempts": {"type": "integer"},
+            "error": _TEXT,
+            "has_params": {"type": "boolean"},
+            "parent_zoo_model_id": {"type": ["integer", "null"]},
+            "similarity": {"type": ["number", "null"]},
+            "traceback": {"type": ["string", "null"], "description": "GET /trials/<id> only"},
+        },
+    },
+)  # fmt: skip
+
+TRAIN_JOB_SCHEMA = register_schema(
+    "TrainJob",
+    {
+        "type": "object",
+        "required": [
+            "id", "app", "app_version", "task", "status", "error", "train_dataset_id", "val_dataset_id", "budget",
+            "owner_id", "created_at", "started_at", "finished_at", "trial_counts", "best_score",
+            "budget_used", "sub_jobs",
+        ],
+        "properties": {
+            "id": {"type": "integer"},
+            "app": {"type": "string"},
+            "app_version": {"type": "integer", "minimum": 1, "description": "counted per app of its owner"},
+            "task": {"enum": [task.value for task in Task]},
+            "status": {"enum": [status.value for status in JobStatus]},
+            "error": _TEXT,
+            "train_dataset_id": {"type": "integer"},
+            "val_dataset_id": {"type": "integer"},
+            "budget": {"type": "object"},
+            "train_args": {"type": "object", "description": "left out of lists unless asked for"},
+            "owner_id": {"type": "integer"},
+            "created_at": _OPTIONAL_TIME,
+            "started_at": _OPTIONAL_TIME,
+            "finished_at": _OPTIONAL_TIME,
+            "trial_counts": _COUNTS,
+            "best_score": _SCORE,
+            "budget_used": {
+                "type": "object",
+                "required": ["time_s", "time_limit_s", "trials", "trial_limit"],
+                "properties": {
+                    "time_s": {"type": "number"},
+                    "time_limit_s": {"type": ["number", "null"]},
+                    "trials": {"type": "integer"},
+                    "trial_limit": {"type": ["integer", "null"]},
+                },
+            },
+            "sub_jobs": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "model_id", "model_name", "strategy", "status", "error", "trial_counts"],
+                    "properties": {
+                        "id": {"type": "integer"},
+                        "model_id": {"type": "integer"},
+                        "model_name": {"type": "string"},
+                        "strategy": {"type": "string"},
+                        "status": {"enum": [status.value for status in JobStatus]},
+                        "error": _TEXT,
+                        "trial_counts": _COUNTS,
+                    },
+                },
+            },
+        },
+    },
+)  # fmt: skip
 
 
 def iso(value: Any) -> str | None:
@@ -74,8 +178,13 @@ def train_job_json(job: TrainJob, session: Session | None = None) -> dict[str, A
     return jobs_json(session, [job])[0]
 
 
-def jobs_json(session: Session, jobs: Sequence[TrainJob]) -> list[dict[str, Any]]:
-    """Job JSON for many jobs in three queries: sub-jobs, trial counts, best scores."""
+def jobs_json(session: Session, jobs: Sequence[TrainJob], *, train_args: bool = True) -> list[dict[str, Any]]:
+    """Job JSON for many jobs in three queries: sub-jobs, trial counts, best scores.
+
+    Args:
+        train_args: whether to show each job's ``train_args`` (a listing leaves them out
+            unless asked: they are the one field of a job that can be large).
+    """
     if not jobs:
         return []
     ids = [job.id for job in jobs]
@@ -134,7 +243,7 @@ def jobs_json(session: Session, jobs: Sequence[TrainJob]) -> list[dict[str, Any]
             "train_dataset_id": job.train_dataset_id,
             "val_dataset_id": job.val_dataset_id,
             "budget": job.budget,
-            "train_args": job.train_args,
+            **({"train_args": job.train_args} if train_args else {}),
             "owner_id": job.owner_id,
             "created_at": iso(job.created_at),
             "started_at": iso(job.started_at),

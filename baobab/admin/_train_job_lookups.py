@@ -7,20 +7,49 @@ from sqlalchemy.orm import Session, joinedload
 
 from baobab.admin._access import private_rows
 from baobab.admin._auth import current_user
-from baobab.admin._query import MAX_ID
+from baobab.admin._query import MAX_ID, int_query_arg
 from baobab.exceptions import NotFoundError
 from baobab.store import SubJob, TrainJob, Trial, TrialState
 
-__all__ = ["best_trials", "find_train_job", "trial_query"]
+__all__ = ["OWNER_ARG", "OWNER_QUERY", "best_trials", "find_train_job", "owner_arg", "trial_query"]
+
+#: The query parameter naming whose app a route means; :data:`OWNER_QUERY` documents it.
+OWNER_ARG = "owner_id"
+OWNER_QUERY = {
+    OWNER_ARG: {
+        "type": "integer",
+        "minimum": 1,
+        "description": "whose app: needed by an admin for another user's app when several users have one of this name",
+    }
+}
 
 
-def find_train_job(session: Session, app: str, app_version: int | None) -> TrainJob:
-    """The job ``app`` version ``app_version`` that the caller may see; the latest one they may see when None.
+def find_train_job(session: Session, app: str, app_version: int | None, *, owner_id: int | None = None) -> TrainJob:
+    """The job ``app`` version ``app_version`` (the latest when None) of the caller's apps, or of ``owner_id``'s.
+
+    An app is ``(owner, name)``: two users may use one name. Without ``owner_id`` the
+    caller's own app comes first; an admin who has no app of that name gets another
+    user's when only one user has it, and is asked to say whose (``?owner_id=``) when
+    several do. Anyone else sees their own apps only.
 
     Raises:
-        NotFoundError: there is no such job, or the caller may not see it (same message).
+        NotFoundError: there is no such job, the caller may not see it (same message), or
+            an admin must name its owner.
     """
-    query = private_rows(select(TrainJob).where(TrainJob.app == app), TrainJob, current_user())
+    me = current_user()
+    query = private_rows(select(TrainJob).where(TrainJob.app == app), TrainJob, me)
+    if owner_id is None:
+        owners = session.scalars(query.with_only_columns(TrainJob.owner_id).distinct()).all()
+        if me.id in owners or not owners:
+            owner_id = me.id
+        elif len(owners) == 1:
+            owner_id = owners[0]
+        else:
+            raise NotFoundError(
+                f"you have no app {app!r}; users {', '.join(map(str, sorted(owners)))} have one: "
+                "say whose with ?owner_id="
+            )
+    query = query.where(TrainJob.owner_id == owner_id)
     if app_version is None:
         job = session.scalars(query.order_by(TrainJob.app_version.desc()).limit(1)).first()
         if job is None:
@@ -32,6 +61,11 @@ def find_train_job(session: Session, app: str, app_version: int | None) -> Train
     if job is None:
         raise NotFoundError(f"no train job {app!r} version {app_version}")
     return job
+
+
+def owner_arg() -> int | None:
+    """The ``owner_id`` query parameter of the routes that find a job by app name (see :func:`find_train_job`)."""
+    return int_query_arg(OWNER_ARG, None, 1, MAX_ID)
 
 
 def trial_query() -> Select[tuple[Trial]]:

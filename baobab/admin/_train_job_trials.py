@@ -17,8 +17,8 @@ from baobab.admin._auth import require_roles
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._query import MAX_ID, check_query_args, int_query_arg
 from baobab.admin._state import admin_state
-from baobab.admin._train_job_json import iso, trial_json
-from baobab.admin._train_job_lookups import best_trials, find_train_job, trial_query
+from baobab.admin._train_job_json import TRIAL_SCHEMA, iso, trial_json
+from baobab.admin._train_job_lookups import OWNER_ARG, OWNER_QUERY, best_trials, find_train_job, owner_arg, trial_query
 from baobab.exceptions import RequestError
 from baobab.store import SubJob, Trial, TrialState, session_scope
 
@@ -32,7 +32,7 @@ _SORTS = (
     "-score", "score", "number", "-number", "created_at", "-created_at",
     "duration", "-duration", "status", "-status", "worker", "-worker",
 )  # fmt: skip
-_TRIAL_ARGS = ("page", "per_page", "sort", "status", "model_id")
+_TRIAL_ARGS = ("page", "per_page", "sort", "status", "model_id", OWNER_ARG)
 _MAX_PER_PAGE = 500
 _MAX_K = 100
 #: ``trials/changes``: the most trials one answer holds, and the most ``open`` ids a poll may name.
@@ -50,8 +50,23 @@ _MAX_OPEN = 1_000
         "sort": {"enum": list(_SORTS), "default": "-score", "description": "'-' sorts descending"},
         "status": {"type": "string", "description": "comma-separated states, e.g. COMPLETED,STOPPED"},
         "model_id": {"type": "integer", "description": "only the trials of this template"},
+        **OWNER_QUERY,
     },
-    responses={200: ("one page of trials", {"type": "object", "required": ["trials", "total", "page", "per_page"]})},
+    responses={
+        200: (
+            "one page of trials",
+            {
+                "type": "object",
+                "required": ["trials", "total", "page", "per_page"],
+                "properties": {
+                    "trials": {"type": "array", "items": TRIAL_SCHEMA},
+                    "total": {"type": "integer", "minimum": 0},
+                    "page": {"type": "integer", "minimum": 1},
+                    "per_page": {"type": "integer", "minimum": 1},
+                },
+            },
+        )
+    },
 )
 def list_trials(app: str, app_version: int) -> dict[str, Any]:
     """``{"trials", "total", "page", "per_page"}``; see PLATFORM.md for the parameters.
@@ -69,7 +84,7 @@ def list_trials(app: str, app_version: int) -> dict[str, Any]:
     statuses = _statuses(request.args.get("status"))
     model_id = int_query_arg("model_id", None, 1, MAX_ID)
     with session_scope(admin_state().engine) as session:
-        job = find_train_job(session, app, app_version)
+        job = find_train_job(session, app, app_version, owner_id=owner_arg())
         conditions = [SubJob.train_job_id == job.id]
         if statuses is not None:
             conditions.append(Trial.status.in_(statuses))
@@ -118,6 +133,7 @@ _TRIAL_POINT_SCHEMA = register_schema(
             "example": "41,42",
         },
         "limit": {"type": "integer", "minimum": 1, "maximum": _MAX_CHANGES, "description": "most new trials"},
+        **OWNER_QUERY,
     },
     responses={
         200: (
@@ -145,13 +161,13 @@ def trial_changes(app: str, app_version: int) -> dict[str, Any]:
     trials of a job are inserted one at a time by the one driver that holds the job, so
     their ids grow in the order they are committed and none is skipped.
     """
-    check_query_args(("after_id", "open", "limit"))
+    check_query_args(("after_id", "open", "limit", OWNER_ARG))
     after_id = int_query_arg("after_id", 0, 0, MAX_ID)
     limit = int_query_arg("limit", _MAX_CHANGES, 1, _MAX_CHANGES)
     assert after_id is not None and limit is not None
     open_ids = _open_ids(request.args.get("open"))
     with session_scope(admin_state().engine) as session:
-        job = find_train_job(session, app, app_version)
+        job = find_train_job(session, app, app_version, owner_id=owner_arg())
         points = (
             select(
                 Trial.id, Trial.number, SubJob.model_template_id, Trial.status, Trial.score, Trial.started_at,
@@ -175,14 +191,28 @@ def trial_changes(app: str, app_version: int) -> dict[str, Any]:
 
 @blueprint.get("/<app>/<int:app_version>/best_trials")
 @require_roles(*ALL_ROLES)
-@api_doc(tags=_TAGS)
+@api_doc(
+    tags=_TAGS,
+    query={"k": {"type": "integer", "minimum": 1, "maximum": _MAX_K, "default": 2}, **OWNER_QUERY},
+    responses={
+        200: (
+            "the best trials, best first",
+            {
+                "type": "object",
+                "required": ["trials"],
+                "properties": {"trials": {"type": "array", "items": TRIAL_SCHEMA}},
+            },
+        ),
+        404: "no such job that the caller may see",
+    },
+)
 def get_best_trials(app: str, app_version: int) -> dict[str, Any]:
     """``{"trials": [...]}``: the ``k`` (default 2, at most 100) best trials with parameters, best first."""
-    check_query_args(("k",))
+    check_query_args(("k", OWNER_ARG))
     k = int_query_arg("k", 2, 1, _MAX_K)
     assert k is not None
     with session_scope(admin_state().engine) as session:
-        job = find_train_job(session, app, app_version)
+        job = find_train_job(session, app, app_version, owner_id=owner_arg())
         return {"trials": [trial_json(t) for t in best_trials(session, job, k)]}
 
 

@@ -6,9 +6,11 @@ and a user who sees a job may stop it (the owner, or an admin). What a new job m
 is checked by :mod:`baobab.admin._train_job_spec`; its trials are listed by
 :mod:`baobab.admin._train_job_trials`.
 
-``app_version`` counts per app across owners: the first job of app ``fraud`` is version 1,
-the next one anybody creates for ``fraud`` is version 2. Two creations racing for the same
-version are settled by the unique ``(app, app_version)`` constraint: the loser retries.
+An app is ``(owner, name)``: ``app_version`` counts per owner, so two users who both name
+an app ``fraud`` each get version 1 first, and each finds their own by name
+(:func:`~baobab.admin._train_job_lookups.find_train_job`; an admin names another user's
+app with ``?owner_id=``). Two creations racing for the same version are settled by the
+unique ``(owner_id, app, app_version)`` constraint: the loser retries.
 """
 
 from __future__ import annotations
@@ -19,14 +21,15 @@ from typing import Any
 from flask import Blueprint, request
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import defer
 
 from baobab.admin._access import ALL_ROLES, private_rows
 from baobab.admin._auth import current_user, require_roles
 from baobab.admin._openapi import api_doc
-from baobab.admin._query import check_query_args
+from baobab.admin._query import INCLUDE_ARG, check_query_args, include_arg
 from baobab.admin._state import admin_state
-from baobab.admin._train_job_json import jobs_json, train_job_json
-from baobab.admin._train_job_lookups import find_train_job
+from baobab.admin._train_job_json import TRAIN_JOB_SCHEMA, jobs_json, train_job_json
+from baobab.admin._train_job_lookups import OWNER_ARG, OWNER_QUERY, find_train_job, owner_arg
 from baobab.admin._train_job_spec import CREATE_SCHEMA, check_train_job_spec, read_train_job_spec
 from baobab.exceptions import ConflictError
 from baobab.store import Event, EventKind, JobStatus, SubJob, TrainJob, session_scope
@@ -43,7 +46,7 @@ _CREATE_ATTEMPTS = 5
 @api_doc(
     body=CREATE_SCHEMA,
     responses={
-        201: ("the new job, PENDING", {"type": "object"}),
+        201: ("the new job, PENDING", TRAIN_JOB_SCHEMA),
         400: "a field is bad; field names it (budget keys as budget.TIME_HOURS, templates as model_ids[i]); "
         "a template whose search cannot be planned within the budget (ENAS) is refused on model_ids[i]",
     },
@@ -57,7 +60,9 @@ def create_train_job() -> tuple[dict[str, Any], int]:
     for attempt in range(_CREATE_ATTEMPTS):
         with session_scope(admin_state().engine) as session:
             check_train_job_spec(session, me, spec, cpu_slots=cpu_slots)
-            latest = session.scalar(select(func.max(TrainJob.app_version)).where(TrainJob.app == spec.app))
+            latest = session.scalar(
+                select(func.max(TrainJob.app_version)).where(TrainJob.app == spec.app, TrainJob.owner_id == me.id)
+            )
             job = TrainJob(
                 owner_id=me.id,
                 app=spec.app,
@@ -97,9 +102,26 @@ def create_train_job() -> tuple[dict[str, Any], int]:
 
 @blueprint.get("")
 @require_roles(*ALL_ROLES)
+@api_doc(
+    query={"app": {"type": "string", "description": "only the jobs of this app name"}},
+    responses={
+        200: (
+            "the jobs, newest first",
+            {
+                "type": "object",
+                "required": ["train_jobs"],
+                "properties": {"train_jobs": {"type": "array", "items": TRAIN_JOB_SCHEMA}},
+            },
+        )
+    },
+)
 def list_train_jobs() -> dict[str, Any]:
-    """``{"train_jobs": [...]}``, newest first: the caller's own, or all for an admin; ``?app=`` filters."""
-    check_query_args(("app",))
+    """``{"train_jobs": [...]}``, newest first: the caller's own, or all for an admin; ``?app=`` filters.
+
+    Each job comes without its ``train_args`` unless ``?include=train_args`` asks for them.
+    """
+    check_query_args(("app", INCLUDE_ARG))
+    with_train_args = "train_args" in include_arg(("train_args",))
     query = private_rows(select(TrainJob), TrainJob, current_user()).order_by(
         TrainJob.created_at.desc(), TrainJob.id.desc()
     )
@@ -107,28 +129,33 @@ def list_train_jobs() -> dict[str, Any]:
     if app is not None:
         query = query.where(TrainJob.app == app)
     with session_scope(admin_state().engine) as session:
-        jobs = list(session.scalars(query))
-        return {"train_jobs": jobs_json(session, jobs)}
+        jobs = list(session.scalars(query if with_train_args else query.options(defer(TrainJob.train_args))))
+        return {"train_jobs": jobs_json(session, jobs, train_args=with_train_args)}
 
 
 @blueprint.get("/<app>")
 @require_roles(*ALL_ROLES)
+@api_doc(query=OWNER_QUERY, responses={200: ("the job", TRAIN_JOB_SCHEMA), 404: "no job of this app"})
 def get_latest_train_job(app: str) -> dict[str, Any]:
     """The latest version of ``app`` that the caller may see."""
+    check_query_args((OWNER_ARG,))
     with session_scope(admin_state().engine) as session:
-        return train_job_json(find_train_job(session, app, None), session)
+        return train_job_json(find_train_job(session, app, None, owner_id=owner_arg()), session)
 
 
 @blueprint.get("/<app>/<int:app_version>")
 @require_roles(*ALL_ROLES)
+@api_doc(query=OWNER_QUERY, responses={200: ("the job", TRAIN_JOB_SCHEMA), 404: "no such job"})
 def get_train_job(app: str, app_version: int) -> dict[str, Any]:
     """One version of ``app``; 404 when there is none the caller may see."""
+    check_query_args((OWNER_ARG,))
     with session_scope(admin_state().engine) as session:
-        return train_job_json(find_train_job(session, app, app_version), session)
+        return train_job_json(find_train_job(session, app, app_version, owner_id=owner_arg()), session)
 
 
 @blueprint.post("/<app>/<int:app_version>/stop")
 @require_roles(*ALL_ROLES)
+@api_doc(query=OWNER_QUERY, responses={200: ("the job as it is now", TRAIN_JOB_SCHEMA), 404: "no such job"})
 def stop_train_job(app: str, app_version: int) -> dict[str, Any]:
     """STOPPING, then JOB_STOPPED; a finished job answers unchanged (and nothing is published).
 
@@ -136,8 +163,9 @@ def stop_train_job(app: str, app_version: int) -> dict[str, Any]:
     is never overwritten. Asking again while STOPPING publishes again, which does no harm
     and wakes a driver that missed the first event.
     """
+    check_query_args((OWNER_ARG,))
     with session_scope(admin_state().engine) as session:
-        job = find_train_job(session, app, app_version)
+        job = find_train_job(session, app, app_version, owner_id=owner_arg())
         session.execute(
             update(TrainJob)
             .where(TrainJob.id == job.id, TrainJob.status.in_((JobStatus.PENDING, JobStatus.RUNNING)))

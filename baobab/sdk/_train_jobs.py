@@ -53,17 +53,25 @@ class TrainJobs(Transport):
             body["strategy"] = strategy
         return self._call("POST", "/train_jobs", json=body)
 
-    def get_train_job(self, app: str, version: int | None = None) -> Json:
-        """One version of an app's train job; the latest when ``version`` is None."""
-        return self._call("GET", job_path(app, version))
+    def get_train_job(self, app: str, version: int | None = None, *, owner_id: int | None = None) -> Json:
+        """One version of your app's train job; the latest when ``version`` is None.
+
+        Apps belong to their owner: an admin names another user's app with ``owner_id``
+        (needed only when several users have an app of that name).
+        """
+        return self._call("GET", job_path(app, version), params=query_params(owner_id=owner_id))
 
     def list_train_jobs(self, app: str | None = None) -> list[Json]:
         """Your train jobs (all for an admin), newest first; ``app`` filters."""
         return self._call("GET", "/train_jobs", params=query_params(app=app))["train_jobs"]
 
-    def stop_train_job(self, app: str, version: int | None = None) -> Json:
-        """Asks a job to stop (it goes STOPPING, then STOPPED); a finished job is answered unchanged."""
-        return self._call("POST", job_path(app, self._version(app, version)) + "/stop")
+    def stop_train_job(self, app: str, version: int | None = None, *, owner_id: int | None = None) -> Json:
+        """Asks a job to stop (it goes STOPPING, then STOPPED); a finished job is answered unchanged.
+
+        ``owner_id``: whose app, as for :meth:`get_train_job`.
+        """
+        path = job_path(app, self._version(app, version, owner_id)) + "/stop"
+        return self._call("POST", path, params=query_params(owner_id=owner_id))
 
     def wait_for_train_job(
         self,
@@ -103,9 +111,9 @@ class TrainJobs(Transport):
                 time.sleep(poll_interval if remaining is None else min(poll_interval, remaining))
                 job = self.get_train_job(job["app"], job["app_version"])
 
-    def _version(self, app: str, version: int | None) -> int:
+    def _version(self, app: str, version: int | None, owner_id: int | None = None) -> int:
         """``version``, or the latest version of ``app``'s train job when None (one more request)."""
-        return int(version) if version is not None else self.get_train_job(app)["app_version"]
+        return int(version) if version is not None else self.get_train_job(app, owner_id=owner_id)["app_version"]
 
 
 def job_path(app: str, version: int | None) -> str:

@@ -120,7 +120,7 @@ def test_create_get_and_list(app: Flask, client: FlaskClient, world: World) -> N
         seeds = session.scalars(select(SubJob.seed).where(SubJob.train_job_id == job["id"])).all()
     assert len(set(seeds)) == 2 and all(0 <= seed < 2**63 for seed in seeds)
 
-    # Defaults, and versions counted per app across owners.
+    # Defaults, and versions counted per app of each owner.
     second = client.post("/api/v1/train_jobs", json=_body(w, budget={"TIME_HOURS": 1}), headers=w.alice).json
     assert (second["app_version"], second["train_args"], second["budget"]) == (
         2,
@@ -130,7 +130,7 @@ def test_create_get_and_list(app: Flask, client: FlaskClient, world: World) -> N
     assert [sub["strategy"] for sub in second["sub_jobs"]] == ["auto", "auto"]
     bobs = _body(w, train_dataset_id=w.b_data, val_dataset_id=w.b_data, model_ids=[w.b_private, w.b_public])
     third = client.post("/api/v1/train_jobs", json=bobs, headers=w.bob)
-    assert (third.status_code, third.json["app_version"]) == (201, 3), third.json
+    assert (third.status_code, third.json["app_version"]) == (201, 1), third.json
     other = client.post("/api/v1/train_jobs", json=_body(w, app="Other_app-2.0"), headers=w.alice).json
     assert other["app_version"] == 1
     assert [events.get(timeout=5) for _ in range(3)] == [
@@ -140,15 +140,15 @@ def test_create_get_and_list(app: Flask, client: FlaskClient, world: World) -> N
     as_admin = _body(w, app="admins", model_ids=[w.b_private, w.a_private])
     assert client.post("/api/v1/train_jobs", json=as_admin, headers=w.admin).status_code == 201
 
-    # The latest version is the latest one the caller may see.
+    # The latest version is the latest of the caller's own app.
     def version(path: str, headers: Headers) -> int:
         response = client.get(path, headers=headers)
         assert response.status_code == 200, response.json
         return int(response.json["app_version"])
 
     assert version("/api/v1/train_jobs/fraud", w.alice) == 2
-    assert version("/api/v1/train_jobs/fraud", w.bob) == 3
-    assert version("/api/v1/train_jobs/fraud", w.admin) == 3
+    assert version("/api/v1/train_jobs/fraud", w.bob) == 1
+    assert version(f"/api/v1/train_jobs/fraud?owner_id={w.alice_id}", w.admin) == 2
     assert client.get("/api/v1/train_jobs/fraud/1", headers=w.alice).json == created.json
     for path, message in [
         ("/api/v1/train_jobs/fraud/9", "no train job 'fraud' version 9"),
@@ -167,7 +167,7 @@ def test_create_get_and_list(app: Flask, client: FlaskClient, world: World) -> N
     assert listed("", w.alice) == [("Other_app-2.0", 1), ("fraud", 2), ("fraud", 1)]  # newest first
     assert listed("?app=fraud", w.alice) == [("fraud", 2), ("fraud", 1)]
     assert listed("?app=nope", w.alice) == []
-    assert listed("?app=fraud", w.admin) == [("fraud", 3), ("fraud", 2), ("fraud", 1)]
+    assert listed("?app=fraud", w.admin) == [("fraud", 1), ("fraud", 2), ("fraud", 1)]
     assert len(listed("", w.admin)) == 5
     assert client.get("/api/v1/train_jobs", headers=w.alice).json["train_jobs"][2] == created.json
     bad = client.get("/api/v1/train_jobs?ap=fraud", headers=w.alice)
@@ -526,3 +526,49 @@ def test_events_are_published_after_the_commit(settings: Settings, world: World)
     finally:
         engine.dispose()
     assert seen == [(EventKind.JOB_CREATED, "PENDING"), (EventKind.JOB_STOPPED, "STOPPING")]
+
+
+def test_apps_are_scoped_by_owner(app: Flask, client: FlaskClient, world: World) -> None:
+    """Two users (and an admin) use one app name: each gets version 1 and finds their own job by name."""
+    w = world
+    admin_model = add_model(app.extensions["baobab"].engine, 1, name="admins-model")
+    bodies = {
+        "alice": (w.alice, _body(w, app="shared")),
+        "bob": (
+            w.bob,
+            _body(w, app="shared", train_dataset_id=w.b_data, val_dataset_id=w.b_data, model_ids=[w.b_public]),
+        ),
+    }
+    jobs = {}
+    for who, (headers, body) in bodies.items():
+        created = client.post("/api/v1/train_jobs", json=body, headers=headers)
+        assert (created.status_code, created.json["app_version"]) == (201, 1), created.json
+        jobs[who] = created.json["id"]
+
+    def found(path: str, headers: Headers) -> int:
+        response = client.get(path, headers=headers)
+        assert response.status_code == 200, response.json
+        return int(response.json["id"])
+
+    for who, (headers, _) in bodies.items():
+        for path in ("/api/v1/train_jobs/shared", "/api/v1/train_jobs/shared/1"):
+            assert found(path, headers) == jobs[who]
+        trials = client.get("/api/v1/train_jobs/shared/1/trials", headers=headers)
+        assert trials.status_code == 200 and trials.json["total"] == 0
+    # Two users have the app: an admin without one of its own says whose.
+    ambiguous = client.get("/api/v1/train_jobs/shared", headers=w.admin)
+    assert ambiguous.status_code == 404
+    assert "?owner_id=" in ambiguous.json["error"]["message"]
+    assert found(f"/api/v1/train_jobs/shared?owner_id={w.bob_id}", w.admin) == jobs["bob"]
+    assert found(f"/api/v1/train_jobs/shared/1?owner_id={w.alice_id}", w.admin) == jobs["alice"]
+    # The admin's own job of that name is version 1 of the admin's app, and comes first.
+    admins = _body(w, app="shared", model_ids=[admin_model])
+    created = client.post("/api/v1/train_jobs", json=admins, headers=w.admin)
+    assert (created.status_code, created.json["app_version"]) == (201, 1), created.json
+    assert found("/api/v1/train_jobs/shared", w.admin) == created.json["id"]
+    assert found("/api/v1/train_jobs/shared/1", w.admin) == created.json["id"]
+    # Nobody else reaches another user's app by naming its owner.
+    hidden = client.get(f"/api/v1/train_jobs/shared?owner_id={w.bob_id}", headers=w.alice)
+    assert hidden.status_code == 404
+    bad = client.get("/api/v1/train_jobs/shared?owner_id=x", headers=w.alice)
+    assert (bad.status_code, bad.json["error"]["field"]) == (400, "owner_id")

@@ -128,7 +128,7 @@ class ModelTemplate(Base):
 
 class TrainJob(Base):
     __tablename__ = "train_jobs"
-    __table_args__ = (UniqueConstraint("app", "app_version"),)
+    __table_args__ = (UniqueConstraint("owner_id", "app", "app_version"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     owner_id: Mapped[int] = _owner()
