@@ -32,7 +32,7 @@ import numpy as np
 import requests
 from flask import Blueprint, Response, request
 from PIL import Image, UnidentifiedImageError
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 from werkzeug.datastructures import FileStorage
 from werkzeug.exceptions import BadGateway, RequestEntityTooLarge
@@ -59,6 +59,8 @@ from baobab.store import (
     TrainJob,
     Trial,
     UserRole,
+    add_inference_job,
+    mark_inference_job_stopped,
     session_scope,
 )
 
@@ -66,7 +68,6 @@ __all__ = ["API_KEY_HEADER", "DEFAULT_K", "MAX_MEMBERS", "blueprint", "hash_api_
 
 DEFAULT_K = 2
 MAX_MEMBERS = 20  # each member is a model loaded in its own inference worker process
-_FINISHED = [status for status in InferenceJobStatus if status.is_finished()]
 _ROLES = (UserRole.APP_DEVELOPER, UserRole.MODEL_DEVELOPER, *ADMIN_ROLES)
 _FIELDS = ("app", "app_version", "k", "trial_ids", "public")
 #: The header that carries the inference job's API key to :func:`predict`.
@@ -130,17 +131,14 @@ def create_inference_job() -> tuple[dict[str, Any], int]:
                 f"wait until one finishes (GET /api/v1/train_jobs/{train_job.app}/{train_job.app_version}/trials)"
             )
         members = best if trial_ids is None else _servable_trials(session, train_job, trial_ids, shown_as)
-        job = InferenceJob(
+        job = add_inference_job(
+            session,
             owner_id=current_user().id,
             train_job_id=train_job.id,
-            status=InferenceJobStatus.STARTING,
             api_key_hash=hash_api_key(api_key),
             public=public,
+            trial_ids=[trial.id for trial in members],
         )
-        session.add(job)
-        session.flush()
-        session.add_all(InferenceMember(inference_job_id=job.id, trial_id=trial.id) for trial in members)
-        session.flush()
         answer = inference_job_json(job, members)
     admin_state().events.publish(Event(EventKind.INFERENCE_CREATED, answer["id"]))
     return {**answer, "api_key": api_key}, 201
@@ -180,12 +178,7 @@ def stop_inference_job(job_id: int) -> dict[str, Any]:
     with session_scope(admin_state().engine) as session:
         job = _get_visible(session, job_id)
         # Conditional, so that a job that ended meanwhile keeps its final state and is announced once.
-        stopped = session.execute(
-            update(InferenceJob)
-            .where(InferenceJob.id == job_id, InferenceJob.status.not_in(_FINISHED))
-            .values(status=InferenceJobStatus.STOPPED, stopped_at=datetime.now(UTC))
-            .execution_options(synchronize_session=False)
-        ).rowcount
+        stopped = mark_inference_job_stopped(session, job_id, now=datetime.now(UTC))
         session.refresh(job)
         answer = inference_job_json(job, _members(session, [job.id]).get(job.id, []))
     if stopped:

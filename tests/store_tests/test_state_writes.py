@@ -40,7 +40,6 @@ REPOSITORY_MODULES = (
 #: repository's operations. This tuple must be empty when issue 14 closes.
 PENDING_CONVERSION = (
     "admin/_train_jobs.py",
-    "admin/_inference_jobs.py",
 )
 
 _TABLES = frozenset({"Trial", "SubJob", "TrainJob", "InferenceJob"})
