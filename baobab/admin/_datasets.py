@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session
 from baobab.admin._access import ALL_ROLES, may_see_private, private_rows
 from baobab.admin._auth import current_user, require_roles
 from baobab.admin._body import enum_field, multipart_upload, string_field
+from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._state import admin_state
 from baobab.exceptions import ConflictError, DatasetError, NotFoundError, RequestError
 from baobab.model import DatasetFormat
@@ -57,8 +58,34 @@ logger = logging.getLogger("baobab.admin")
 
 blueprint = Blueprint("datasets", __name__, url_prefix="/api/v1/datasets")
 
-_FORM_FIELDS = ("name", "format", "target")
 _MAX_NAME_LENGTH = 255  # the datasets.name column
+_UPLOAD_SCHEMA = {
+    "type": "object",
+    "required": ["file", "name", "format"],
+    "properties": {
+        "file": {"type": "string", "contentMediaType": "application/octet-stream", "description": "a zip or a CSV"},
+        "name": {"type": "string", "minLength": 1, "maxLength": _MAX_NAME_LENGTH},
+        "format": {"enum": [f.value for f in DatasetFormat]},
+        "target": {"type": "string", "description": "TABULAR only: the target column, so every feature is checked"},
+    },
+}
+_FORM_FIELDS = tuple(name for name in _UPLOAD_SCHEMA["properties"] if name != "file")
+_DATASET_SCHEMA = register_schema(
+    "Dataset",
+    {
+        "type": "object",
+        "required": ["id", "name", "format", "size", "checksum", "owner_id", "created_at"],
+        "properties": {
+            "id": {"type": "integer"},
+            "name": {"type": "string"},
+            "format": {"enum": [f.value for f in DatasetFormat]},
+            "size": {"type": "integer", "description": "bytes"},
+            "checksum": {"type": "string", "description": "SHA-256, hex"},
+            "owner_id": {"type": "integer"},
+            "created_at": {"type": "string", "format": "date-time"},
+        },
+    },
+)
 _FILE_NAMES = {DatasetFormat.IMAGE_FILES: "data.zip", DatasetFormat.TABULAR: "data.csv"}
 _CHUNK = 1 << 20
 _CSV_CHUNK_ROWS = 100_000
@@ -79,6 +106,11 @@ def dataset_json(dataset: Dataset) -> dict[str, Any]:
 
 @blueprint.post("")
 @require_roles(*ALL_ROLES)
+@api_doc(
+    body=_UPLOAD_SCHEMA,
+    body_type="multipart/form-data",
+    responses={201: ("the new dataset", _DATASET_SCHEMA), 413: "the upload is over BAOBAB_MAX_UPLOAD_MB"},
+)
 def create_dataset() -> tuple[dict[str, Any], int]:
     """201 with the new dataset; 400 naming the field (``file`` for a dataset that does not decode)."""
     form, upload = multipart_upload(fields=_FORM_FIELDS, what="the dataset")
@@ -123,6 +155,18 @@ def create_dataset() -> tuple[dict[str, Any], int]:
 
 @blueprint.get("")
 @require_roles(*ALL_ROLES)
+@api_doc(
+    responses={
+        200: (
+            "the datasets, newest first",
+            {
+                "type": "object",
+                "required": ["datasets"],
+                "properties": {"datasets": {"type": "array", "items": _DATASET_SCHEMA}},
+            },
+        )
+    }
+)
 def list_datasets() -> dict[str, Any]:
     """``{"datasets": [...]}``, newest first: the caller's own, or all for an admin."""
     query = private_rows(
@@ -135,6 +179,7 @@ def list_datasets() -> dict[str, Any]:
 
 @blueprint.get("/<int:dataset_id>")
 @require_roles(*ALL_ROLES)
+@api_doc(responses={200: ("the dataset", _DATASET_SCHEMA), 404: "no such dataset that the caller may see"})
 def get_dataset(dataset_id: int) -> dict[str, Any]:
     """One dataset; 404 when there is none with this id that the caller may see."""
     with session_scope(admin_state().engine) as session:
@@ -143,6 +188,7 @@ def get_dataset(dataset_id: int) -> dict[str, Any]:
 
 @blueprint.delete("/<int:dataset_id>")
 @require_roles(*ALL_ROLES)
+@api_doc(responses={204: "deleted", 404: "no such dataset that the caller may see", 409: "a train job uses it"})
 def delete_dataset(dataset_id: int) -> tuple[str, int]:
     """204; the row goes first, then the artifact, so a refused delete keeps both."""
     with session_scope(admin_state().engine) as session:

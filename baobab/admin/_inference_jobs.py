@@ -40,11 +40,11 @@ from werkzeug.exceptions import BadGateway, RequestEntityTooLarge
 from baobab.admin._access import ADMIN_ROLES, may_see_private, private_rows
 from baobab.admin._auth import current_user, require_roles
 from baobab.admin._body import json_object, string_field
-from baobab.admin._openapi import api_doc
+from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._query import MAX_ID, check_query_args
 from baobab.admin._state import admin_state
 from baobab.admin._train_job_json import trial_json
-from baobab.admin._train_job_lookups import best_trials, find_train_job, trial_query
+from baobab.admin._train_job_lookups import OWNER_QUERY, best_trials, find_train_job, trial_query
 from baobab.error_envelope import ErrorEnvelope, decode_error
 from baobab.exceptions import ConflictError, NotFoundError, PermissionDeniedError, RequestError
 from baobab.model import Task
@@ -69,7 +69,60 @@ __all__ = ["API_KEY_HEADER", "DEFAULT_K", "MAX_MEMBERS", "blueprint", "hash_api_
 DEFAULT_K = 2
 MAX_MEMBERS = 20  # each member is a model loaded in its own inference worker process
 _ROLES = (UserRole.APP_DEVELOPER, UserRole.MODEL_DEVELOPER, *ADMIN_ROLES)
-_FIELDS = ("app", "app_version", "k", "trial_ids", "public")
+_CREATE_BODY = {
+    "type": "object",
+    "required": ["app"],
+    "properties": {
+        "app": {"type": "string", "description": "the train job's app"},
+        "app_version": {"type": "integer", "minimum": 1, "description": "default: the latest"},
+        **OWNER_QUERY,
+        "k": {"type": "integer", "minimum": 1, "maximum": MAX_MEMBERS, "default": DEFAULT_K},
+        "trial_ids": {
+            "type": "array",
+            "items": {"type": "integer"},
+            "minItems": 1,
+            "maxItems": MAX_MEMBERS,
+            "description": "serve these trials instead of the best k",
+        },
+        "public": {"type": "boolean", "default": False, "description": "answer predictions without the API key"},
+    },
+}
+_INFERENCE_JOB_SCHEMA = register_schema(
+    "InferenceJob",
+    {
+        "type": "object",
+        "required": [
+            "id", "app", "app_version", "train_job_id", "status", "public", "predictor_url", "error", "owner_id",
+            "created_at", "stopped_at", "members",
+        ],
+        "properties": {
+            "id": {"type": "integer"},
+            "app": {"type": "string"},
+            "app_version": {"type": "integer"},
+            "train_job_id": {"type": "integer"},
+            "status": {"enum": [status.value for status in InferenceJobStatus]},
+            "public": {"type": "boolean"},
+            "predictor_url": {"type": ["string", "null"]},
+            "error": {"type": ["string", "null"]},
+            "owner_id": {"type": "integer"},
+            "created_at": {"type": "string", "format": "date-time"},
+            "stopped_at": {"type": ["string", "null"], "format": "date-time"},
+            "members": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["trial_id", "model_name", "score"],
+                    "properties": {
+                        "trial_id": {"type": "integer"},
+                        "model_name": {"type": "string"},
+                        "score": {"type": ["number", "null"]},
+                    },
+                },
+            },
+            "api_key": {"type": "string", "description": "in the answer to POST only: it is shown this once"},
+        },
+    },
+)  # fmt: skip
 #: The header that carries the inference job's API key to :func:`predict`.
 API_KEY_HEADER = "X-Api-Key"
 _MAX_IMAGES = 64
@@ -106,9 +159,17 @@ def inference_job_json(job: InferenceJob, members: list[Trial]) -> dict[str, Any
 
 @blueprint.post("")
 @require_roles(*_ROLES)
+@api_doc(
+    body=_CREATE_BODY,
+    responses={
+        201: ("the job, STARTING, with its api_key", _INFERENCE_JOB_SCHEMA),
+        404: "no such train job that the caller may see",
+        409: "the train job has nothing to serve yet",
+    },
+)
 def create_inference_job() -> tuple[dict[str, Any], int]:
     """201 with the job and its ``api_key`` (shown this once); 409 when the train job has nothing to serve yet."""
-    body = json_object(fields=_FIELDS)
+    body = json_object(fields=_CREATE_BODY["properties"])
     app = string_field(body, "app")
     app_version = _optional_int(body, "app_version", low=1)
     public = body.get("public", False)
@@ -121,7 +182,7 @@ def create_inference_job() -> tuple[dict[str, Any], int]:
 
     api_key = secrets.token_urlsafe(32)
     with session_scope(admin_state().engine) as session:
-        train_job = find_train_job(session, app, app_version)
+        train_job = find_train_job(session, app, app_version, owner_id=_optional_int(body, "owner_id", low=1))
         shown_as = f"train job {train_job.app!r} version {train_job.app_version}"
         # With trial_ids too: "nothing trained yet" says more than "trial_ids[0] is RUNNING".
         best = best_trials(session, train_job, 1 if trial_ids is not None else k if k is not None else DEFAULT_K)
@@ -146,6 +207,19 @@ def create_inference_job() -> tuple[dict[str, Any], int]:
 
 @blueprint.get("")
 @require_roles(*_ROLES)
+@api_doc(
+    query={"app": {"type": "string", "description": "only the jobs serving this app name"}},
+    responses={
+        200: (
+            "the inference jobs, newest first",
+            {
+                "type": "object",
+                "required": ["inference_jobs"],
+                "properties": {"inference_jobs": {"type": "array", "items": _INFERENCE_JOB_SCHEMA}},
+            },
+        )
+    },
+)
 def list_inference_jobs() -> dict[str, Any]:
     """``{"inference_jobs": [...]}``, newest first: the caller's own (all for an admin), of one ``?app=`` if given."""
     query = private_rows(
@@ -164,6 +238,7 @@ def list_inference_jobs() -> dict[str, Any]:
 
 @blueprint.get("/<int:job_id>")
 @require_roles(*_ROLES)
+@api_doc(responses={200: ("the inference job", _INFERENCE_JOB_SCHEMA), 404: "no such job that the caller may see"})
 def get_inference_job(job_id: int) -> dict[str, Any]:
     """One inference job; 404 when there is none with this id that the caller may see."""
     with session_scope(admin_state().engine) as session:
@@ -173,6 +248,7 @@ def get_inference_job(job_id: int) -> dict[str, Any]:
 
 @blueprint.post("/<int:job_id>/stop")
 @require_roles(*_ROLES)
+@api_doc(responses={200: ("the job as it is now", _INFERENCE_JOB_SCHEMA), 404: "no such job that the caller may see"})
 def stop_inference_job(job_id: int) -> dict[str, Any]:
     """200 with the job STOPPED; a job already stopped (or errored) answers unchanged and announces nothing."""
     with session_scope(admin_state().engine) as session:

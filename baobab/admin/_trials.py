@@ -17,7 +17,7 @@ from baobab.admin._auth import current_user, require_roles
 from baobab.admin._openapi import api_doc
 from baobab.admin._query import MAX_ID, check_query_args, int_query_arg
 from baobab.admin._state import admin_state
-from baobab.admin._train_job_json import trial_json
+from baobab.admin._train_job_json import TRIAL_SCHEMA, trial_json
 from baobab.admin._train_job_lookups import trial_query
 from baobab.exceptions import ArtifactNotFoundError, ConflictError, NotFoundError
 from baobab.store import Event, EventKind, InterimMetric, SubJob, TrainJob, Trial, TrialLog, session_scope
@@ -48,6 +48,7 @@ def find_trial(session: Session, trial_id: int) -> Trial:
 
 @blueprint.get("/<int:trial_id>")
 @require_roles(*ALL_ROLES)
+@api_doc(responses={200: ("the trial", TRIAL_SCHEMA), 404: "no such trial that the caller may see"})
 def get_trial(trial_id: int) -> dict[str, Any]:
     """The trial, with the full ``traceback`` of an error (null otherwise)."""
     check_query_args(())
@@ -57,6 +58,36 @@ def get_trial(trial_id: int) -> dict[str, Any]:
 
 @blueprint.get("/<int:trial_id>/logs")
 @require_roles(*ALL_ROLES)
+@api_doc(
+    query={
+        "after": {"type": "integer", "minimum": 0, "default": 0, "description": "the last log id received"},
+        "limit": {"type": "integer", "minimum": 1, "maximum": _MAX_LOG_LIMIT, "default": _DEFAULT_LOG_LIMIT},
+    },
+    responses={
+        200: (
+            "the log lines after the id after",
+            {
+                "type": "object",
+                "required": ["logs"],
+                "properties": {
+                    "logs": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["id", "time", "line"],
+                            "properties": {
+                                "id": {"type": "integer"},
+                                "time": {"type": "string", "format": "date-time"},
+                                "line": {"type": "string"},
+                            },
+                        },
+                    }
+                },
+            },
+        ),
+        404: "no such trial that the caller may see",
+    },
+)
 def get_trial_logs(trial_id: int) -> dict[str, Any]:
     """``{"logs": [{id, time, line}]}`` in order: those after log id ``after`` (default 0), at most ``limit``.
 
@@ -78,6 +109,36 @@ def get_trial_logs(trial_id: int) -> dict[str, Any]:
 
 @blueprint.get("/<int:trial_id>/metrics")
 @require_roles(*ALL_ROLES)
+@api_doc(
+    responses={
+        200: (
+            "the interim metrics in the order they came",
+            {
+                "type": "object",
+                "required": ["metrics"],
+                "properties": {
+                    "metrics": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["step", "time", "metrics"],
+                            "properties": {
+                                "step": {"type": "integer"},
+                                "time": {"type": "string", "format": "date-time"},
+                                "metrics": {
+                                    "type": "object",
+                                    "additionalProperties": {"type": ["number", "null"]},
+                                    "description": "name → value; null for a non-finite one",
+                                },
+                            },
+                        },
+                    }
+                },
+            },
+        ),
+        404: "no such trial that the caller may see",
+    }
+)
 def get_trial_metrics(trial_id: int) -> dict[str, Any]:
     """``{"metrics": [{step, time, metrics}]}`` in the order they were reported."""
     check_query_args(())
@@ -93,6 +154,12 @@ def get_trial_metrics(trial_id: int) -> dict[str, Any]:
 
 @blueprint.get("/<int:trial_id>/params")
 @require_roles(*ALL_ROLES)
+@api_doc(
+    responses={
+        200: ("the parameters, safetensors", {"type": "string", "format": "binary"}, "application/octet-stream"),
+        404: "no such trial that the caller may see, or it kept no parameters",
+    }
+)
 def get_trial_params(trial_id: int) -> Response:
     """The trial's parameters as stored (safetensors), as a download; 404 when it kept none."""
     check_query_args(())
@@ -117,7 +184,7 @@ def get_trial_params(trial_id: int) -> Response:
 @require_roles(*ALL_ROLES)
 @api_doc(
     responses={
-        202: ("the trial as it is now; the job driver stops it shortly", {"type": "object"}),
+        202: ("the trial as it is now; the job driver stops it shortly", TRIAL_SCHEMA),
         404: "no such trial that the caller may see",
         409: "the trial has finished already",
     }

@@ -18,15 +18,42 @@ from sqlalchemy.orm import Session
 from baobab.admin._access import ADMIN_ROLES
 from baobab.admin._auth import check_password_rules, current_user, hash_password, normalize_email, require_roles
 from baobab.admin._body import enum_field, json_object, string_field
+from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._state import admin_state
 from baobab.exceptions import ConflictError, NotFoundError, PermissionDeniedError, RequestError
 from baobab.store import User, UserRole, session_scope
 
-__all__ = ["blueprint", "user_json"]
+__all__ = ["USER_SCHEMA", "blueprint", "user_json"]
 
 T = TypeVar("T")
 
 blueprint = Blueprint("users", __name__, url_prefix="/api/v1/users")
+
+_ROLE = {"enum": [role.value for role in UserRole]}
+USER_SCHEMA = register_schema(
+    "User",
+    {
+        "type": "object",
+        "required": ["id", "email", "role", "banned", "created_at"],
+        "properties": {
+            "id": {"type": "integer"},
+            "email": {"type": "string"},
+            "role": _ROLE,
+            "banned": {"type": "boolean"},
+            "created_at": {"type": "string", "format": "date-time"},
+        },
+    },
+)
+_CREATE_BODY = {
+    "type": "object",
+    "required": ["email", "password", "role"],
+    "properties": {"email": {"type": "string"}, "password": {"type": "string"}, "role": _ROLE},
+}
+_UPDATE_BODY = {
+    "type": "object",
+    "minProperties": 1,
+    "properties": {"role": _ROLE, "banned": {"type": "boolean"}},
+}
 
 
 def user_json(user: User) -> dict[str, Any]:
@@ -42,9 +69,10 @@ def user_json(user: User) -> dict[str, Any]:
 
 @blueprint.post("")
 @require_roles(*ADMIN_ROLES)
+@api_doc(body=_CREATE_BODY, responses={201: ("the new user", USER_SCHEMA), 409: "the email is taken"})
 def create_user() -> tuple[dict[str, Any], int]:
     """201 with the new user; 409 when the email is taken."""
-    body = json_object(fields=("email", "password", "role"))
+    body = json_object(fields=_CREATE_BODY["properties"])
     email = _checked(normalize_email, string_field(body, "email"), "email")
     password = string_field(body, "password")
     _checked(check_password_rules, password, "password")
@@ -63,6 +91,14 @@ def create_user() -> tuple[dict[str, Any], int]:
 
 @blueprint.get("")
 @require_roles(*ADMIN_ROLES)
+@api_doc(
+    responses={
+        200: (
+            "every user",
+            {"type": "object", "required": ["users"], "properties": {"users": {"type": "array", "items": USER_SCHEMA}}},
+        )
+    }
+)
 def list_users() -> dict[str, Any]:
     """``{"users": [...]}``, oldest first."""
     with session_scope(admin_state().engine) as session:
@@ -72,6 +108,7 @@ def list_users() -> dict[str, Any]:
 
 @blueprint.get("/<int:user_id>")
 @require_roles(*ADMIN_ROLES)
+@api_doc(responses={200: ("the user", USER_SCHEMA), 404: "no such user"})
 def get_user(user_id: int) -> dict[str, Any]:
     """One user; 404 when there is none with this id."""
     with session_scope(admin_state().engine) as session:
@@ -80,9 +117,10 @@ def get_user(user_id: int) -> dict[str, Any]:
 
 @blueprint.patch("/<int:user_id>")
 @require_roles(*ADMIN_ROLES)
+@api_doc(body=_UPDATE_BODY, responses={200: ("the user as it is now", USER_SCHEMA), 404: "no such user"})
 def update_user(user_id: int) -> dict[str, Any]:
     """Changes ``role`` and/or ``banned``; answers the user as it is afterwards."""
-    body = json_object(fields=("role", "banned"))
+    body = json_object(fields=_UPDATE_BODY["properties"])
     if not body:
         raise RequestError("nothing to change: give 'role', 'banned' or both")
     role = enum_field(body, "role", UserRole) if "role" in body else None

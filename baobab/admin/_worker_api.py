@@ -53,6 +53,48 @@ blueprint = Blueprint("worker", __name__, url_prefix="/api/v1/worker/trials")
 _FINAL = (TrialState.COMPLETED, TrialState.STOPPED, TrialState.ERRORED)
 #: Rows one records request may carry; a worker sends what piled up since its last request.
 _MAX_RECORDS = 10_000
+_TIME = {"type": "string", "format": "date-time", "description": "ISO 8601 with a UTC offset"}
+_CLAIM_BODY = {"type": "object", "required": ["worker"], "properties": {"worker": {"type": "string", "minLength": 1}}}
+_BEAT_BODY = {"type": "object", "required": ["attempt"], "properties": {"attempt": {"type": "integer"}}}
+_RECORDS_BODY = {
+    "type": "object",
+    "properties": {
+        "metrics": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["step", "metrics", "time"],
+                "properties": {
+                    "step": {"type": "integer"},
+                    "metrics": {"type": "object", "additionalProperties": {"type": ["number", "null"]}},
+                    "time": _TIME,
+                },
+            },
+        },
+        "logs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["line", "time"],
+                "properties": {"line": {"type": "string"}, "time": _TIME},
+            },
+        },
+    },
+}
+_FINISH_BODY = {  # the optional texts come last: finish() reads them in this order
+    "type": "object",
+    "required": ["attempt", "status"],
+    "properties": {
+        "attempt": {"type": "integer"},
+        "status": {"enum": [state.value for state in _FINAL]},
+        "score": {"type": ["number", "null"], "description": "required unless ERRORED"},
+        "params_path": {"type": ["string", "null"]},
+        "error": {"type": ["string", "null"]},
+        "traceback": {"type": ["string", "null"]},
+        "log_line": {"type": ["string", "null"]},
+    },
+}
+_BINARY = {"type": "string", "format": "binary"}
 
 
 def _int_field(body: dict[str, Any], name: str) -> int:
@@ -114,11 +156,35 @@ def _log_rows(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 @blueprint.post("/<int:trial_id>/claim")
 @public
-@api_doc(summary="Claim a trial for a worker (trial token)")
+@api_doc(
+    summary="Claim a trial for a worker (trial token)",
+    body=_CLAIM_BODY,
+    responses={
+        200: (
+            "the claim, or why it was refused",
+            {
+                "type": "object",
+                "required": ["claim", "refused"],
+                "properties": {
+                    "claim": {"type": ["object", "null"], "description": "what the worker needs to run the trial"},
+                    "refused": {
+                        "type": ["object", "null"],
+                        "required": ["status", "reason", "retry_after_s"],
+                        "properties": {
+                            "status": {"enum": [*(state.value for state in TrialState), None]},
+                            "reason": {"type": "string"},
+                            "retry_after_s": {"type": ["number", "null"]},
+                        },
+                    },
+                },
+            },
+        )
+    },
+)
 def claim(trial_id: int) -> dict[str, Any]:
     """Set the trial RUNNING for the worker, or say why not (finished, or running on a live worker)."""
     check_trial_token(trial_id)
-    body = json_object(fields=("worker",))
+    body = json_object(fields=_CLAIM_BODY["properties"])
     worker = string_field(body, "worker")
     state = admin_state()
     result = claim_trial(
@@ -139,11 +205,24 @@ def claim(trial_id: int) -> dict[str, Any]:
 
 @blueprint.post("/<int:trial_id>/beat")
 @public
-@api_doc(summary="Heartbeat of a running trial (trial token)")
+@api_doc(
+    summary="Heartbeat of a running trial (trial token)",
+    body=_BEAT_BODY,
+    responses={
+        200: (
+            "whether the claim is current, and why to stop if so asked",
+            {
+                "type": "object",
+                "required": ["current", "stop_reason"],
+                "properties": {"current": {"type": "boolean"}, "stop_reason": {"type": ["string", "null"]}},
+            },
+        )
+    },
+)
 def beat(trial_id: int) -> dict[str, Any]:
     """Refresh the heartbeat; answers whether the claim is still current and any stop reason."""
     check_trial_token(trial_id)
-    body = json_object(fields=("attempt",))
+    body = json_object(fields=_BEAT_BODY["properties"])
     current, stop_reason = beat_trial(
         admin_state().engine, trial_id, _int_field(body, "attempt"), now=datetime.now(UTC)
     )
@@ -152,10 +231,19 @@ def beat(trial_id: int) -> dict[str, Any]:
 
 @blueprint.post("/<int:trial_id>/records")
 @public
-@api_doc(summary="Interim metrics and log lines of a running trial (trial token)")
+@api_doc(
+    summary="Interim metrics and log lines of a running trial (trial token)",
+    body=_RECORDS_BODY,
+    responses={
+        200: (
+            "how many rows were stored",
+            {"type": "object", "required": ["stored"], "properties": {"stored": {"type": "integer"}}},
+        )
+    },
+)
 def records(trial_id: int) -> dict[str, Any]:
     check_trial_token(trial_id)
-    body = json_object(fields=("metrics", "logs"))
+    body = json_object(fields=_RECORDS_BODY["properties"])
     metrics, logs = _metric_rows(body), _log_rows(body)
     if len(metrics) + len(logs) > _MAX_RECORDS:
         raise RequestError(f"at most {_MAX_RECORDS} rows per request; send the rest in another", field="metrics")
@@ -168,11 +256,24 @@ def records(trial_id: int) -> dict[str, Any]:
 
 @blueprint.post("/<int:trial_id>/finish")
 @public
-@api_doc(summary="Store a trial's outcome (trial token)")
+@api_doc(
+    summary="Store a trial's outcome (trial token)",
+    body=_FINISH_BODY,
+    responses={
+        200: (
+            "the state the trial has now",
+            {
+                "type": "object",
+                "required": ["status"],
+                "properties": {"status": {"enum": [*(state.value for state in TrialState), None]}},
+            },
+        )
+    },
+)
 def finish(trial_id: int) -> dict[str, Any]:
     """Store the final state while the claim is current; answers the state the trial has now."""
     check_trial_token(trial_id)
-    fields = ("attempt", "status", "score", "params_path", "error", "traceback", "log_line")
+    fields = tuple(_FINISH_BODY["properties"])
     body = json_object(fields=fields)
     attempt = _int_field(body, "attempt")
     status = enum_field(body, "status", TrialState)
@@ -237,6 +338,7 @@ def _key_arg() -> str:
 @api_doc(
     summary="Read an input of a trial: its template, a dataset or its shared parameters (trial token)",
     query={"key": {"type": "string", "required": True, "description": "the artifact key the claim named"}},
+    responses={200: ("the artifact's bytes", _BINARY, "application/octet-stream"), 404: "not an input of the trial"},
 )
 def read_artifact(trial_id: int) -> Response:
     check_trial_token(trial_id)
@@ -252,7 +354,17 @@ def read_artifact(trial_id: int) -> Response:
 
 @blueprint.put("/<int:trial_id>/params")
 @public
-@api_doc(summary="Store a trial's parameters, safetensors bytes as the body (trial token)")
+@api_doc(
+    summary="Store a trial's parameters, safetensors bytes as the body (trial token)",
+    body=_BINARY,
+    body_type="application/octet-stream",
+    responses={
+        200: (
+            "where they are stored",
+            {"type": "object", "required": ["key"], "properties": {"key": {"type": "string"}}},
+        )
+    },
+)
 def put_params(trial_id: int) -> dict[str, Any]:
     check_trial_token(trial_id)
     key = params_key(trial_id)
@@ -262,7 +374,15 @@ def put_params(trial_id: int) -> dict[str, Any]:
 
 @blueprint.delete("/<int:trial_id>/params")
 @public
-@api_doc(summary="Delete the parameters of a trial that ended otherwise (trial token)")
+@api_doc(
+    summary="Delete the parameters of a trial that ended otherwise (trial token)",
+    responses={
+        200: (
+            "whether there were any",
+            {"type": "object", "required": ["deleted"], "properties": {"deleted": {"type": "boolean"}}},
+        )
+    },
+)
 def delete_params(trial_id: int) -> dict[str, Any]:
     check_trial_token(trial_id)
     return {"deleted": admin_state().artifacts.delete(params_key(trial_id))}
