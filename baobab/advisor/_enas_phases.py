@@ -56,10 +56,10 @@ PHASE_POLICIES: dict[EnasPhase, frozenset[Policy]] = {
 _REQUIRED = (Policy.SHARE_PARAMS, Policy.SKIP_TRAIN)
 
 
-def phase_policies(phase: EnasPhase | str) -> dict[str, bool]:
+def phase_policies(phase: EnasPhase | str) -> dict[Policy, bool]:
     """Every policy to whether ``phase`` switches it on (``trial_policies`` keeps those the template declares)."""
     on = PHASE_POLICIES[EnasPhase(phase)]
-    return {policy.value: policy in on for policy in Policy}
+    return {policy: policy in on for policy in Policy}
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class EnasStep:
     done: bool = False
 
     @property
-    def policies(self) -> dict[str, bool]:
+    def policies(self) -> dict[Policy, bool]:
         return phase_policies(self.phase) if self.phase is not None else {}
 
 

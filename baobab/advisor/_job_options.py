@@ -42,7 +42,9 @@ __all__ = ["EARLY_STOPPING_KEY", "POLICIES_KEY", "JobOptions", "JobOptionsError"
 
 EARLY_STOPPING_KEY, POLICIES_KEY = JOB_OPTION_KEYS
 #: Policies a job may ask for; SKIP_TRAIN and QUICK_EVAL only make sense inside ENAS's cycle.
-_SEARCH_POLICIES = (Policy.EARLY_STOP.value, Policy.DOWNSCALE.value, Policy.SHARE_PARAMS.value)
+_SEARCH_POLICIES = (Policy.EARLY_STOP, Policy.DOWNSCALE, Policy.SHARE_PARAMS)
+#: The policies that make a search trial cheaper than the final model it stands for.
+_REDUCING = frozenset({Policy.EARLY_STOP, Policy.DOWNSCALE})
 _SHARE_FROM = ("recent", "best")
 
 
@@ -60,16 +62,16 @@ class JobOptions:
 
     stopping_rule: str = "none"
     stopping_options: Mapping[str, Any] = field(default_factory=dict)
-    policies: frozenset[str] = frozenset()
+    policies: frozenset[Policy] = frozenset()
     share_from: str = "recent"
     final_trials: int = 1
     final_factor: float = 4.0
     final_fraction: float = 0.2
 
     @property
-    def reduced_search(self) -> frozenset[str]:
+    def reduced_search(self) -> frozenset[Policy]:
         """The asked-for policies that make search trials cheaper than a final model (a final phase follows)."""
-        return self.policies & {Policy.EARLY_STOP.value, Policy.DOWNSCALE.value}
+        return self.policies & _REDUCING
 
     def stopping_rule_for(self, history: Iterable[StoppingEvent] = ()) -> StoppingRule:
         return make_stopping_rule(self.stopping_rule, history=history, **self.stopping_options)
@@ -111,7 +113,7 @@ def _policies(value: object, trial_count: int | None) -> dict[str, Any]:
             raise JobOptionsError(f"unknown key {key!r}{hint}; known keys: {', '.join(known)}", field=here)
         if key == Policy.SHARE_PARAMS:
             if item is True or item in _SHARE_FROM:
-                out["policies"].add(key)
+                out["policies"].add(Policy.SHARE_PARAMS)
                 out["share_from"] = "recent" if item is True else item
             elif item is not False:
                 raise JobOptionsError(f'must be true, false, "recent" or "best", got {item!r}', field=here)
@@ -119,7 +121,7 @@ def _policies(value: object, trial_count: int | None) -> dict[str, Any]:
             if not isinstance(item, bool):
                 raise JobOptionsError(f"must be true or false, got {item!r}", field=here)
             if item:
-                out["policies"].add(key)
+                out["policies"].add(Policy(key))
         elif key == "final_trials":
             if isinstance(item, bool) or not isinstance(item, int) or item < 1:
                 raise JobOptionsError(f"must be a whole number >= 1, got {item!r}", field=here)
@@ -132,7 +134,7 @@ def _policies(value: object, trial_count: int | None) -> dict[str, Any]:
             if not _number(item) or not 0 <= item < 1:
                 raise JobOptionsError(f"must be a number in [0, 1), got {item!r}", field=here)
             out[key] = float(item)
-    reduced = out["policies"] & {Policy.EARLY_STOP.value, Policy.DOWNSCALE.value}
+    reduced = out["policies"] & _REDUCING
     final = out.get("final_trials", 1)
     if reduced and trial_count is not None and trial_count <= final:
         raise JobOptionsError(

@@ -67,7 +67,7 @@ class StopCause(enum.StrEnum):
 
 
 #: Policies whose trials are not full models: never served, never a final answer.
-REDUCED: Final = frozenset({Policy.DOWNSCALE.value, Policy.QUICK_EVAL.value, Policy.SKIP_TRAIN.value})
+REDUCED: Final = frozenset({Policy.DOWNSCALE, Policy.QUICK_EVAL, Policy.SKIP_TRAIN})
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class PlanStep:
     when the plan chooses the knobs, and ``final`` when it runs even after the time budget ended."""
 
     phase: enum.StrEnum | None
-    policies: Mapping[str, bool] = field(default_factory=dict)
+    policies: Mapping[Policy, bool] = field(default_factory=dict)
     proposal: Knobs | None = None
     final: bool = False
 
@@ -143,7 +143,7 @@ class Plan:
 
 class PlainPlan(Plan):
     def __init__(self, options: JobOptions) -> None:
-        self.policies = {Policy.SHARE_PARAMS.value: Policy.SHARE_PARAMS.value in options.policies}
+        self.policies = {Policy.SHARE_PARAMS: Policy.SHARE_PARAMS in options.policies}
 
     def next(self, sub: PlanSubJob, job: PlanJob, now: float) -> Next:
         if not sub.wants_trials() or not job.may_start(now):

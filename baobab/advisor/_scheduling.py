@@ -21,7 +21,7 @@ from baobab.advisor._job_options import JobOptions
 from baobab.advisor._plans import Next, Outcome, Plan, PlanStep, StopCause
 from baobab.advisor._stopping import StoppingRule
 from baobab.enums import JobStatus, TrialState
-from baobab.model import KnobConfig, Knobs
+from baobab.model import KnobConfig, Knobs, Policy
 
 __all__ = [
     "ActiveTrial",
@@ -92,7 +92,7 @@ class SubJobState:
     cancelled: int = 0
     last_error: str | None = None
     failure: str | None = None
-    policies: dict[str, bool] = field(default_factory=dict)
+    policies: dict[Policy, bool] = field(default_factory=dict)
     searchable: frozenset[str] = frozenset()
     strategy: Strategy | None = None
     history: list[TrialRecord] = field(default_factory=list)

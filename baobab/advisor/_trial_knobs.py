@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from baobab.model import FixedKnob, KnobConfig, Knobs, PolicyKnob, validate_knobs
+from baobab.model import FixedKnob, KnobConfig, Knobs, Policy, PolicyKnob, validate_knobs
 
 __all__ = ["base_knobs", "trial_knobs", "trial_policies"]
 
 
-def trial_policies(config: KnobConfig, chosen: Mapping[str, bool] | None = None) -> dict[str, bool]:
+def trial_policies(config: KnobConfig, chosen: Mapping[Policy, bool] | None = None) -> dict[Policy, bool]:
     """Every policy the template declares (by a ``PolicyKnob``), to whether it is on for a trial.
 
     Policies the template does not declare are left out, whatever ``chosen`` says: a
@@ -24,11 +24,13 @@ def trial_policies(config: KnobConfig, chosen: Mapping[str, bool] | None = None)
     """
     chosen = chosen or {}
     return {
-        knob.policy: bool(chosen.get(knob.policy, False)) for knob in config.values() if isinstance(knob, PolicyKnob)
+        Policy(knob.policy): bool(chosen.get(Policy(knob.policy), False))
+        for knob in config.values()
+        if isinstance(knob, PolicyKnob)
     }
 
 
-def base_knobs(config: KnobConfig, policies: Mapping[str, bool] | None = None) -> Knobs:
+def base_knobs(config: KnobConfig, policies: Mapping[Policy, bool] | None = None) -> Knobs:
     """The values of the knobs no strategy chooses: fixed values, and each policy knob's policy (default off)."""
     policies = policies or {}
     values: Knobs = {}
@@ -36,11 +38,13 @@ def base_knobs(config: KnobConfig, policies: Mapping[str, bool] | None = None) -
         if isinstance(knob, FixedKnob):
             values[name] = knob.value
         elif isinstance(knob, PolicyKnob):
-            values[name] = bool(policies.get(knob.policy, False))
+            values[name] = bool(policies.get(Policy(knob.policy), False))
     return values
 
 
-def trial_knobs(config: KnobConfig, proposal: Mapping[str, Any], policies: Mapping[str, bool] | None = None) -> Knobs:
+def trial_knobs(
+    config: KnobConfig, proposal: Mapping[str, Any], policies: Mapping[Policy, bool] | None = None
+) -> Knobs:
     """Every knob value the template gets for a trial: ``proposal`` plus :func:`base_knobs`, checked.
 
     Raises:

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Engine
 
+from baobab.model import Policy
 from baobab.store import (
     JobStatus,
     Lease,
@@ -57,7 +58,7 @@ def insert_trial(
     sub_job_id: int,
     number: int,
     knobs: Mapping[str, Any],
-    policies: Mapping[str, bool],
+    policies: Mapping[Policy, bool],
     phase: str | None,
     servable: bool,
     shared_params_path: str | None,
