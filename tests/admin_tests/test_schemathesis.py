@@ -16,13 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import AddUser, Headers
 from flask import Flask
 from flask.testing import FlaskClient
 from train_job_world import add_model, add_trial, job_body, upload_dataset
 
 from baobab.store import ModelTemplate, TrialState, UserRole, session_scope
 from baobab.testing import serve_in_thread
-from conftest import AddUser, Headers
 
 sqlite_only = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 
