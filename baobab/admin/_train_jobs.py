@@ -19,7 +19,7 @@ import secrets
 from typing import Any
 
 from flask import Blueprint, request
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import defer
 
@@ -32,7 +32,7 @@ from baobab.admin._train_job_json import TRAIN_JOB_SCHEMA, jobs_json, train_job_
 from baobab.admin._train_job_lookups import OWNER_ARG, OWNER_QUERY, find_train_job, owner_arg
 from baobab.admin._train_job_spec import CREATE_SCHEMA, check_train_job_spec, read_train_job_spec
 from baobab.exceptions import ConflictError
-from baobab.store import Event, EventKind, JobStatus, SubJob, TrainJob, session_scope
+from baobab.store import Event, EventKind, TrainJob, add_train_job, request_train_job_stop, session_scope
 
 __all__ = ["blueprint"]
 
@@ -63,29 +63,19 @@ def create_train_job() -> tuple[dict[str, Any], int]:
             latest = session.scalar(
                 select(func.max(TrainJob.app_version)).where(TrainJob.app == spec.app, TrainJob.owner_id == me.id)
             )
-            job = TrainJob(
-                owner_id=me.id,
-                app=spec.app,
-                app_version=(latest or 0) + 1,
-                task=spec.task,
-                train_dataset_id=spec.train_dataset_id,
-                val_dataset_id=spec.val_dataset_id,
-                budget=spec.budget.to_json(),
-                train_args=spec.train_args,
-                status=JobStatus.PENDING,
-            )
-            job.sub_jobs = [
-                SubJob(
-                    model_template_id=model_id,
-                    strategy=spec.strategy,
-                    seed=secrets.randbits(63),
-                    status=JobStatus.PENDING,
-                )
-                for model_id in spec.model_ids
-            ]
-            session.add(job)
             try:
-                session.flush()
+                job = add_train_job(
+                    session,
+                    owner_id=me.id,
+                    app=spec.app,
+                    app_version=(latest or 0) + 1,
+                    task=spec.task,
+                    train_dataset_id=spec.train_dataset_id,
+                    val_dataset_id=spec.val_dataset_id,
+                    budget=spec.budget.to_json(),
+                    train_args=spec.train_args,
+                    sub_jobs=[(model_id, spec.strategy, secrets.randbits(63)) for model_id in spec.model_ids],
+                )
             except IntegrityError:
                 # Another request took this version (or deleted a dataset or template just now): look again.
                 session.rollback()
@@ -159,18 +149,14 @@ def get_train_job(app: str, app_version: int) -> dict[str, Any]:
 def stop_train_job(app: str, app_version: int) -> dict[str, Any]:
     """STOPPING, then JOB_STOPPED; a finished job answers unchanged (and nothing is published).
 
-    The change is a conditional UPDATE, so a driver finishing the job at the same moment
-    is never overwritten. Asking again while STOPPING publishes again, which does no harm
-    and wakes a driver that missed the first event.
+    The change is conditional (:func:`~baobab.store.request_train_job_stop`), so a driver
+    finishing the job at the same moment is never overwritten. Asking again while STOPPING
+    publishes again, which does no harm and wakes a driver that missed the first event.
     """
     check_query_args((OWNER_ARG,))
     with session_scope(admin_state().engine) as session:
         job = find_train_job(session, app, app_version, owner_id=owner_arg())
-        session.execute(
-            update(TrainJob)
-            .where(TrainJob.id == job.id, TrainJob.status.in_((JobStatus.PENDING, JobStatus.RUNNING)))
-            .values(status=JobStatus.STOPPING)
-        )
+        request_train_job_stop(session, job.id)
         session.refresh(job)
         publish = not job.status.is_finished()
     if publish:

@@ -36,12 +36,6 @@ REPOSITORY_MODULES = (
     "store/_db/_trial_rows.py",
 )
 
-#: Files (or folders) that still write states or leases themselves, to be switched to the
-#: repository's operations. This tuple must be empty when issue 14 closes.
-PENDING_CONVERSION = (
-    "admin/_train_jobs.py",
-)
-
 _TABLES = frozenset({"Trial", "SubJob", "TrainJob", "InferenceJob"})
 _STATE = "status"
 _LEASE = frozenset({"driver", "lease_expires_at"})
@@ -210,17 +204,11 @@ def state_writes(source: str) -> list[tuple[int, str]]:
     return sorted(scanner.found)
 
 
-def _exempt(relative: str) -> bool:
-    return relative in REPOSITORY_MODULES or any(
-        relative == pending or relative.startswith(pending.rstrip("/") + "/") for pending in PENDING_CONVERSION
-    )
-
-
 def test_no_module_outside_the_repository_writes_a_state_or_a_lease() -> None:
     found = []
     for path in sorted(BAOBAB.rglob("*.py")):
         relative = path.relative_to(BAOBAB).as_posix()
-        if not _exempt(relative):
+        if relative not in REPOSITORY_MODULES:
             found += [f"baobab/{relative}:{line}: {what}" for line, what in state_writes(path.read_text())]
     assert found == [], "call an operation of the repository (baobab.store) instead:\n" + "\n".join(found)
 
@@ -231,15 +219,6 @@ def test_the_repository_modules_exist_and_write(relative: str) -> None:
         f"baobab/{relative} writes no state: is it still the repository?"
     )
 
-
-@pytest.mark.parametrize("relative", PENDING_CONVERSION)
-def test_each_file_pending_conversion_still_writes_states(relative: str) -> None:
-    path = BAOBAB / relative
-    assert path.exists(), f"baobab/{relative} is gone: update PENDING_CONVERSION"
-    files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
-    assert any(state_writes(f.read_text()) for f in files), (
-        f"baobab/{relative} writes no state or lease any more: remove it from PENDING_CONVERSION"
-    )
 
 
 @pytest.mark.parametrize(
