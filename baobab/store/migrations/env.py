@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from baobab.store._db._tables import Base
+from baobab.store._db import Base
 
 connection = context.config.attributes.get("connection")
 if connection is None:
