@@ -9,6 +9,7 @@ from __future__ import annotations
 from baobab.advisor._factory import strategy_class
 from baobab.advisor._job_options import JobOptions
 from baobab.advisor._plans import Plan, options_plan
+from baobab.advisor._trial_knobs import trial_policies
 from baobab.exceptions import StrategyError
 from baobab.model import KnobConfig
 
@@ -51,4 +52,4 @@ def check_job_plan(
         )
     except Exception as e:
         raise StrategyError(f"strategy {strategy!r}: {type(e).__name__}: {e}") from e
-    return options_plan(options) if plan is None else plan
+    return options_plan(options, frozenset(trial_policies(knob_config))) if plan is None else plan

@@ -7,7 +7,8 @@ ends) or :attr:`Outcome.DONE` (this sub-job starts no more trials). Three plans:
 
 - :class:`PlainPlan`: every trial alike (SHARE_PARAMS on when the job asks for it).
 - :class:`RetrainPlan`: the job asks for EARLY_STOP or DOWNSCALE (see
-  :mod:`baobab.advisor._job_options`): ``search`` trials run with them on; then a
+  :mod:`baobab.advisor._job_options`) and the template declares one of them:
+  ``search`` trials run with them on (and are not served); then a
   ``final`` phase retrains the best configurations with every policy off, once the
   search trials have all ended. It is due when the trials left are the final ones, when
   the time left is at most the reserve (``final_fraction`` of TIME_HOURS, or
@@ -66,8 +67,9 @@ class StopCause(enum.StrEnum):
     USER = "USER"  # a user stopped it
 
 
-#: Policies whose trials are not full models: never served, never a final answer.
-REDUCED: Final = frozenset({Policy.DOWNSCALE, Policy.QUICK_EVAL, Policy.SKIP_TRAIN})
+#: Policies whose trials are not full models: never served, never a final answer. An
+#: EARLY_STOP trial trains for fewer epochs than the model it stands for; its retrain serves.
+REDUCED: Final = frozenset({Policy.EARLY_STOP, Policy.DOWNSCALE, Policy.QUICK_EVAL, Policy.SKIP_TRAIN})
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ class PlanSubJob(Protocol):
 
 
 def servable(policies: Mapping[str, Any]) -> bool:
-    """Whether a trial run with ``policies`` is a full model (no DOWNSCALE, QUICK_EVAL or SKIP_TRAIN)."""
+    """Whether a trial run with ``policies`` is a full model (none of the :data:`REDUCED` policies on)."""
     return not any(policies.get(policy) for policy in REDUCED)
 
 
@@ -229,8 +231,13 @@ class EnasPlan(Plan):
         return PlanStep(step.phase, phase_policies(step.phase), final=final)
 
 
-def options_plan(options: JobOptions) -> Plan:
-    """The plan a job's ``options`` ask for, for a strategy that brings no plan of its own."""
-    if options.reduced_search:
+def options_plan(options: JobOptions, declared: frozenset[Policy]) -> Plan:
+    """The plan a job's ``options`` ask for, for a strategy that brings no plan of its own.
+
+    A retrain phase only when the template ``declared`` a policy that makes its search
+    trials cheaper: without one its search trials are full models already, and retraining
+    the best of them would repeat them.
+    """
+    if options.reduced_search & declared:
         return RetrainPlan(options)
     return PlainPlan(options)

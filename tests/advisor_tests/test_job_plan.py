@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from baobab.advisor import Budget, JobOptions, check_job_plan, parse_job_options
-from baobab.advisor._plans import EnasPlan, PlainPlan, RetrainPlan
+from baobab.advisor._plans import EnasPlan, PlainPlan, RetrainPlan, servable
 from baobab.exceptions import StrategyError
-from baobab.model import ArchKnob, FloatKnob, PolicyKnob
+from baobab.model import ArchKnob, FloatKnob, Policy, PolicyKnob
 
 ENAS_CONFIG = {
     "arch": ArchKnob([["a", "b"]] * 3),
@@ -43,3 +43,17 @@ def test_other_strategies_follow_the_jobs_options(strategy: str) -> None:
 def test_workers_is_the_budgets_gpu_count_or_the_cpu_slots() -> None:
     assert Budget(gpu_count=3, model_trial_count=1).workers(cpu_slots=8) == 3
     assert Budget(gpu_count=0, model_trial_count=1).workers(cpu_slots=8) == 8
+
+
+def test_a_template_that_declares_none_of_the_asked_for_policies_gets_no_retrain_phase() -> None:
+    # Its search trials are full models already: a final retrain of the best would repeat one.
+    options = parse_job_options({"policies": {"EARLY_STOP": True, "DOWNSCALE": True}}, trial_count=5)
+    plain = check_job_plan("random", {"lr": FloatKnob(1e-4, 1e-1)}, options, trial_count=5, time_hours=None, workers=1)
+    assert isinstance(plain, PlainPlan)
+
+
+def test_a_trial_run_with_any_cheapening_policy_is_not_served() -> None:
+    # EARLY_STOP trains fewer epochs than the model it stands for: its full retrain is what serves.
+    for policy in (Policy.EARLY_STOP, Policy.DOWNSCALE, Policy.QUICK_EVAL, Policy.SKIP_TRAIN):
+        assert not servable({policy: True})
+    assert servable({Policy.SHARE_PARAMS: True, Policy.EARLY_STOP: False})

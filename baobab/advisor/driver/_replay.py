@@ -113,7 +113,7 @@ def sub_job_state(
         )
     except StrategyError as e:
         sub.failure = str(e)
-        sub.plan = options_plan(options)
+        sub.plan = options_plan(options, frozenset(sub.policies))
     return sub
 
 
