@@ -272,7 +272,7 @@ def test_bad_requests_name_the_field_and_write_nothing(world: World) -> None:
     w, shop = world, world.shop
     ok = {"app": "shop", "app_version": 1}
     cases: list[tuple[dict[str, Any], str, str]] = [
-        ({**ok, "name": "x"}, "name", r"unknown field 'name'; known fields: app, app_version, k, trial_ids, public"),
+        ({**ok, "name": "x"}, "name", r"unknown field 'name'; known fields: app, app_version, owner_id, k, "),
         ({"app_version": 1}, "app", r"'app' is required"),
         ({"app": 7}, "app", r"'app' must be a string, got a number"),
         ({"app": "  "}, "app", r"'app' must not be blank"),

@@ -88,7 +88,9 @@ def test_a_second_user_with_the_same_email_is_refused(engine: Engine) -> None:
 def test_an_app_version_is_taken_once(engine: Engine) -> None:
     _train_job(engine, app="fashion", app_version=1)
     _train_job(engine, app="fashion", app_version=2)
-    with pytest.raises(StoreError, match=r"IntegrityError.*(train_jobs\.app|uq_train_jobs_app_app_version)"):
+    with pytest.raises(
+        StoreError, match=r"IntegrityError.*(train_jobs\.owner_id|uq_train_jobs_owner_id_app_app_version)"
+    ):
         _train_job(engine, app="fashion", app_version=2)
 
 
