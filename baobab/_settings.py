@@ -181,6 +181,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("admin_email", str, None, "email of the superadmin created on first start"),
     Setting("admin_password", str, None, "password of the superadmin created on first start", secret=True),
     Setting("max_upload_mb", int, 512, "largest accepted upload, in MiB", minimum=1),
+    Setting("max_json_kb", int, 1024, "largest accepted JSON request body, in KiB", minimum=1),
     Setting("zip_member_mb", int, 256, "largest inflated member or decoded image of an uploaded zip (MiB)", minimum=1),
     Setting("zip_total_mb", int, 4096, "largest inflated size or decoded images of an uploaded zip (MiB)", minimum=1),
     Setting("zip_max_ratio", float, 200.0, "largest compression ratio of a zip member of 1 MiB or more", minimum=1),
@@ -252,6 +253,7 @@ class Settings:
     admin_email: str | None
     admin_password: str | None
     max_upload_mb: int
+    max_json_kb: int
     zip_member_mb: int
     zip_total_mb: int
     zip_max_ratio: float

@@ -22,7 +22,7 @@ from baobab.admin import (
 from baobab.admin._auth import authenticate, token_serializer
 from baobab.admin._bootstrap import bootstrap_superadmin
 from baobab.admin._errors import register_error_handlers
-from baobab.admin._query import IdConverter
+from baobab.admin._query import check_path_ids
 from baobab.admin._state import EXTENSION, AdminState
 from baobab.store import ArtifactStore, EventChannel, LocalEventChannel, check_schema, create_engine_from_url
 
@@ -76,7 +76,6 @@ def create_app(settings: Settings | None = None, events: EventChannel | None = N
         raise
     app = Flask("baobab.admin")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_upload_mb * 2**20
-    app.url_map.converters["int"] = IdConverter  # before the routes are added: every <int:> is an id
     app.extensions[EXTENSION] = AdminState(
         settings=settings,
         engine=engine,
@@ -85,6 +84,7 @@ def create_app(settings: Settings | None = None, events: EventChannel | None = N
         events=events if events is not None else LocalEventChannel(),
     )
     register_error_handlers(app)
+    app.url_value_preprocessor(check_path_ids)  # runs before authenticate: a 404 needs no token
     app.before_request(authenticate)
     for blueprint in _BLUEPRINTS:
         app.register_blueprint(blueprint)

@@ -1,11 +1,24 @@
-"""Reading request bodies (JSON objects, multipart uploads): every bad field is a 400 that names it."""
+"""Reading request bodies (JSON objects, multipart uploads): every bad field is a 400 that names it.
+
+A JSON body is held to limits before anything reads it further, since a body the
+parser or the database chokes on would otherwise be a 500, or stored and echoed by
+every listing: at most ``BAOBAB_MAX_JSON_KB`` (413), nested at most
+:data:`MAX_JSON_DEPTH` deep (checked on the raw text, before parsing, which would
+recurse once per level), integers of at most :data:`MAX_INT_DIGITS` digits, and only
+finite numbers (``NaN`` and ``Infinity`` are not JSON; a stored one is echoed as
+invalid JSON).
+"""
 
 from __future__ import annotations
 
 import enum
+import json
+import math
+import re
 from collections.abc import Collection
 from typing import Any, TypeVar
 
+import numpy as np
 from flask import request
 from werkzeug.datastructures import FileStorage
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -13,25 +26,87 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from baobab.admin._state import admin_state
 from baobab.exceptions import RequestError
 
-__all__ = ["enum_field", "json_object", "multipart_upload", "string_field"]
+__all__ = ["MAX_INT_DIGITS", "MAX_JSON_DEPTH", "enum_field", "json_object", "multipart_upload", "string_field"]
 
 E = TypeVar("E", bound=enum.Enum)
+
+#: How deep arrays and objects may nest in a JSON body.
+MAX_JSON_DEPTH = 64
+#: The most digits an integer in a JSON body may have (an id has 19).
+MAX_INT_DIGITS = 100
+# A JSON string, escapes included: what the depth count skips.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_OPENERS = np.frombuffer(b"[{", dtype=np.uint8)
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
 
 
 def json_object(*, fields: Collection[str]) -> dict[str, Any]:
     """The body as a JSON object whose keys are all among ``fields``.
 
     Raises:
-        RequestError: the body is not a JSON object sent as ``application/json``, or
-            holds an unknown field (a typo would otherwise be ignored silently).
+        RequestEntityTooLarge: the body is over ``BAOBAB_MAX_JSON_KB`` (a JSON 413).
+        RequestError: the body is not a JSON object sent as ``application/json``, breaks
+            a limit of the module docstring, or holds an unknown field (a typo would
+            otherwise be ignored silently).
     """
-    body = request.get_json(silent=True)
+    body = _json_body()
     if not isinstance(body, dict):
-        raise RequestError("the request body must be a JSON object, sent with 'Content-Type: application/json'")
+        raise RequestError(f"the request body must be a JSON object, got {_json_type(body)}")
     for name in body:
         if name not in fields:
             raise RequestError(f"unknown field {name!r}; known fields: {', '.join(fields)}", field=name)
     return body
+
+
+def _json_body() -> Any:
+    """The body's JSON value, within the limits of the module docstring."""
+    if not request.is_json:
+        raise RequestError("the request body must be a JSON object, sent with 'Content-Type: application/json'")
+    limit_kb = admin_state().settings.max_json_kb
+    length = request.content_length
+    data = request.stream.read(limit_kb * 1024 + 1) if length is None or length <= limit_kb * 1024 else b""
+    if (length or len(data)) > limit_kb * 1024:
+        raise RequestEntityTooLarge(
+            f"the JSON body is larger than the server's limit of {limit_kb} KiB (BAOBAB_MAX_JSON_KB)"
+        )
+    if not data.strip():
+        raise RequestError("the request body must be a JSON object, got an empty body")
+    _check_depth(data)
+    try:
+        value = json.loads(data, parse_int=_parse_int, parse_constant=float)
+    except RequestError:
+        raise
+    except ValueError as e:  # UnicodeDecodeError too
+        raise RequestError(f"the request body is not valid JSON: {e}") from None
+    _check_finite(value, "")
+    return value
+
+
+def _check_depth(data: bytes) -> None:
+    brackets = np.frombuffer(_JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS), np.uint8)
+    if brackets.size and int(np.cumsum(np.where(np.isin(brackets, _OPENERS), 1, -1)).max()) > MAX_JSON_DEPTH:
+        raise RequestError(f"the JSON body nests arrays or objects more than {MAX_JSON_DEPTH} deep, the limit")
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise RequestError(f"the JSON body holds an integer of {digits} digits; at most {MAX_INT_DIGITS} are allowed")
+    return int(text)
+
+
+def _check_finite(value: Any, path: str) -> None:
+    """Refuses NaN and infinities (``NaN``, ``Infinity``, or a number like ``1e999`` too large for a float)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        shown = "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+        where = f"{path!r} is" if path else "the body is"
+        raise RequestError(f"{where} {shown}, which JSON cannot hold: numbers must be finite", field=path or None)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_finite(item, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_finite(item, f"{path}[{i}]")
 
 
 def multipart_upload(*, fields: Collection[str], what: str) -> tuple[dict[str, str], FileStorage | None]:

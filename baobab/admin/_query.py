@@ -1,35 +1,46 @@
-"""Reading the URL: ids in paths (:class:`IdConverter`), query strings of whole numbers in range, and no
+"""Reading the URL: ids in paths (:func:`check_path_ids`), query strings of whole numbers in range, and no
 parameter a route does not know."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from typing import Any
 
 from flask import request
-from werkzeug.exceptions import NotFound
-from werkzeug.routing import IntegerConverter
 
-from baobab.exceptions import RequestError
+from baobab.exceptions import NotFoundError, RequestError
 
-__all__ = ["MAX_ID", "IdConverter", "check_query_args", "int_query_arg"]
+__all__ = ["INCLUDE_ARG", "MAX_ID", "check_path_ids", "check_query_args", "include_arg", "int_query_arg"]
+
+#: The query parameter that asks a listing for fields it leaves out by default.
+INCLUDE_ARG = "include"
 
 #: The largest id a row can have; a larger number in a URL or a body names nothing (and
 #: would overflow SQLite's integers), so it answers like a missing row.
 MAX_ID = 2**63 - 1
 
+#: What a path id names, where its parameter's name does not say it (``dataset_id``: a dataset).
+_PATH_NOUNS = {"job_id": "inference job"}
 
-class IdConverter(IntegerConverter):
-    """The app's ``<int:...>`` converter: a path number above :data:`MAX_ID` answers 404 before any view runs.
 
-    Every id route gets the rule by being an ``<int:>`` route, so none can forget it and
-    hand the database a number it cannot hold (an OverflowError, a 500).
+def check_path_ids(endpoint: str | None, values: dict[str, Any] | None) -> None:
+    """Answers 404 for a number in the path above :data:`MAX_ID`, before any view runs.
+
+    Registered for every route as a URL value preprocessor, so no id route can forget it
+    and hand the database a number it cannot hold (an OverflowError, a 500). A number too
+    long to convert at all (thousands of digits) matches no route, a 404 as well.
+
+    Raises:
+        NotFoundError: saying what the id would have named, as the view would for a missing row.
     """
-
-    def to_python(self, value: str) -> int:
-        if len(value.lstrip("0")) > len(str(MAX_ID)) or int(value) > MAX_ID:
-            raise NotFound(f"nothing has the id {value}: ids go up to {MAX_ID}")
-        return int(super().to_python(value))
+    values = values or {}
+    for name, value in values.items():
+        if isinstance(value, int) and value > MAX_ID:
+            if name == "app_version":
+                raise NotFoundError(f"no train job {values.get('app')!r} version {value}")
+            noun = _PATH_NOUNS.get(name, name.removesuffix("_id").replace("_", " "))
+            raise NotFoundError(f"no {noun} with id {value}")
 
 
 def int_query_arg(name: str, default: int | None, low: int, high: int) -> int | None:
@@ -47,6 +58,25 @@ def int_query_arg(name: str, default: int | None, low: int, high: int) -> int | 
     if not low <= value <= high:
         raise RequestError(f"query parameter {name!r} must be between {low} and {high}, got {value}", field=name)
     return value
+
+
+def include_arg(heavy: Collection[str]) -> set[str]:
+    """The ``heavy`` fields that ``?include=a,b`` asks a listing for (none by default).
+
+    A listing leaves out fields that can be large (a job's ``train_args``), so that one
+    row cannot make every listing heavy; the page of one row shows them.
+
+    Raises:
+        RequestError: naming a field that is not among ``heavy``.
+    """
+    raw = request.args.get(INCLUDE_ARG)
+    asked = {part.strip() for part in raw.split(",") if part.strip()} if raw is not None else set()
+    for name in sorted(asked):
+        if name not in heavy:
+            raise RequestError(
+                f"query parameter {INCLUDE_ARG!r} names {name!r}; it takes {', '.join(heavy)}", field=INCLUDE_ARG
+            )
+    return asked
 
 
 def check_query_args(known: Iterable[str]) -> None:

@@ -16,6 +16,7 @@ message as a missing one (``no dataset 7``), so ids reveal nothing.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from baobab.advisor import (
     parse_job_options,
 )
 from baobab.exceptions import BudgetError, RequestError, StrategyError
-from baobab.model import Task, knob_config_from_json
+from baobab.model import WARM_START_ARG, Task, knob_config_from_json
 from baobab.store import Dataset, ModelTemplate, User
 
 __all__ = ["CREATE_SCHEMA", "FIELDS", "TrainJobSpec", "check_train_job_spec", "read_train_job_spec"]
@@ -45,6 +46,8 @@ _APP = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: train() takes these itself (positional parameters, and the seed the platform derives per trial).
 _RESERVED_TRAIN_ARGS = ("dataset_path", "shared_params", "seed")
 _MAX_MODELS = 100
+#: train_args as JSON, at most: a job's page shows them, and train() gets them in every trial.
+_MAX_TRAIN_ARGS_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,19 @@ def _train_args(value: Any) -> dict[str, Any]:
                 f"({', '.join(_RESERVED_TRAIN_ARGS)} are reserved)",
                 field=f"train_args.{name}",
             )
+    warm_start = value.get(WARM_START_ARG, True)
+    if not isinstance(warm_start, bool):
+        raise RequestError(
+            f"'train_args.{WARM_START_ARG}' must be true or false, got {warm_start!r}",
+            field=f"train_args.{WARM_START_ARG}",
+        )
+    size = len(json.dumps(value))
+    if size > _MAX_TRAIN_ARGS_BYTES:
+        raise RequestError(
+            f"'train_args' takes {size} bytes as JSON; at most {_MAX_TRAIN_ARGS_BYTES} are allowed "
+            "(every view of the job carries them: send data as a dataset)",
+            field="train_args",
+        )
     return value
 
 
@@ -191,6 +207,9 @@ FIELDS = (
             "type": "object",
             "description": "keyword arguments of train(), and the job options 'early_stopping' "
             '(e.g. {"rule": "asha", "eta": 3}) and \'policies\' (e.g. {"EARLY_STOP": true, "SHARE_PARAMS": "best"})',
+            "properties": {
+                WARM_START_ARG: {"type": "boolean", "default": True, "description": "start trials from the zoo"}
+            },
         },
         _train_args,
     ),

@@ -51,7 +51,7 @@ def test_bad_token_requests(client: FlaskClient, settings: Settings) -> None:
     cases: list[tuple[dict[str, Any], int, str, str | None]] = [
         ({"data": "email=a&password=b", "content_type": "application/x-www-form-urlencoded"}, 400,
          "the request body must be a JSON object, sent with 'Content-Type: application/json'", None),
-        ({"data": "{not json", "content_type": "application/json"}, 400, "must be a JSON object", None),
+        ({"data": "{not json", "content_type": "application/json"}, 400, "the request body is not valid JSON", None),
         ({"json": [email, password]}, 400, "must be a JSON object", None),
         ({"json": {"password": password}}, 400, "'email' is required", "email"),
         ({"json": {"email": email}}, 400, "'password' is required", "password"),
