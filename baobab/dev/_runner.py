@@ -6,7 +6,7 @@ crash, a segfault or an endless loop fails that trial and the search goes on), c
 that dumped parameters reload into a fresh instance with the same predictions, and
 report the trials and the best one. Queries for the reload checks come from
 ``queries`` or, by default, from the first rows of the validation dataset in the
-format :mod:`baobab.dev._queries` documents.
+format :mod:`baobab.worker._queries` documents.
 
 Knob values per trial: the strategy's proposal for the searchable knobs, FixedKnob
 values as declared, every policy knob False, and ``knobs`` overrides on top (an
@@ -27,11 +27,11 @@ from typing import Any
 from tabulate import tabulate
 
 from baobab.advisor import TrialStatus, base_knobs, make_strategy
-from baobab.dev._queries import sample_queries
 from baobab.dev._trials import DevTrial, TrialRunner, format_knobs, indent, search
 from baobab.enums import Task
 from baobab.exceptions import DatasetError, KnobConfigError
 from baobab.model import KnobConfig, Knobs, check_template, load_template, searchable_knobs, validate_knobs
+from baobab.worker import sample_queries
 
 __all__ = ["DEFAULT_TRIALS", "DevRunResult", "DevTrial", "run_dev"]
 

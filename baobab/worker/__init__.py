@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from baobab.worker._inference import InferenceSpec, InferenceWorker, InferenceWorkerError
     from baobab.worker._kubernetes import KubernetesPool, KubernetesPoolConfig, kubernetes_api
     from baobab.worker._local import LocalExecutor
+    from baobab.worker._queries import sample_queries
     from baobab.worker._runner import TrialOutcome, WorkerResources, run_trial
     from baobab.worker._trial_process import TrialFailed, TrialSpec, trial_seed
 
@@ -54,6 +55,7 @@ _NAMES = {
     "kubernetes_api": "baobab.worker._kubernetes",
     "TrialGateway": "baobab.worker._gateway",
     "LocalExecutor": "baobab.worker._local",
+    "sample_queries": "baobab.worker._queries",
     "TrialOutcome": "baobab.worker._runner",
     "WorkerResources": "baobab.worker._runner",
     "run_trial": "baobab.worker._runner",
@@ -84,6 +86,7 @@ __all__ = [
     "run_child",
     "run_trial",
     "run_worker",
+    "sample_queries",
     "trial_seed",
 ]
 

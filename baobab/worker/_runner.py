@@ -12,7 +12,10 @@ the rules are :mod:`baobab.store._db._trial_rows`'):
    sink stores interim metrics and log lines as they come; what the template prints
    becomes log lines too. ``evaluate()`` must return a finite number. Where the gateway
    asks for heartbeats, a thread beats while the trial runs and passes on stop requests.
-3. the parameters go to the artifact store as ``params/trial-<id>.safetensors``.
+3. the parameters go to the artifact store as ``params/trial-<id>.safetensors``; until
+   one trial of the sub-job has a score (``claim.check_reload``), they are first reloaded
+   into a fresh instance, which must predict the same on a few validation examples: a
+   template whose parameters miss part of its state fails here, not when served.
 4. the final state, only while this claim is current (so a trial cancelled or taken
    over meanwhile keeps what others stored): COMPLETED, STOPPED (asked to stop, still
    evaluated: its score counts) or ERRORED (``error`` a one-line reason, ``traceback``
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from baobab.enums import Task
 from baobab.exceptions import ArtifactError, KnobConfigError, StoreError
 from baobab.model import WARM_START_ARG, BaseModel, TrialContext, knobs_from_json, trial_context, validate_knobs
 from baobab.store import (
@@ -51,10 +55,12 @@ from baobab.store import (
 from baobab.worker._cache import ArtifactCache, LoadedTemplate, TemplateCache
 from baobab.worker._capture import capture_prints
 from baobab.worker._gateway import TrialGateway
+from baobab.worker._queries import sample_queries
 from baobab.worker._recorder import RowWriter, TrialSink
 from baobab.worker._trial_process import (
     TrialFailed,
     call_template,
+    check_reload,
     check_score,
     params_bytes,
     seed_globals,
@@ -65,6 +71,9 @@ from baobab.worker._trial_process import (
 __all__ = ["TrialOutcome", "WorkerResources", "run_trial"]
 
 logger = logging.getLogger("baobab.worker")
+
+#: Validation examples the reload check predicts.
+_RELOAD_QUERIES = 8
 
 
 @dataclass(frozen=True)
@@ -280,6 +289,10 @@ def _train(
             score = check_score(call_template(path, "evaluate()", model.evaluate, val_path))
             stop_reason = context.stop_reason
             data = params_bytes(path, model)
+            if claim.check_reload:
+                target = str(claim.train_args.get("target", "target"))
+                queries = sample_queries(Task(claim.task), val_path, count=_RELOAD_QUERIES, target=target)
+                check_reload(path, template.cls, knobs, model, data, queries)
             if zoo is not None:
                 from baobab.zoo import model_graph
 

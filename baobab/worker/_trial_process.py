@@ -176,12 +176,12 @@ def check_score(score: Any) -> float:
     return float(score)
 
 
-def _predict(spec: TrialSpec, model: BaseModel) -> list[Any]:
-    predictions = _call(spec, "predict()", model.predict, list(spec.queries))
-    if not isinstance(predictions, list) or len(predictions) != len(spec.queries):
+def _predict(template: str | Path, model: BaseModel, queries: Sequence[Any]) -> list[Any]:
+    predictions = call_template(template, "predict()", model.predict, list(queries))
+    if not isinstance(predictions, list) or len(predictions) != len(queries):
         got = f"a list of {len(predictions)}" if isinstance(predictions, list) else f"a {type(predictions).__name__}"
         raise TrialFailed(
-            f"predict() returned {got} for {len(spec.queries)} queries; it must return a list with one "
+            f"predict() returned {got} for {len(queries)} queries; it must return a list with one "
             "prediction per query (call .tolist() on arrays)"
         )
     try:
@@ -207,6 +207,33 @@ def _check_same_predictions(expected: Sequence[Any], got: Sequence[Any], who: st
                 f"template error: {who} predicts {_short(b)} for query {i}, where the trained model predicted "
                 f"{_short(a)}; dump_parameters() must return everything load_parameters() needs"
             )
+
+
+def check_reload(
+    template: str | Path,
+    cls: type[BaseModel],
+    knobs: Mapping[str, Any],
+    model: BaseModel,
+    data: bytes,
+    queries: Sequence[Any],
+) -> list[Any]:
+    """The trained ``model``'s predictions on ``queries``, checked against a fresh instance loaded with ``data``.
+
+    A template whose dumped parameters miss part of its state trains and scores well but
+    serves something else; this is where the platform finds out, before it serves it.
+
+    Raises:
+        TrialFailed: a prediction differs (beyond rounding), or a call raised.
+    """
+    predictions = _predict(template, model, queries)
+    fresh = call_template(template, f"{cls.__name__}(**knobs)", cls, **knobs)
+    try:
+        call_template(template, "load_parameters()", fresh.load_parameters, params_from_bytes(data))
+        who = "a fresh instance loaded with the dumped parameters"
+        _check_same_predictions(predictions, _predict(template, fresh, queries), who)
+    finally:
+        call_template(template, "teardown()", fresh.teardown)
+    return predictions
 
 
 def _load(spec: TrialSpec) -> type[BaseModel]:
@@ -279,16 +306,9 @@ def _run_trial(spec: TrialSpec, context: TrialContext) -> dict[str, Any]:
             score = check_score(_call(spec, "evaluate()", model.evaluate, spec.val_path))
         data = params_bytes(spec.template, model)
         Path(spec.params_path).write_bytes(data)
-        predictions = _predict(spec, model)
+        predictions = check_reload(spec.template, cls, spec.knobs, model, data, spec.queries)
     finally:
         _call(spec, "teardown()", model.teardown)
-    fresh = _call(spec, f"{spec.class_name}(**knobs)", cls, **spec.knobs)
-    try:
-        _call(spec, "load_parameters()", fresh.load_parameters, params_from_bytes(data))
-        who = "a fresh instance loaded with the dumped parameters"
-        _check_same_predictions(predictions, _predict(spec, fresh), who)
-    finally:
-        _call(spec, "teardown()", fresh.teardown)
     return {"score": score, "predictions": predictions, "stop_reason": context.stop_reason}
 
 
@@ -298,7 +318,7 @@ def _run_reload(spec: TrialSpec) -> dict[str, Any]:
     try:
         params = params_from_bytes(Path(spec.params_path).read_bytes())
         _call(spec, "load_parameters()", model.load_parameters, params)
-        predictions = _predict(spec, model)
+        predictions = _predict(spec.template, model, spec.queries)
     finally:
         _call(spec, "teardown()", model.teardown)
     _check_same_predictions(spec.expected or [], predictions, "the stored parameters, reloaded in a new process,")

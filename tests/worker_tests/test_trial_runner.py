@@ -110,6 +110,31 @@ def test_a_failing_template_ends_the_trial_errored(
         assert trial.traceback.endswith("ValueError: x=0.5 is a bad value")
 
 
+def test_parameters_that_do_not_reload_to_the_same_predictions_fail_the_trial(
+    platform: Platform, resources: WorkerResources
+) -> None:
+    trial_id = platform.add_trial("forgetful", 0.5)
+
+    outcome = _run(platform, trial_id, resources)
+
+    assert outcome.status is TrialState.ERRORED
+    assert outcome.error == (
+        "template error: a fresh instance loaded with the dumped parameters predicts 0.5 for query 0, where the "
+        "trained model predicted 1.5; dump_parameters() must return everything load_parameters() needs"
+    )
+    assert not platform.artifacts.exists(params_key(trial_id))  # never stored, so never served
+
+
+def test_once_a_trial_of_the_sub_job_has_a_score_the_reload_is_not_checked_again(
+    platform: Platform, resources: WorkerResources
+) -> None:
+    checked = platform.add_trial("ok", 0.5)
+    assert _run(platform, checked, resources).status is TrialState.COMPLETED
+    # One checked trial per sub-job is enough: the template is the same for all of them.
+    later = platform.add_trial("forgetful", 0.5)
+    assert _run(platform, later, resources).status is TrialState.COMPLETED
+
+
 def test_a_template_that_does_not_import_errors_with_its_traceback(
     platform: Platform, resources: WorkerResources
 ) -> None:

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import BindParameter, Engine, and_, bindparam, insert, or_, select, update
+from sqlalchemy import BindParameter, Engine, and_, bindparam, exists, insert, or_, select, update
 
 from baobab.enums import TrialState
 from baobab.store._db._engine import session_scope
@@ -46,6 +46,9 @@ class TrialClaim:
     ``attempt`` identifies the claim: beats and the final state carry it.
     ``shared_params_path`` is the artifact key of the parameters the trial starts from
     (SHARE_PARAMS; another trial's ``params_path``), None when it starts fresh.
+    ``check_reload`` asks the worker to check that the trained model's dumped parameters
+    reload into a fresh instance with the same predictions: until one trial of the
+    sub-job has a score, no trial of it has been checked.
     """
 
     trial_id: int
@@ -63,6 +66,8 @@ class TrialClaim:
     val_key: str
     val_checksum: str
     shared_params_path: str | None = None
+    task: str = ""
+    check_reload: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,6 +104,7 @@ _templates = ModelTemplate.__table__
 _jobs = TrainJob.__table__
 _train_set = Dataset.__table__.alias("train_set")
 _val_set = Dataset.__table__.alias("val_set")
+_scored = Trial.__table__.alias("scored")
 
 
 def _param(name: str, column: str) -> BindParameter[Any]:
@@ -159,6 +165,10 @@ _INPUTS = (
         _train_set.c.checksum,
         _val_set.c.artifact_path,
         _val_set.c.checksum,
+        _jobs.c.task,
+        exists()
+        .where(_scored.c.sub_job_id == _sub_jobs.c.id, _scored.c.status.in_(TrialState.SCORED))
+        .label("scored"),
     )
     .select_from(
         _sub_jobs.join(_templates, _sub_jobs.c.model_template_id == _templates.c.id)
@@ -246,7 +256,8 @@ def claim_trial(
         number, knobs, policies, sub_job_id, attempt, shared_params_path = row
         inputs = session.execute(_INPUTS, {"b_sub_job": sub_job_id}).first()
     assert inputs is not None  # the foreign keys hold: a trial's sub-job, job, template and datasets exist
-    seed, template_key, template_checksum, class_name, train_args, train_key, train_sum, val_key, val_sum = inputs
+    seed, template_key, template_checksum, class_name, train_args, train_key, train_sum, val_key, val_sum = inputs[:9]
+    task, scored = inputs[9:]
     return TrialClaim(
         trial_id=trial_id,
         attempt=attempt,
@@ -263,6 +274,8 @@ def claim_trial(
         val_key=val_key,
         val_checksum=val_sum,
         shared_params_path=shared_params_path,
+        task=task.value,
+        check_reload=not scored,
     )
 
 

@@ -28,7 +28,7 @@ from baobab.store import read_tabular
 # Counted where every import of this file in the process sees it (each import is a new module).
 IMPORTS = builtins.__dict__["_baobab_probe_imports"] = builtins.__dict__.get("_baobab_probe_imports", 0) + 1
 
-MODES = ["ok", "raise", "memory", "hog", "exit", "segfault", "hang", "wait", "until_stop", "nan"]
+MODES = ["ok", "forgetful", "raise", "memory", "hog", "exit", "segfault", "hang", "wait", "until_stop", "nan"]
 
 
 def _wait_for(path, context=None):
@@ -62,6 +62,8 @@ class Probe(BaseModel):
             raise ValueError(f"x={x} is a bad value")
         if mode == "memory":
             raise MemoryError("cannot allocate 1 TB")
+        if mode == "forgetful":  # state that dump_parameters() leaves out
+            self.offset = 1.0
         if mode == "hog":  # 2x GiB, for real
             self.hoard = np.ones(int(x * 2**31), dtype=np.uint8)
         if mode == "exit":
@@ -85,7 +87,7 @@ class Probe(BaseModel):
         return float("nan") if self.knobs["mode"] == "nan" else self.knobs["x"]
 
     def predict(self, queries):
-        return [self.knobs["x"] for _ in queries]
+        return [self.knobs["x"] + getattr(self, "offset", 0.0) for _ in queries]
 
     def dump_parameters(self):
         return {"x": np.array([self.knobs["x"]]), "mode": self.knobs["mode"]}
