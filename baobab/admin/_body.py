@@ -15,6 +15,7 @@ import enum
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Collection
 from typing import Any, TypeVar
 
@@ -26,10 +27,23 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from baobab.admin._state import admin_state
 from baobab.exceptions import RequestError
 
-__all__ = ["MAX_INT_DIGITS", "MAX_JSON_DEPTH", "enum_field", "json_object", "multipart_upload", "string_field"]
+__all__ = [
+    "MAX_INT_DIGITS",
+    "MAX_JSON_DEPTH",
+    "MAX_NAME_LENGTH",
+    "enum_field",
+    "json_object",
+    "multipart_upload",
+    "name_field",
+    "string_field",
+]
 
 E = TypeVar("E", bound=enum.Enum)
 
+#: The longest name a user may give (the name columns hold 255 characters).
+MAX_NAME_LENGTH = 255
+# Unicode categories a name may not hold: control characters (NUL, tabs, newlines) and line breaks.
+_NOT_IN_NAMES = ("Cc", "Zl", "Zp")
 #: How deep arrays and objects may nest in a JSON body.
 MAX_JSON_DEPTH = 64
 #: The most digits an integer in a JSON body may have (an id has 19).
@@ -118,7 +132,8 @@ def multipart_upload(*, fields: Collection[str], what: str) -> tuple[dict[str, s
 
     Raises:
         RequestEntityTooLarge: the upload is over ``BAOBAB_MAX_UPLOAD_MB`` (a JSON 413).
-        RequestError: not multipart, an unknown field, or the file sent as a text field.
+        RequestError: not multipart or a body without parts, an unknown field, the file
+            sent as a text field, or more than one ``file`` part.
     """
     try:
         form, files = request.form, request.files
@@ -129,6 +144,13 @@ def multipart_upload(*, fields: Collection[str], what: str) -> tuple[dict[str, s
         ) from None
     if not request.mimetype.startswith("multipart/form-data"):
         raise RequestError(f"send {what} as 'Content-Type: multipart/form-data' with fields {', '.join(fields)}, file")
+    if not form and not files:  # werkzeug reads a broken body as one without parts
+        problem = (
+            "its Content-Type names no boundary"
+            if "boundary" not in request.mimetype_params
+            else "no part could be read: each must start with the boundary of the Content-Type"
+        )
+        raise RequestError(f"the body is not valid multipart/form-data ({problem}); send {what} as 'file'")
     for name in form:
         if name == "file":
             raise RequestError("'file' came as a text field; send it as a file part (with a filename)", field="file")
@@ -137,7 +159,10 @@ def multipart_upload(*, fields: Collection[str], what: str) -> tuple[dict[str, s
     for name in files:
         if name != "file":
             raise RequestError(f"unknown file field {name!r}; send {what} as 'file'", field=name)
-    return form.to_dict(), files.get("file")
+    uploads = files.getlist("file")
+    if len(uploads) > 1:
+        raise RequestError(f"{len(uploads)} 'file' parts; send {what} as one 'file' part", field="file")
+    return form.to_dict(), uploads[0] if uploads else None
 
 
 def string_field(body: dict[str, Any], name: str) -> str:
@@ -157,6 +182,31 @@ def string_field(body: dict[str, Any], name: str) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError:  # JSON can carry lone surrogates
         raise RequestError(f"{name!r} is not valid Unicode text", field=name) from None
+    return value
+
+
+def name_field(body: dict[str, Any], name: str, *, max_length: int = MAX_NAME_LENGTH) -> str:
+    """The name a user gives something (an app, a dataset, a model): the one rule for all of them.
+
+    A name is shown in pages and lists and travels in URLs and file names, so it may not
+    hold control characters (NUL among them) or line breaks, may not be ``.`` or ``..``
+    (which a browser or an HTTP client resolves away in a URL), and has at most
+    ``max_length`` characters.
+
+    Raises:
+        RequestError: naming the field and what is wrong.
+    """
+    value = string_field(body, name)
+    if len(value) > max_length:
+        raise RequestError(f"{name!r} has {len(value)} characters, at most {max_length} are allowed", field=name)
+    if value in (".", ".."):
+        raise RequestError(f"{name!r} may not be {value!r}: URLs cannot name it", field=name)
+    for index, char in enumerate(value):
+        if unicodedata.category(char) in _NOT_IN_NAMES:
+            raise RequestError(
+                f"{name!r} holds the control character {char!r} at position {index}; names are one line of text",
+                field=name,
+            )
     return value
 
 

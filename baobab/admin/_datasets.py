@@ -38,7 +38,7 @@ from sqlalchemy.orm import Session
 
 from baobab.admin._access import ALL_ROLES, may_see_private, private_rows
 from baobab.admin._auth import current_user, require_roles
-from baobab.admin._body import enum_field, multipart_upload, string_field
+from baobab.admin._body import enum_field, multipart_upload, name_field, string_field
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._state import admin_state
 from baobab.exceptions import ConflictError, DatasetError, NotFoundError, RequestError
@@ -114,9 +114,7 @@ def dataset_json(dataset: Dataset) -> dict[str, Any]:
 def create_dataset() -> tuple[dict[str, Any], int]:
     """201 with the new dataset; 400 naming the field (``file`` for a dataset that does not decode)."""
     form, upload = multipart_upload(fields=_FORM_FIELDS, what="the dataset")
-    name = string_field(form, "name")
-    if len(name) > _MAX_NAME_LENGTH:
-        raise RequestError(f"'name' has {len(name)} characters, at most {_MAX_NAME_LENGTH} are allowed", field="name")
+    name = name_field(form, "name")
     data_format = enum_field(form, "format", DatasetFormat)
     target = string_field(form, "target") if "target" in form else None
     if target is not None and data_format is not DatasetFormat.TABULAR:

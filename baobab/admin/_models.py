@@ -38,7 +38,7 @@ from werkzeug.utils import secure_filename
 from baobab._sandbox import protected_paths
 from baobab.admin._access import ADMIN_ROLES, ALL_ROLES, may_change, may_see_shared, shared_rows
 from baobab.admin._auth import current_user, require_roles
-from baobab.admin._body import enum_field, multipart_upload, string_field
+from baobab.admin._body import enum_field, multipart_upload, name_field, string_field
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._state import admin_state
 from baobab.admin._template_check import DEFAULT_CHECK_TIMEOUT_S, check_template_in_process
@@ -161,9 +161,7 @@ def create_model() -> tuple[dict[str, Any], int]:
     and nothing is stored.
     """
     form, upload = multipart_upload(fields=_FORM_FIELDS, what="the template")
-    name = string_field(form, "name")
-    if len(name) > _MAX_NAME_LENGTH:
-        raise RequestError(f"'name' has {len(name)} characters, at most {_MAX_NAME_LENGTH} are allowed", field="name")
+    name = name_field(form, "name")
     task = enum_field(form, "task", Task)
     class_name = _class_name(form)
     dependencies = _dependencies(form)

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from baobab.admin._access import may_see_private, may_see_shared
-from baobab.admin._body import enum_field, json_object, string_field
+from baobab.admin._body import enum_field, json_object, name_field
 from baobab.admin._query import MAX_ID
 from baobab.advisor import (
     STRATEGIES,
@@ -82,7 +82,7 @@ class TrainJobSpec:
 
 
 def _app(value: Any) -> str:
-    app = string_field({"app": value}, "app")
+    app = name_field({"app": value}, "app", max_length=64)
     if not _APP.fullmatch(app):
         raise RequestError(
             f"'app' is {app!r}; use 1 to 64 letters, digits, '_', '.' or '-' (it appears in URLs)", field="app"

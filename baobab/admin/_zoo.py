@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session
 
 from baobab.admin._access import ALL_ROLES, may_see_shared, shared_rows, shared_with
 from baobab.admin._auth import check_trial_token, current_user, public, require_roles
-from baobab.admin._body import enum_field, json_object, multipart_upload, string_field
+from baobab.admin._body import enum_field, json_object, multipart_upload, name_field
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._query import MAX_ID, check_query_args
 from baobab.admin._state import admin_state
@@ -291,7 +291,7 @@ def upload_zoo_model() -> tuple[dict[str, Any], int]:
     graph = _graph(form.get("graph"), "graph")
     score = _number(form, "score")
     task = enum_field(form, "task", Task)
-    name = string_field(form, "name")
+    name = name_field(form, "name")
     access = enum_field(form, "access", ModelAccess) if "access" in form else ModelAccess.PRIVATE
     data = upload.read(_MAX_PARAMS_BYTES + 1)
     if len(data) > _MAX_PARAMS_BYTES:

@@ -190,7 +190,7 @@ def test_every_bad_field_is_refused_by_name(app: Flask, client: FlaskClient, wor
         ({"app": " "}, "app", "'app' must not be blank"),
         ({"app": "my app"}, "app", "use 1 to 64 letters, digits, '_', '.' or '-'"),
         ({"app": "a/b"}, "app", "use 1 to 64 letters"),
-        ({"app": "x" * 65}, "app", "use 1 to 64 letters"),
+        ({"app": "x" * 65}, "app", "'app' has 65 characters, at most 64 are allowed"),
         ({"task": DROP}, "task", "'task' is required"),
         ({"task": "VIDEO"}, "task", "expected one of IMAGE_CLASSIFICATION, TABULAR_CLASSIFICATION, TABULAR_REGRESSION"),
         ({"train_dataset_id": DROP}, "train_dataset_id", "'train_dataset_id' is required"),
