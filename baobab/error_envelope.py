@@ -3,9 +3,9 @@
 A failed request answers ``{"error": {"code", "message", "field"}}``: ``code`` is the
 HTTP status in words (``"not_found"``), ``message`` says what is wrong and how to fix
 it, ``field`` names the request field at fault, or is null. The admin API and the
-predictor write it; the SDK, the worker gateway, the zoo client and the admin API's
-relay to a predictor read it. This module is the one place that knows its shape, and
-it imports only the standard library, so the SDK may use it without the servers.
+predictor write it; the SDK, the worker gateway and the zoo client read it. This
+module is the one place that knows its shape, and it imports only the standard
+library, so the SDK may use it without the servers.
 """
 
 from __future__ import annotations

@@ -45,7 +45,6 @@ from baobab.admin._query import MAX_ID, check_query_args
 from baobab.admin._state import admin_state
 from baobab.admin._train_job_json import trial_json
 from baobab.admin._train_job_lookups import OWNER_QUERY, best_trials, find_train_job, trial_query
-from baobab.error_envelope import ErrorEnvelope, decode_error
 from baobab.exceptions import ConflictError, NotFoundError, PermissionDeniedError, RequestError
 from baobab.model import Task
 from baobab.store import (
@@ -186,6 +185,11 @@ def create_inference_job() -> tuple[dict[str, Any], int]:
         shown_as = f"train job {train_job.app!r} version {train_job.app_version}"
         # With trial_ids too: "nothing trained yet" says more than "trial_ids[0] is RUNNING".
         best = best_trials(session, train_job, 1 if trial_ids is not None else k if k is not None else DEFAULT_K)
+        if not best and train_job.status.is_finished():
+            raise ConflictError(
+                f"{shown_as} is {train_job.status.value} and has no trained trial to serve (none ended COMPLETED "
+                "or STOPPED with parameters); see why in its trials, then train a new version"
+            )
         if not best:
             raise ConflictError(
                 f"{shown_as} has no trained trials yet (none COMPLETED or STOPPED with parameters); "
@@ -311,17 +315,15 @@ def predict(job_id: int) -> Response:
     except requests.RequestException as e:
         raise BadGateway(f"the predictor of inference job {job_id} does not answer ({type(e).__name__})") from None
     if answer.status_code == 401:
-        envelope = _predictor_error(answer)
-        message = envelope.message if envelope is not None else "the API key is missing or wrong"
-        raise PermissionDeniedError(f"{message} (send it in the {API_KEY_HEADER} header)", field="api_key")
+        # The predictor's own message names its Authorization header, which a caller of this relay does not send.
+        raise PermissionDeniedError(
+            f"wrong API key for inference job {job_id} (sent in the {API_KEY_HEADER} header)"
+            if api_key
+            else f"inference job {job_id} is not public: send its API key in the {API_KEY_HEADER} header "
+            "(the key was shown once, when the inference job was created)",
+            field="api_key",
+        )
     return Response(answer.content, status=answer.status_code, mimetype="application/json")
-
-
-def _predictor_error(answer: requests.Response) -> ErrorEnvelope | None:
-    try:
-        return decode_error(answer.json(), answer.status_code)
-    except ValueError:
-        return None
 
 
 def _image_queries(job_id: int, task: Task, train_key: str) -> list[Any]:
@@ -350,8 +352,10 @@ def _image_queries(job_id: int, task: Task, train_key: str) -> list[Any]:
             with Image.open(upload.stream) as image:
                 converted = image.convert(mode)
         except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError) as e:
+            # Pillow's own message for an unknown format names the in-memory buffer, not the file.
+            reason = "no image format Pillow knows" if isinstance(e, UnidentifiedImageError) else str(e)
             raise RequestError(
-                f"file[{index}] ({upload.filename or 'unnamed'}) is not an image Pillow can read: {e}",
+                f"file[{index}] ({upload.filename or 'unnamed'}) is not an image Pillow can read: {reason}",
                 field=f"file[{index}]",
             ) from None
         if converted.size != size:

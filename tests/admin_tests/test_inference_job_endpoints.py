@@ -349,6 +349,18 @@ def test_bad_requests_name_the_field_and_write_nothing(world: World) -> None:
     assert w.next_event() is None
 
 
+@pytest.mark.parametrize("status", [JobStatus.COMPLETED, JobStatus.STOPPED, JobStatus.ERRORED])
+def test_a_finished_job_with_nothing_to_serve_says_so_rather_than_wait(world: World, status: JobStatus) -> None:
+    with session_scope(world.app.extensions["baobab"].engine) as session:
+        session.scalars(select(TrainJob).where(TrainJob.app == "idle")).one().status = status
+    for body in [{"app": "idle"}, {"app": "idle", "k": 3}, {"app": "idle", "trial_ids": world.idle}]:
+        response = world.create(world.alice, **body)
+        assert response.status_code == 409, (body, response.json)
+        message = response.json["error"]["message"]
+        assert message.startswith(f"train job 'idle' version 1 is {status.value} and has no trained trial to serve")
+        assert "wait" not in message
+
+
 def test_stop_is_written_then_announced_once(world: World) -> None:
     w = world
     job = w.create(w.alice, app="shop", app_version=1, k=1).json

@@ -142,7 +142,13 @@ def test_a_missing_or_wrong_key_is_a_403_on_api_key(
     answer = client.post(f"/api/v1/inference_jobs/{job_id}/predict", json={"queries": [[1]]}, headers=headers)
     assert answer.status_code == 403  # a 401 would sign the page out
     assert answer.json["error"]["field"] == "api_key"
-    assert answer.json["error"]["message"] == ("wrong API key for this inference job (send it in the X-Api-Key header)")
+    # One hint, the relay's own: the predictor's names its Authorization header, which the relay's caller never sends.
+    assert answer.json["error"]["message"] == (
+        f"inference job {job_id} is not public: send its API key in the X-Api-Key header "
+        "(the key was shown once, when the inference job was created)"
+        if key is None
+        else f"wrong API key for inference job {job_id} (sent in the X-Api-Key header)"
+    )
 
 
 def test_uploaded_images_become_queries_of_the_training_size_and_mode(
@@ -172,6 +178,17 @@ def test_uploaded_images_become_queries_of_the_training_size_and_mode(
     assert not_an_image.status_code == 400
     assert not_an_image.json["error"]["field"] == "file[1]"
     assert not_an_image.json["error"]["message"].startswith("file[1] (broken.gif) is not an image Pillow can read")
+    unknown = client.post(
+        f"/api/v1/inference_jobs/{job_id}/predict",
+        data={"file": [(io.BytesIO(b"just some text"), "notes.txt")]},
+        headers={**owner[1], "X-Api-Key": KEY},
+        content_type="multipart/form-data",
+    )
+    assert unknown.status_code == 400
+    # Pillow's own message names its in-memory buffer (<_io.BytesIO object at 0x...>), not the file.
+    assert unknown.json["error"]["message"] == (
+        "file[0] (notes.txt) is not an image Pillow can read: no image format Pillow knows"
+    )
 
 
 def test_images_for_a_tabular_job_and_other_bodies_are_refused(
