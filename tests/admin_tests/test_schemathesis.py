@@ -58,7 +58,7 @@ def _schemathesis(url: str, headers: Headers, report: Path) -> subprocess.Comple
         "--suppress-health-check", "all", "--report", "junit", "--report-junit-path", str(report),
         *(arg for name, value in headers.items() for arg in ("-H", f"{name}: {value}")),
     ]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=report.parent)  # its cache there
 
 
 @sqlite_only
