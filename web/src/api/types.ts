@@ -86,6 +86,9 @@ export interface TrainJob {
   sub_jobs: SubJob[];
 }
 
+/** A train job as GET /train_jobs lists it: without train_args unless ?include=train_args asks. */
+export type TrainJobSummary = Omit<TrainJob, "train_args">;
+
 export interface Trial {
   id: number;
   train_job_id: number;

@@ -2,7 +2,7 @@ import { useMemo, useState } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router";
 
 import { get, messageOf, post } from "../api/client";
-import type { InferenceJob, TrainJob, Trial } from "../api/types";
+import type { InferenceJob, Trial, TrainJobSummary } from "../api/types";
 import { ErrorBox } from "../components/ErrorBox";
 import { Field } from "../components/Field";
 import { StatusBadge } from "../components/StatusBadge";
@@ -21,7 +21,7 @@ export function rememberedApiKey(jobId: number): string {
   return sessionStorage.getItem(`baobab.apiKey.${jobId}`) ?? "";
 }
 
-function CreateForm({ jobs }: { jobs: TrainJob[] }) {
+function CreateForm({ jobs }: { jobs: TrainJobSummary[] }) {
   const navigate = useNavigate();
   const [params] = useSearchParams();
   const preset = params.get("app") && params.get("version") ? `${params.get("app")}/${params.get("version")}` : "";
@@ -125,7 +125,7 @@ function CreateForm({ jobs }: { jobs: TrainJob[] }) {
 
 export function InferenceJobs() {
   const jobs = useLoad((signal) => get<{ inference_jobs: InferenceJob[] }>("/inference_jobs", signal), "inference");
-  const trainJobs = useLoad((signal) => get<{ train_jobs: TrainJob[] }>("/train_jobs", signal), "train");
+  const trainJobs = useLoad((signal) => get<{ train_jobs: TrainJobSummary[] }>("/train_jobs", signal), "train");
   const [error, setError] = useState<string | null>(null);
   const rows = jobs.data?.inference_jobs ?? [];
   usePolling(() => jobs.reload(), 3000, rows.some((job) => job.status === "STARTING"));

@@ -1,7 +1,7 @@
 import { Link } from "react-router";
 
 import { get } from "../api/client";
-import type { BudgetUsed, TrainJob } from "../api/types";
+import type { BudgetUsed, TrainJobSummary } from "../api/types";
 import { isFinished } from "../api/types";
 import { ErrorBox } from "../components/ErrorBox";
 import { StatusBadge } from "../components/StatusBadge";
@@ -35,7 +35,7 @@ export function BudgetCell({ used }: { used: BudgetUsed }) {
 }
 
 export function TrainJobs() {
-  const jobs = useLoad((signal) => get<{ train_jobs: TrainJob[] }>("/train_jobs", signal), "jobs");
+  const jobs = useLoad((signal) => get<{ train_jobs: TrainJobSummary[] }>("/train_jobs", signal), "jobs");
   const rows = jobs.data?.train_jobs ?? [];
   const live = rows.some((job) => !isFinished(job.status));
   usePolling(() => jobs.reload(), 3000, live);
