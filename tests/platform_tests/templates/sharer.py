@@ -48,7 +48,7 @@ class Sharer(BaseModel):
         return [self.value for _ in queries]
 
     def dump_parameters(self):
-        return {"x": np.array([self.knobs["x"]])}
+        return {"x": np.array([self.knobs["x"]]), "value": np.array([self.value])}
 
     def load_parameters(self, params):
-        self.value = 0.0
+        self.value = float(params["value"][0])
