@@ -38,7 +38,7 @@ from sqlalchemy.orm import Session
 
 from baobab.admin._access import ALL_ROLES, may_see_private, private_rows
 from baobab.admin._auth import current_user, require_roles
-from baobab.admin._body import enum_field, multipart_upload, name_field, string_field
+from baobab.admin._body import MAX_NAME_LENGTH, enum_field, multipart_upload, name_field, string_field
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._state import admin_state
 from baobab.exceptions import ConflictError, DatasetError, NotFoundError, RequestError
@@ -58,13 +58,12 @@ logger = logging.getLogger("baobab.admin")
 
 blueprint = Blueprint("datasets", __name__, url_prefix="/api/v1/datasets")
 
-_MAX_NAME_LENGTH = 255  # the datasets.name column
 _UPLOAD_SCHEMA = {
     "type": "object",
     "required": ["file", "name", "format"],
     "properties": {
         "file": {"type": "string", "contentMediaType": "application/octet-stream", "description": "a zip or a CSV"},
-        "name": {"type": "string", "minLength": 1, "maxLength": _MAX_NAME_LENGTH},
+        "name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH},
         "format": {"enum": [f.value for f in DatasetFormat]},
         "target": {"type": "string", "description": "TABULAR only: the target column, so every feature is checked"},
     },

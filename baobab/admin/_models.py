@@ -38,7 +38,7 @@ from werkzeug.utils import secure_filename
 from baobab._sandbox import protected_paths
 from baobab.admin._access import ADMIN_ROLES, ALL_ROLES, may_change, may_see_shared, shared_rows
 from baobab.admin._auth import current_user, require_roles
-from baobab.admin._body import enum_field, multipart_upload, name_field, string_field
+from baobab.admin._body import MAX_NAME_LENGTH, enum_field, multipart_upload, name_field, string_field
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._state import admin_state
 from baobab.admin._template_check import DEFAULT_CHECK_TIMEOUT_S, check_template_in_process
@@ -68,7 +68,6 @@ MAX_TEMPLATE_BYTES = 8 * 2**20
 _UPLOAD_ROLES = (UserRole.MODEL_DEVELOPER, *ADMIN_ROLES)
 _FORM_FIELDS = ("name", "task", "class_name", "dependencies", "access")
 _LIST_PARAMETERS = ("task",)
-_MAX_NAME_LENGTH = 255  # the model_templates.name and class_name columns
 _MAX_VERSION_LENGTH = 100
 _ARTIFACT_NAME = "template.py"
 # PEP 508 distribution names.
@@ -84,7 +83,7 @@ _MODEL_SCHEMA = register_schema(
         ],
         "properties": {
             "id": {"type": "integer"},
-            "name": {"type": "string", "maxLength": _MAX_NAME_LENGTH},
+            "name": {"type": "string", "maxLength": MAX_NAME_LENGTH},
             "task": {"enum": [t.value for t in Task]},
             "class_name": {"type": "string"},
             "access": {"enum": [a.value for a in ModelAccess]},
@@ -112,7 +111,7 @@ _UPLOAD_SCHEMA = {
             "contentMediaType": "text/x-python",
             "description": f"the template: a .py file in UTF-8, at most {MAX_TEMPLATE_BYTES // 2**20} MiB",
         },
-        "name": {"type": "string", "minLength": 1, "maxLength": _MAX_NAME_LENGTH},
+        "name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH},
         "task": {"enum": [t.value for t in Task]},
         "class_name": {"type": "string", "description": "the class in the file that derives from BaseModel"},
         "dependencies": {
@@ -317,7 +316,7 @@ def delete_model(model_id: int) -> tuple[str, int]:
 
 def _class_name(form: dict[str, str]) -> str:
     class_name = string_field(form, "class_name")
-    if not class_name.isidentifier() or keyword.iskeyword(class_name) or len(class_name) > _MAX_NAME_LENGTH:
+    if not class_name.isidentifier() or keyword.iskeyword(class_name) or len(class_name) > MAX_NAME_LENGTH:
         raise RequestError(
             f"'class_name' is {class_name!r}; give the name of the template's class, a Python identifier such "
             "as 'MyModel'",

@@ -93,7 +93,10 @@ def create_train_job() -> tuple[dict[str, Any], int]:
 @blueprint.get("")
 @require_roles(*ALL_ROLES)
 @api_doc(
-    query={"app": {"type": "string", "description": "only the jobs of this app name"}},
+    query={
+        "app": {"type": "string", "description": "only the jobs of this app name"},
+        INCLUDE_ARG: {"type": "string", "enum": ["train_args"], "description": "heavy fields to include"},
+    },
     responses={
         200: (
             "the jobs, newest first",
