@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from baobab.admin._openapi import register_schema
 from baobab.admin._state import admin_state
+from baobab.admin._trial_lineage import LINEAGE_SCHEMA
 from baobab.model import Task
 from baobab.store import JobStatus, ModelTemplate, SubJob, TrainJob, Trial, TrialState, session_scope
 
@@ -62,6 +63,11 @@ TRIAL_SCHEMA = register_schema(
             "parent_zoo_model_id": {"type": ["integer", "null"]},
             "similarity": {"type": ["number", "null"]},
             "traceback": {"type": ["string", "null"], "description": "GET /trials/<id> only"},
+            "phase": {
+                "type": ["string", "null"],
+                "description": "GET /trials/<id> only: the search phase it ran in (final: the retrain of a best one)",
+            },
+            "lineage": {**LINEAGE_SCHEMA, "description": "GET /trials/<id> only (a recursive query each)"},
         },
     },
 )  # fmt: skip

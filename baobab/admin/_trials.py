@@ -14,17 +14,29 @@ from sqlalchemy.orm import Session
 
 from baobab.admin._access import ALL_ROLES, private_rows
 from baobab.admin._auth import current_user, require_roles
-from baobab.admin._openapi import api_doc
+from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._query import MAX_ID, check_query_args, int_query_arg
 from baobab.admin._state import admin_state
 from baobab.admin._train_job_json import TRIAL_SCHEMA, trial_json
 from baobab.admin._train_job_lookups import trial_query
+from baobab.admin._trial_lineage import lineage_json
 from baobab.exceptions import ArtifactNotFoundError, ConflictError, NotFoundError
 from baobab.store import Event, EventKind, InterimMetric, SubJob, TrainJob, Trial, TrialLog, session_scope
 
 __all__ = ["blueprint", "find_trial"]
 
 blueprint = Blueprint("trials", __name__, url_prefix="/api/v1/trials")
+
+#: The single-trial answer: a trial with its traceback, phase and lineage (lists leave those out).
+TRIAL_DETAIL_SCHEMA = register_schema(
+    "TrialDetail",
+    {
+        "allOf": [
+            TRIAL_SCHEMA,
+            {"type": "object", "required": ["traceback", "phase", "lineage"]},
+        ]
+    },
+)
 
 _DEFAULT_LOG_LIMIT = 1000
 _MAX_LOG_LIMIT = 10_000
@@ -48,12 +60,26 @@ def find_trial(session: Session, trial_id: int) -> Trial:
 
 @blueprint.get("/<int:trial_id>")
 @require_roles(*ALL_ROLES)
-@api_doc(responses={200: ("the trial", TRIAL_SCHEMA), 404: "no such trial that the caller may see"})
+@api_doc(responses={200: ("the trial", TRIAL_DETAIL_SCHEMA), 404: "no such trial that the caller may see"})
 def get_trial(trial_id: int) -> dict[str, Any]:
-    """The trial, with the full ``traceback`` of an error (null otherwise)."""
+    """The trial, with the full ``traceback`` of an error (null otherwise), its ``phase`` and its ``lineage``.
+
+    ``phase`` is the search phase it ran in (``final`` for the retrain of a best
+    configuration; null for a plain trial). ``lineage`` says where its starting weights
+    came from: ``from`` is ``scratch``, ``zoo`` (warm-started from a zoo model) or
+    ``shared_params``; ``chain`` lists the ancestors, nearest first, each with the trial
+    and zoo model it passed through, the similarity and the epochs it trained, or
+    ``{"hidden": true}`` for one the caller may not see; ``inherited_epochs`` sums their
+    epochs (hidden ones included); ``truncated`` says the chain was cut at 50 ancestors.
+    Only this answer carries them: lists of trials leave them out (a recursive query each).
+    """
     check_query_args(())
     with session_scope(admin_state().engine) as session:
-        return trial_json(find_trial(session, trial_id), traceback=True)
+        trial = find_trial(session, trial_id)
+        data = trial_json(trial, traceback=True)
+        data["phase"] = trial.phase
+        data["lineage"] = lineage_json(session, trial.id, current_user())
+        return data
 
 
 @blueprint.get("/<int:trial_id>/logs")

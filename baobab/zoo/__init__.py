@@ -9,7 +9,8 @@
 - :class:`DbZoo` and :class:`HttpZoo` reach the zoo through the database or the admin
   API; :func:`make_warm_starter` and :func:`register_trial_model` are what a worker
   calls around a trial, :func:`warm_start` and :func:`register_model` what a script
-  calls with a :class:`baobab.sdk.Client`; retention keeps the most valuable models within a budget.
+  calls with a :class:`baobab.sdk.Client`; retention keeps the most valuable models within a budget;
+- :func:`trial_lineage` reads a trial's chain of parents (zoo models, shared parameters) in one query.
 
 Names are imported on first use: the admin API (no torch in its image) needs only the
 graph, matching and database parts, and a trial process none of the database's.
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from baobab.zoo._client import DbZoo, HttpZoo, ParentOffer, TrialHttpZoo, TrialRegistry, ZooClient, module_state
     from baobab.zoo._graph import GraphFormatError, GraphNode, ModelGraph
+    from baobab.zoo._lineage import MAX_DEPTH, Ancestor, Lineage, trial_lineage
     from baobab.zoo._matching import Match, match_graphs, similarities
     from baobab.zoo._registry import (
         DEFAULT_BUDGET_BYTES,
@@ -61,6 +63,10 @@ _WHERE = {
     "GraphFormatError": "_graph",
     "GraphNode": "_graph",
     "ModelGraph": "_graph",
+    "MAX_DEPTH": "_lineage",
+    "Ancestor": "_lineage",
+    "Lineage": "_lineage",
+    "trial_lineage": "_lineage",
     "Match": "_matching",
     "match_graphs": "_matching",
     "similarities": "_matching",
@@ -95,6 +101,7 @@ _WHERE = {
 }
 
 __all__ = [
+    "Ancestor",
     "Candidate",
     "DEFAULT_BUDGET_BYTES",
     "DbZoo",
@@ -102,6 +109,8 @@ __all__ = [
     "GraphFormatError",
     "GraphNode",
     "HttpZoo",
+    "Lineage",
+    "MAX_DEPTH",
     "Match",
     "ModelGraph",
     "ParentOffer",
@@ -134,6 +143,7 @@ __all__ = [
     "trace_graph",
     "transform_weights",
     "trial_job",
+    "trial_lineage",
     "warm_start",
     "warm_start_module",
 ]

@@ -78,6 +78,7 @@ def test_trial_traceback_logs_metrics_and_params(
         "started_at": T0.isoformat(), "finished_at": (T0 + timedelta(seconds=3)).isoformat(), "duration_s": 3.0,
         "worker": "local-1", "attempts": 2, "error": "ValueError: bad lr", "has_params": False,
         "parent_zoo_model_id": None, "similarity": None, "traceback": "Traceback (most recent...)\n",
+        "phase": None, "lineage": {"from": "scratch", "chain": [], "inherited_epochs": 0, "truncated": False},
     }  # fmt: skip
     ok = client.get(f"/api/v1/trials/{done}", headers=dev).json
     assert (ok["traceback"], ok["has_params"], ok["duration_s"], ok["score"]) == (None, True, None, 0.75)

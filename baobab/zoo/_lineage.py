@@ -1,0 +1,159 @@
+"""Where a trial's starting weights came from: its chain of parents, walked in one query.
+
+A trial's knobs no longer describe how to get its model once it was warm-started: its
+weights carry the training of every trial up the chain. A link is either a zoo model
+(``trials.parent_zoo_model_id``; the model names the trial it was trained in, which may
+have a parent of its own) or shared parameters (``trials.shared_params_path``, another
+trial's parameters under ``SHARE_PARAMS``). The recorded zoo parent wins over shared
+parameters: the runner warm-starts from the zoo only when no shared parameters were loaded.
+
+The chain is read with one recursive query, however long it is, and cut at
+``max_depth`` ancestors (:data:`MAX_DEPTH` unless told), saying so in ``truncated``.
+Epochs are counted as the distinct steps a trial reported (TorchModel reports one step
+per epoch); a zoo model uploaded outside a job, or one evicted from the zoo, ends the
+chain with its epochs unknown. Who may see which ancestor is the caller's business:
+each :class:`Ancestor` carries its owner and access for that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import Integer, and_, func, literal, or_, select
+from sqlalchemy.orm import Session, aliased
+
+from baobab.store import InterimMetric, ModelAccess, SubJob, TrainJob, Trial, ZooModel
+
+__all__ = ["MAX_DEPTH", "Ancestor", "Lineage", "trial_lineage"]
+
+#: How many ancestors a lineage lists at most; a longer chain is cut and marked truncated.
+MAX_DEPTH = 50
+
+Via = Literal["zoo", "shared_params"]
+Source = Literal["trial", "upload", "removed"]
+
+
+@dataclass
+class Ancestor:
+    """One step up the chain: the ancestor, and the link its child started through.
+
+    ``source`` is "trial" for a trial's model, "upload" for a zoo model trained outside a job
+    (``trial_id`` None), "removed" when the zoo model or the sharing trial no longer exists.
+    ``owner_id`` and ``access`` say who may see it (a trial's job owner, PRIVATE; an upload's
+    zoo owner and access; None for a removed one, which shows no more than its child's row).
+    """
+
+    via: Via
+    source: Source
+    trial_id: int | None
+    train_job_id: int | None
+    zoo_model_id: int | None
+    similarity: float | None
+    epochs: int | None
+    phase: str | None
+    owner_id: int | None
+    access: ModelAccess | None
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """A trial's chain of parents, nearest first; ``inherited_epochs`` sums the known epochs up the chain."""
+
+    start: Literal["scratch", "zoo", "shared_params"]
+    chain: list[Ancestor]
+    truncated: bool
+
+    @property
+    def inherited_epochs(self) -> int:
+        return sum(ancestor.epochs or 0 for ancestor in self.chain)
+
+
+def trial_lineage(session: Session, trial_id: int, *, max_depth: int = MAX_DEPTH) -> Lineage:
+    """The lineage of trial ``trial_id`` (an empty, "scratch" one when there is no such trial), in one query."""
+    parent_zoo = aliased(ZooModel)
+    child = aliased(Trial)
+    parent = aliased(Trial)
+    anchor = select(literal(0, Integer).label("depth"), Trial.id.label("trial_id")).where(Trial.id == trial_id)
+    chain = anchor.cte("lineage", recursive=True)
+    step = (
+        select((chain.c.depth + 1).label("depth"), parent.id.label("trial_id"))
+        .select_from(chain)
+        .join(child, child.id == chain.c.trial_id)
+        .outerjoin(parent_zoo, parent_zoo.id == child.parent_zoo_model_id)
+        .join(
+            parent,
+            or_(
+                parent.id == parent_zoo.trial_id,
+                and_(child.parent_zoo_model_id.is_(None), parent.params_path == child.shared_params_path),
+            ),
+        )
+        .where(chain.c.depth < max_depth)
+    )
+    chain = chain.union_all(step)
+    epochs = (
+        select(func.count(func.distinct(InterimMetric.step)))
+        .where(InterimMetric.trial_id == Trial.id)
+        .scalar_subquery()
+    )
+    rows: Sequence[Any] = session.execute(
+        select(
+            chain.c.depth,
+            Trial.id,
+            Trial.parent_zoo_model_id,
+            Trial.shared_params_path,
+            Trial.similarity,
+            Trial.phase,
+            SubJob.train_job_id,
+            TrainJob.owner_id,
+            epochs,
+            ZooModel.id,
+            ZooModel.trial_id,
+            ZooModel.owner_id,
+            ZooModel.access,
+        )
+        .select_from(chain)
+        .join(Trial, Trial.id == chain.c.trial_id)
+        .join(SubJob, SubJob.id == Trial.sub_job_id)
+        .join(TrainJob, TrainJob.id == SubJob.train_job_id)
+        .outerjoin(ZooModel, ZooModel.id == Trial.parent_zoo_model_id)
+        .order_by(chain.c.depth)
+    ).all()
+    if not rows:
+        return Lineage("scratch", [], False)
+    found: list[Ancestor] = []
+    for child_row, row in zip(rows, rows[1:], strict=False):
+        via: Via = "zoo" if child_row[2] is not None else "shared_params"
+        found.append(
+            Ancestor(
+                via=via,
+                source="trial",
+                trial_id=row[1],
+                train_job_id=row[6],
+                zoo_model_id=child_row[2],
+                similarity=child_row[4] if via == "zoo" else None,
+                epochs=int(row[8]),
+                phase=row[5],
+                owner_id=row[7],
+                access=ModelAccess.PRIVATE,
+            )
+        )
+    last = rows[-1]
+    has_parent = last[2] is not None or last[3] is not None
+    truncated = has_parent and last[0] >= max_depth
+    if has_parent and not truncated:  # the chain ends in something other than a trial
+        found.append(_end_of_chain(last))
+    if not found and not truncated:
+        return Lineage("scratch", [], False)
+    return Lineage("zoo" if rows[0][2] is not None else "shared_params", found, truncated)
+
+
+def _end_of_chain(last: Sequence[Any]) -> Ancestor:
+    """The parent of the deepest trial, which is no trial: an upload, or a model or trial gone since."""
+    zoo_id, similarity, found_zoo, zoo_trial, zoo_owner, zoo_access = (last[i] for i in (2, 4, 9, 10, 11, 12))
+    if zoo_id is None:
+        return Ancestor("shared_params", "removed", None, None, None, None, None, None, None, None)
+    if found_zoo is not None and zoo_trial is None:
+        return Ancestor("zoo", "upload", None, None, zoo_id, similarity, None, None, zoo_owner, zoo_access)
+    return Ancestor("zoo", "removed", None, None, zoo_id, similarity, None, None, None, None)
