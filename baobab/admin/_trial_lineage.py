@@ -23,7 +23,8 @@ __all__ = ["LINEAGE_SCHEMA", "lineage_json"]
 _ANCESTOR = {
     "type": "object",
     "required": [
-        "via", "source", "trial_id", "train_job_id", "zoo_model_id", "similarity", "epochs", "phase",
+        "via", "source", "trial_id", "number", "train_job_id", "app", "app_version", "zoo_model_id", "similarity",
+        "epochs", "phase",
     ],
     "additionalProperties": False,
     "properties": {
@@ -36,7 +37,10 @@ _ANCESTOR = {
             "description": "a trial's model; a zoo model uploaded outside a job; or one gone since",
         },
         "trial_id": {"type": ["integer", "null"]},
+        "number": {"type": ["integer", "null"], "description": "the trial's number in its job"},
         "train_job_id": {"type": ["integer", "null"]},
+        "app": {"type": ["string", "null"], "description": "the trial's job's app"},
+        "app_version": {"type": ["integer", "null"]},
         "zoo_model_id": {"type": ["integer", "null"], "description": "the zoo model the link passed through"},
         "similarity": {"type": ["number", "null"], "description": "of the child to this zoo model"},
         "epochs": {"type": ["integer", "null"], "minimum": 0, "description": "null when unknown (not a trial)"},
@@ -105,7 +109,10 @@ def _ancestor_json(ancestor: Ancestor) -> dict[str, Any]:
         "via": ancestor.via,
         "source": ancestor.source,
         "trial_id": ancestor.trial_id,
+        "number": ancestor.number,
         "train_job_id": ancestor.train_job_id,
+        "app": ancestor.app,
+        "app_version": ancestor.app_version,
         "zoo_model_id": ancestor.zoo_model_id,
         "similarity": ancestor.similarity,
         "epochs": ancestor.epochs,

@@ -31,6 +31,9 @@ __all__ = ["MAX_DEPTH", "Ancestor", "Lineage", "trial_lineage"]
 #: How many ancestors a lineage lists at most; a longer chain is cut and marked truncated.
 MAX_DEPTH = 50
 
+#: An ancestor that is no trial: no trial id, number, job, app or version.
+_NO_TRIAL = (None, None, None, None, None)
+
 Via = Literal["zoo", "shared_params"]
 Source = Literal["trial", "upload", "removed"]
 
@@ -48,7 +51,10 @@ class Ancestor:
     via: Via
     source: Source
     trial_id: int | None
+    number: int | None
     train_job_id: int | None
+    app: str | None
+    app_version: int | None
     zoo_model_id: int | None
     similarity: float | None
     epochs: int | None
@@ -112,6 +118,9 @@ def trial_lineage(session: Session, trial_id: int, *, max_depth: int = MAX_DEPTH
             ZooModel.trial_id,
             ZooModel.owner_id,
             ZooModel.access,
+            Trial.number,
+            TrainJob.app,
+            TrainJob.app_version,
         )
         .select_from(chain)
         .join(Trial, Trial.id == chain.c.trial_id)
@@ -130,7 +139,10 @@ def trial_lineage(session: Session, trial_id: int, *, max_depth: int = MAX_DEPTH
                 via=via,
                 source="trial",
                 trial_id=row[1],
+                number=row[13],
                 train_job_id=row[6],
+                app=row[14],
+                app_version=row[15],
                 zoo_model_id=child_row[2],
                 similarity=child_row[4] if via == "zoo" else None,
                 epochs=int(row[8]),
@@ -153,7 +165,7 @@ def _end_of_chain(last: Sequence[Any]) -> Ancestor:
     """The parent of the deepest trial, which is no trial: an upload, or a model or trial gone since."""
     zoo_id, similarity, found_zoo, zoo_trial, zoo_owner, zoo_access = (last[i] for i in (2, 4, 9, 10, 11, 12))
     if zoo_id is None:
-        return Ancestor("shared_params", "removed", None, None, None, None, None, None, None, None)
+        return Ancestor("shared_params", "removed", *_NO_TRIAL, None, None, None, None, None, None)
     if found_zoo is not None and zoo_trial is None:
-        return Ancestor("zoo", "upload", None, None, zoo_id, similarity, None, None, zoo_owner, zoo_access)
-    return Ancestor("zoo", "removed", None, None, zoo_id, similarity, None, None, None, None)
+        return Ancestor("zoo", "upload", *_NO_TRIAL, zoo_id, similarity, None, None, zoo_owner, zoo_access)
+    return Ancestor("zoo", "removed", *_NO_TRIAL, zoo_id, similarity, None, None, None, None)

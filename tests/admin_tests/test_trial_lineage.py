@@ -84,10 +84,12 @@ def _lineage(client: FlaskClient, trial_id: int, headers: Headers) -> dict[str, 
 
 
 def _ancestor(via: str, trial_id: int | None, zoo_id: int | None, similarity: float | None, epochs: int | None,
-              phase: str | None = None, job: int | None = None, source: str = "trial") -> dict[str, Any]:  # fmt: skip
+              phase: str | None = None, job: int | None = None, number: int | None = None,
+              source: str = "trial") -> dict[str, Any]:  # fmt: skip
+    app, version = ("mine", 1) if job is not None else (None, None)
     return {
-        "via": via, "source": source, "trial_id": trial_id, "train_job_id": job, "zoo_model_id": zoo_id,
-        "similarity": similarity, "epochs": epochs, "phase": phase,
+        "via": via, "source": source, "trial_id": trial_id, "number": number, "train_job_id": job, "app": app,
+        "app_version": version, "zoo_model_id": zoo_id, "similarity": similarity, "epochs": epochs, "phase": phase,
     }  # fmt: skip
 
 
@@ -102,7 +104,7 @@ def test_lineage_hides_other_users_ancestors_and_counts_their_epochs(
     assert shown["lineage"] == {
         "from": "zoo",
         "chain": [
-            _ancestor("zoo", c["a1"], c["z_a1"], 1.0, 3, job=job),
+            _ancestor("zoo", c["a1"], c["z_a1"], 1.0, 3, job=job, number=0),
             {"hidden": True},  # b1: bob's trial, though its zoo model is PUBLIC
             {"hidden": True},  # b0: bob's, PRIVATE
             _ancestor("zoo", None, c["upload"], 0.5, None, source="upload"),  # a PUBLIC upload
@@ -112,7 +114,7 @@ def test_lineage_hides_other_users_ancestors_and_counts_their_epochs(
     }
     shared = _lineage(client, c["a3"], c["alice"])["lineage"]
     assert shared["from"] == "shared_params"
-    assert shared["chain"][0] == _ancestor("shared_params", c["a2"], None, None, 4, "final", job)
+    assert shared["chain"][0] == _ancestor("shared_params", c["a2"], None, None, 4, "final", job, 1)
     assert shared["chain"][1:] == shown["lineage"]["chain"]
     assert shared["inherited_epochs"] == 4 + 10
 
