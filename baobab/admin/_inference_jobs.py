@@ -41,7 +41,7 @@ from baobab.admin._access import ADMIN_ROLES, may_see_private, private_rows
 from baobab.admin._auth import current_user, require_roles
 from baobab.admin._body import json_object, string_field
 from baobab.admin._openapi import api_doc, register_schema
-from baobab.admin._query import MAX_ID, check_query_args
+from baobab.admin._query import INCLUDE_STOPPED, MAX_ID, check_query_args
 from baobab.admin._state import admin_state
 from baobab.admin._train_job_json import trial_json
 from baobab.admin._train_job_lookups import OWNER_QUERY, best_trials, find_train_job, trial_query
@@ -84,6 +84,11 @@ _CREATE_BODY = {
             "description": "serve these trials instead of the best k",
         },
         "public": {"type": "boolean", "default": False, "description": "answer predictions without the API key"},
+        INCLUDE_STOPPED: {
+            "type": "boolean",
+            "default": False,
+            "description": "with k: also trials STOPPED mid-training (at the deadline, or by early stopping)",
+        },
     },
 }
 _INFERENCE_JOB_SCHEMA = register_schema(
@@ -171,9 +176,10 @@ def create_inference_job() -> tuple[dict[str, Any], int]:
     body = json_object(fields=_CREATE_BODY["properties"])
     app = string_field(body, "app")
     app_version = _optional_int(body, "app_version", low=1)
-    public = body.get("public", False)
-    if not isinstance(public, bool):
-        raise RequestError(f"'public' must be true or false, got {public!r}", field="public")
+    public, include_stopped = (body.get(name, False) for name in ("public", INCLUDE_STOPPED))
+    for name, value in (("public", public), (INCLUDE_STOPPED, include_stopped)):
+        if not isinstance(value, bool):
+            raise RequestError(f"{name!r} must be true or false, got {value!r}", field=name)
     if body.get("k") is not None and body.get("trial_ids") is not None:
         raise RequestError("give either 'k' (serve the best k trials) or 'trial_ids', not both", field="trial_ids")
     trial_ids = _trial_ids(body) if body.get("trial_ids") is not None else None
@@ -184,13 +190,22 @@ def create_inference_job() -> tuple[dict[str, Any], int]:
         train_job = find_train_job(session, app, app_version, owner_id=_optional_int(body, "owner_id", low=1))
         shown_as = f"train job {train_job.app!r} version {train_job.app_version}"
         # With trial_ids too: "nothing trained yet" says more than "trial_ids[0] is RUNNING".
-        best = best_trials(session, train_job, 1 if trial_ids is not None else k if k is not None else DEFAULT_K)
-        if not best and train_job.status.is_finished():
-            raise ConflictError(
-                f"{shown_as} is {train_job.status.value} and has no trained trial to serve (none ended COMPLETED "
-                "or STOPPED with parameters); see why in its trials, then train a new version"
-            )
+        # Trials named by id are asked for, STOPPED ones included (_servable_trials checks them).
+        count = 1 if trial_ids is not None else k if k is not None else DEFAULT_K
+        best = best_trials(session, train_job, count, include_stopped=include_stopped or trial_ids is not None)
         if not best:
+            stopped = best_trials(session, train_job, 1, include_stopped=True)
+            if stopped:
+                raise ConflictError(
+                    f"{shown_as} has no COMPLETED trial to serve, only trials STOPPED mid-training (at its "
+                    f"deadline, or by early stopping); serve them with {INCLUDE_STOPPED}=true",
+                    field=INCLUDE_STOPPED,
+                )
+            if train_job.status.is_finished():
+                raise ConflictError(
+                    f"{shown_as} is {train_job.status.value} and has no trained trial to serve (none ended "
+                    "COMPLETED or STOPPED with parameters); see why in its trials, then train a new version"
+                )
             raise ConflictError(
                 f"{shown_as} has no trained trials yet (none COMPLETED or STOPPED with parameters); "
                 f"wait until one finishes (GET /api/v1/train_jobs/{train_job.app}/{train_job.app_version}/trials)"

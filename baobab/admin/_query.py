@@ -11,10 +11,21 @@ from flask import request
 
 from baobab.exceptions import NotFoundError, RequestError
 
-__all__ = ["INCLUDE_ARG", "MAX_ID", "check_path_ids", "check_query_args", "include_arg", "int_query_arg"]
+__all__ = [
+    "INCLUDE_ARG",
+    "INCLUDE_STOPPED",
+    "MAX_ID",
+    "bool_query_arg",
+    "check_path_ids",
+    "check_query_args",
+    "include_arg",
+    "int_query_arg",
+]
 
 #: The query parameter that asks a listing for fields it leaves out by default.
 INCLUDE_ARG = "include"
+#: The query parameter (and body field) that lets trials STOPPED mid-training count as best trials.
+INCLUDE_STOPPED = "include_stopped"
 
 #: The largest id a row can have; a larger number in a URL or a body names nothing (and
 #: would overflow SQLite's integers), so it answers like a missing row.
@@ -58,6 +69,18 @@ def int_query_arg(name: str, default: int | None, low: int, high: int) -> int | 
     if not low <= value <= high:
         raise RequestError(f"query parameter {name!r} must be between {low} and {high}, got {value}", field=name)
     return value
+
+
+def bool_query_arg(name: str) -> bool:
+    """The boolean query parameter ``name`` (``true`` or ``false``); False when absent.
+
+    Raises:
+        RequestError: any other value (the error names the parameter).
+    """
+    raw = request.args.get(name, "false").strip().lower()
+    if raw not in ("true", "false"):
+        raise RequestError(f"query parameter {name!r} must be true or false, got {raw!r}", field=name)
+    return raw == "true"
 
 
 def include_arg(heavy: Collection[str]) -> set[str]:

@@ -74,17 +74,21 @@ def trial_query() -> Select[tuple[Trial]]:
     return select(Trial).options(joinedload(Trial.sub_job).selectinload(SubJob.model_template))
 
 
-def best_trials(session: Session, job: TrainJob, k: int) -> list[Trial]:
-    """The ``k`` highest-scoring COMPLETED or STOPPED trials of ``job`` that kept parameters, best first.
+def best_trials(session: Session, job: TrainJob, k: int, *, include_stopped: bool = False) -> list[Trial]:
+    """The ``k`` highest-scoring COMPLETED trials of ``job`` that kept parameters, best first.
 
-    Ties go to the older trial (lower id). The rows come with what ``trial_json`` needs.
+    A STOPPED trial was cut off mid-training (at the job's deadline, or by early stopping):
+    its score counts for the search, but it is not the model its knobs describe, so it is
+    served only when ``include_stopped`` asks for it. Ties go to the older trial (lower
+    id). The rows come with what ``trial_json`` needs.
     """
+    states = TrialState.SCORED if include_stopped else (TrialState.COMPLETED,)
     query = (
         trial_query()
         .join(Trial.sub_job)
         .where(
             SubJob.train_job_id == job.id,
-            Trial.status.in_(TrialState.SCORED),
+            Trial.status.in_(states),
             Trial.params_path.is_not(None),
             Trial.score.is_not(None),
             Trial.servable.is_(True),  # not downscaled, quick-evaluated or untrained: never a final model

@@ -15,7 +15,7 @@ from sqlalchemy import case, func, select
 from baobab.admin._access import ALL_ROLES
 from baobab.admin._auth import require_roles
 from baobab.admin._openapi import api_doc, register_schema
-from baobab.admin._query import MAX_ID, check_query_args, int_query_arg
+from baobab.admin._query import INCLUDE_STOPPED, MAX_ID, bool_query_arg, check_query_args, int_query_arg
 from baobab.admin._state import admin_state
 from baobab.admin._train_job_json import TRIAL_SCHEMA, iso, trial_json
 from baobab.admin._train_job_lookups import OWNER_ARG, OWNER_QUERY, best_trials, find_train_job, owner_arg, trial_query
@@ -193,7 +193,15 @@ def trial_changes(app: str, app_version: int) -> dict[str, Any]:
 @require_roles(*ALL_ROLES)
 @api_doc(
     tags=_TAGS,
-    query={"k": {"type": "integer", "minimum": 1, "maximum": _MAX_K, "default": 2}, **OWNER_QUERY},
+    query={
+        "k": {"type": "integer", "minimum": 1, "maximum": _MAX_K, "default": 2},
+        INCLUDE_STOPPED: {
+            "type": "boolean",
+            "default": False,
+            "description": "also trials STOPPED mid-training (at the deadline, or by early stopping)",
+        },
+        **OWNER_QUERY,
+    },
     responses={
         200: (
             "the best trials, best first",
@@ -207,13 +215,17 @@ def trial_changes(app: str, app_version: int) -> dict[str, Any]:
     },
 )
 def get_best_trials(app: str, app_version: int) -> dict[str, Any]:
-    """``{"trials": [...]}``: the ``k`` (default 2, at most 100) best trials with parameters, best first."""
-    check_query_args(("k", OWNER_ARG))
+    """``{"trials": [...]}``: the ``k`` (default 2, at most 100) best COMPLETED trials with parameters, best first.
+
+    ``?include_stopped=true`` counts trials STOPPED mid-training too.
+    """
+    check_query_args(("k", INCLUDE_STOPPED, OWNER_ARG))
     k = int_query_arg("k", 2, 1, _MAX_K)
     assert k is not None
+    include_stopped = bool_query_arg(INCLUDE_STOPPED)
     with session_scope(admin_state().engine) as session:
         job = find_train_job(session, app, app_version, owner_id=owner_arg())
-        return {"trials": [trial_json(t) for t in best_trials(session, job, k)]}
+        return {"trials": [trial_json(t) for t in best_trials(session, job, k, include_stopped=include_stopped)]}
 
 
 def _trial_point(row: Any) -> dict[str, Any]:

@@ -44,12 +44,12 @@ USER_SCHEMA = register_schema(
         },
     },
 )
-_CREATE_BODY = {
+_CREATE_BODY: dict[str, Any] = {
     "type": "object",
     "required": ["email", "password", "role"],
     "properties": {"email": {"type": "string"}, "password": {"type": "string"}, "role": _ROLE},
 }
-_UPDATE_BODY = {
+_UPDATE_BODY: dict[str, Any] = {
     "type": "object",
     "minProperties": 1,
     "properties": {"role": _ROLE, "banned": {"type": "boolean"}},

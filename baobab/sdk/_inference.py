@@ -31,6 +31,7 @@ class InferenceJobs(Transport):
         k: int | None = None,
         trial_ids: Sequence[int] | None = None,
         public: bool = False,
+        include_stopped: bool = False,
         wait: bool = False,
         timeout: float | None = None,
     ) -> Json:
@@ -42,6 +43,8 @@ class InferenceJobs(Transport):
         Args:
             version: the train job's version; the latest when None.
             public: predictions need no API key.
+            include_stopped: the best ``k`` may include trials STOPPED mid-training (at the
+                deadline, or by early stopping); by default only COMPLETED ones serve.
             wait: return only once the predictor answers (``predictor_url`` is set).
             timeout: with ``wait``, seconds to wait at most.
 
@@ -50,7 +53,7 @@ class InferenceJobs(Transport):
         """
         if k is not None and trial_ids is not None:
             raise ValueError("give k (the best k trials) or trial_ids, not both")
-        body: Json = {"app": app, "public": public}
+        body: Json = {"app": app, "public": public, "include_stopped": include_stopped}
         if version is not None:
             body["app_version"] = version
         if k is not None:

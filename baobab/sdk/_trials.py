@@ -54,10 +54,17 @@ class Trials(TrainJobs):
                 return
             page += 1
 
-    def get_best_trials(self, app: str, version: int | None = None, *, k: int = 2) -> list[Json]:
-        """The ``k`` best trials that have parameters (COMPLETED or STOPPED), best first."""
+    def get_best_trials(
+        self, app: str, version: int | None = None, *, k: int = 2, include_stopped: bool = False
+    ) -> list[Json]:
+        """The ``k`` best COMPLETED trials that have parameters, best first.
+
+        ``include_stopped`` counts trials STOPPED mid-training (at the deadline, or by
+        early stopping) too: their scores count, but they are not fully trained.
+        """
         path = job_path(app, self._version(app, version)) + "/best_trials"
-        return self._call("GET", path, params={"k": k})["trials"]
+        params = {"k": k, "include_stopped": "true" if include_stopped else "false"}
+        return self._call("GET", path, params=params)["trials"]
 
     def get_trial(self, trial_id: int) -> Json:
         """One trial, with the full ``traceback`` of an ERRORED one."""

@@ -229,8 +229,14 @@ def test_create_with_k_or_trial_ids_then_get_and_list(world: World) -> None:
         train_job_id = session.scalars(select(TrainJob.id).where(TrainJob.app == "shop", TrainJob.app_version == 1))
         assert body["train_job_id"] == train_job_id.one()
 
-    # k=20 serves every trained trial with parameters (the STOPPED one too), best first.
-    everything = w.create(w.alice, app="shop", app_version=1, k=20, public=True)
+    # k=20 serves every COMPLETED trial with parameters, best first; the STOPPED one (cut off
+    # mid-training) only when asked for.
+    completed = w.create(w.alice, app="shop", app_version=1, k=20)
+    assert completed.status_code == 201, completed.json
+    assert completed.json["members"] == [
+        member(shop[5], "forest", 0.95), member(shop[0], "linear", 0.90), member(shop[1], "linear", 0.70),
+    ]  # fmt: skip
+    everything = w.create(w.alice, app="shop", app_version=1, k=20, public=True, include_stopped=True)
     assert everything.status_code == 201, everything.json
     assert everything.json["public"] is True
     assert everything.json["members"] == [
@@ -246,8 +252,8 @@ def test_create_with_k_or_trial_ids_then_get_and_list(world: World) -> None:
     assert latest.status_code == 201, latest.json
     assert (latest.json["app_version"], latest.json["members"]) == (2, [member(w.shop_v2[0], "linear", 0.5)])
 
-    created = [best_two.json, everything.json, chosen.json, latest.json]
-    assert len({answer["api_key"] for answer in created}) == 4
+    created = [best_two.json, completed.json, everything.json, chosen.json, latest.json]
+    assert len({answer["api_key"] for answer in created}) == 5
     assert [w.next_event() for _ in created[1:]] == [Event(EventKind.INFERENCE_CREATED, a["id"]) for a in created[1:]]
 
     # The key is shown once: never by get or list.
@@ -359,6 +365,28 @@ def test_a_finished_job_with_nothing_to_serve_says_so_rather_than_wait(world: Wo
         message = response.json["error"]["message"]
         assert message.startswith(f"train job 'idle' version 1 is {status.value} and has no trained trial to serve")
         assert "wait" not in message
+
+
+def test_a_job_with_only_stopped_trials_serves_them_only_when_asked(world: World) -> None:
+    # "cut": its one trained trial was STOPPED mid-training (at the deadline, or by early stopping).
+    w = world
+    dataset = upload_dataset(w.client, w.alice)
+    (cut,) = add_train_job(w.app, w.alice_id, dataset, "cut", 1, [("linear", TrialState.STOPPED, 0.8, True)])
+    refused = w.create(w.alice, app="cut")
+    assert refused.status_code == 409, refused.json
+    assert refused.json["error"] == {
+        "code": "conflict",
+        "message": "train job 'cut' version 1 has no COMPLETED trial to serve, only trials STOPPED mid-training (at "
+        "its deadline, or by early stopping); serve them with include_stopped=true",
+        "field": "include_stopped",
+    }
+    asked = w.create(w.alice, app="cut", include_stopped=True)
+    assert asked.status_code == 201, asked.json
+    assert asked.json["members"] == [member(cut, "linear", 0.8)]
+    named = w.create(w.alice, app="cut", trial_ids=[cut])  # a trial named by id is asked for
+    assert named.status_code == 201, named.json
+    bad = w.create(w.alice, app="cut", include_stopped="yes")
+    assert (bad.status_code, bad.json["error"]["field"]) == (400, "include_stopped")
 
 
 def test_stop_is_written_then_announced_once(world: World) -> None:

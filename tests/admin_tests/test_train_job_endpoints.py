@@ -451,12 +451,16 @@ def test_trial_listing_counts_and_best_trials(app: Flask, client: FlaskClient, w
     ]
     assert client.get("/api/v1/train_jobs?include=train_args", headers=w.alice).json["train_jobs"] == [shown]
 
-    # Only COMPLETED or STOPPED trials with parameters, best first, ties to the older.
-    assert order("", "/best_trials") == ["a0", "a3"]
+    # Only COMPLETED trials with parameters, best first, ties to the older; the STOPPED ones (cut off
+    # mid-training) only when asked for.
+    assert order("", "/best_trials") == ["a0", "b0"]
     assert order("?k=1", "/best_trials") == ["a0"]
-    assert order("?k=100", "/best_trials") == ["a0", "a3", "b0", "a1", "b3"]
+    assert order("?k=100", "/best_trials") == ["a0", "b0", "a1"]
+    assert order("?k=100&include_stopped=true", "/best_trials") == ["a0", "a3", "b0", "a1", "b3"]
+    assert order("?include_stopped=false", "/best_trials") == ["a0", "b0"]
     assert page("", "/best_trials")["trials"][0] == a0
-    for query, field in [("?k=0", "k"), ("?k=101", "k"), ("?k=two", "k"), ("?n=2", "n")]:
+    bad = [("?k=0", "k"), ("?k=101", "k"), ("?k=two", "k"), ("?n=2", "n"), ("?include_stopped=yes", "include_stopped")]
+    for query, field in bad:
         response = client.get(f"{base}/best_trials{query}", headers=w.alice)
         assert (response.status_code, response.json["error"]["field"]) == (400, field), query
 
