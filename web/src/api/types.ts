@@ -112,6 +112,39 @@ export interface Trial {
   parent_zoo_model_id: number | null;
   similarity: number | null;
   traceback?: string | null;
+  /** GET /trials/<id> only: the search phase it ran in ("final": the retrain of a best configuration). */
+  phase?: string | null;
+  /** GET /trials/<id> only: where its starting weights came from. */
+  lineage?: Lineage;
+}
+
+/** One ancestor of a trial's weights, nearest first; one the caller may not see is only `{hidden: true}`. */
+export type Ancestor =
+  | { hidden: true }
+  | {
+      /** How its child started from it: a zoo model, or shared parameters (SHARE_PARAMS). */
+      via: "zoo" | "shared_params";
+      /** A trial's model, a zoo model uploaded outside a job, or one gone since. */
+      source: "trial" | "upload" | "removed";
+      trial_id: number | null;
+      number: number | null;
+      train_job_id: number | null;
+      app: string | null;
+      app_version: number | null;
+      zoo_model_id: number | null;
+      similarity: number | null;
+      /** Null when unknown (not a trial). */
+      epochs: number | null;
+      phase: string | null;
+    };
+
+export interface Lineage {
+  from: "scratch" | "zoo" | "shared_params";
+  chain: Ancestor[];
+  /** Epochs trained up the chain, hidden ancestors included. */
+  inherited_epochs: number;
+  /** The chain goes on past the ancestors listed (the API lists 50 at most). */
+  truncated: boolean;
 }
 
 /** A trial as the charts need it (GET .../trials/changes). */

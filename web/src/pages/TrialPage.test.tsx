@@ -62,3 +62,90 @@ describe("TrialPage", () => {
     expect(await screen.findByTestId("warm-start")).toHaveTextContent("none");
   });
 });
+
+describe("TrialPage lineage", () => {
+  const ancestor = {
+    via: "zoo" as const,
+    source: "trial" as const,
+    trial_id: 4,
+    number: 2,
+    train_job_id: 1,
+    app: "cifar",
+    app_version: 1,
+    zoo_model_id: 12,
+    similarity: 0.9,
+    epochs: 3,
+    phase: null,
+  };
+
+  it("says a final retrain trained from scratch", async () => {
+    renderTrial(
+      trial({ phase: "final", lineage: { from: "scratch", chain: [], inherited_epochs: 0, truncated: false } }),
+    );
+    expect(await screen.findByTestId("final-retrain")).toHaveTextContent("trained from scratch.");
+    expect(screen.getByTestId("lineage-summary")).toHaveTextContent("Trained from scratch.");
+    expect(screen.queryByRole("list", { name: "ancestors" })).toBeNull();
+  });
+
+  it("shows a final retrain's chain: visible ancestors linked, hidden ones counted", async () => {
+    renderTrial(
+      trial({
+        phase: "final",
+        parent_zoo_model_id: 12,
+        similarity: 0.9,
+        lineage: {
+          from: "zoo",
+          chain: [
+            ancestor,
+            { hidden: true },
+            {
+              ...ancestor,
+              source: "upload",
+              trial_id: null,
+              number: null,
+              app: null,
+              app_version: null,
+              zoo_model_id: 30,
+              epochs: null,
+            },
+          ],
+          inherited_epochs: 8,
+          truncated: false,
+        },
+      }),
+    );
+    expect(await screen.findByTestId("final-retrain")).toHaveTextContent(
+      "trained from the chain below, not from scratch.",
+    );
+    expect(screen.getByTestId("lineage-summary")).toHaveTextContent(
+      "Trained from a zoo model: 8 epochs inherited along a chain of 3 ancestors.",
+    );
+    const link = screen.getByRole("link", { name: "cifar v1 trial #2" });
+    expect(link).toHaveAttribute("href", "/jobs/cifar/1/trials/4");
+    const items = screen.getAllByRole("listitem").map((item) => item.textContent);
+    expect(items).toEqual([
+      "cifar v1 trial #2 via zoo model #12, similarity 0.90; 3 epochs",
+      "a model you may not see (its epochs are counted)",
+      "zoo model #30, similarity 0.90: uploaded outside a job, epochs unknown",
+    ]);
+  });
+
+  it("marks a cut chain and says nothing of a final retrain for a search trial", async () => {
+    renderTrial(
+      trial({
+        phase: "search",
+        lineage: {
+          from: "shared_params",
+          chain: [{ ...ancestor, via: "shared_params", similarity: null }],
+          inherited_epochs: 3,
+          truncated: true,
+        },
+      }),
+    );
+    expect(await screen.findByTestId("lineage-summary")).toHaveTextContent(
+      "Trained from shared parameters: 3 epochs inherited along a chain of 1+ ancestors.",
+    );
+    expect(screen.queryByTestId("final-retrain")).toBeNull();
+    expect(screen.getByText("… and more (only the nearest are listed)")).toBeInTheDocument();
+  });
+});

@@ -10,6 +10,7 @@ import { StatusBadge } from "../components/StatusBadge";
 import { trialMetricsOption } from "../lib/charts";
 import { formatDuration, formatScore, formatTime, formatValue } from "../lib/format";
 import { usePolling } from "../lib/hooks";
+import { TrialLineage } from "./TrialLineage";
 
 const POLL_MS = 2000;
 /** Lines kept on the page; older ones scroll away (the API keeps them all). */
@@ -150,6 +151,8 @@ export function TrialPage() {
           )}
         </section>
       </div>
+
+      {trial.lineage && <TrialLineage lineage={trial.lineage} phase={trial.phase} />}
 
       {trial.status === "ERRORED" && (
         <section className="card" aria-label="error">
