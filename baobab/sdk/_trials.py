@@ -67,7 +67,7 @@ class Trials(TrainJobs):
         return self._call("GET", path, params=params)["trials"]
 
     def get_trial(self, trial_id: int) -> Json:
-        """One trial, with the full ``traceback`` of an ERRORED one."""
+        """One trial, with the full ``traceback`` of an ERRORED one, its ``phase`` and its ``lineage``."""
         return self._call("GET", f"/trials/{int(trial_id)}")
 
     def get_trial_logs(self, trial_id: int, *, after: int | None = None, limit: int | None = None) -> list[Json]:

@@ -48,6 +48,16 @@ def test_a_second_job_warm_starts_from_the_first_jobs_models(
     assert all(0 < t["similarity"] <= 1 for t in trials)
     logs = "\n".join(line["line"] for t in trials for line in client.get_trial_logs(t["id"]))
     assert "warm start" in logs.lower(), logs
+    # A trial's lineage names its parent: the zoo model and the trial it was trained in.
+    trained_in = {m["id"]: m["trial_id"] for m in client.list_zoo_models(task="TABULAR_CLASSIFICATION")}
+    for t in trials:
+        lineage = client.get_trial(t["id"])["lineage"]
+        parent = lineage["chain"][0]
+        assert (lineage["from"], parent["via"], parent["source"]) == ("zoo", "zoo", "trial"), lineage
+        assert parent["zoo_model_id"] == t["parent_zoo_model_id"], lineage
+        assert parent["trial_id"] == trained_in[parent["zoo_model_id"]], lineage
+        assert parent["similarity"] == t["similarity"] and parent["epochs"] > 0, lineage
+        assert lineage["inherited_epochs"] == sum(a["epochs"] for a in lineage["chain"]) and not lineage["truncated"]
 
     switched_off = _job(client, "zoo-off", data, model, warm_start=False)
     cold = client.get_trials("zoo-off", switched_off["app_version"])["trials"]
