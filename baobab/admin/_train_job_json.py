@@ -78,7 +78,7 @@ TRAIN_JOB_SCHEMA = register_schema(
         "type": "object",
         "required": [
             "id", "app", "app_version", "task", "status", "error", "train_dataset_id", "val_dataset_id", "budget",
-            "owner_id", "created_at", "started_at", "finished_at", "trial_counts", "best_score",
+            "seed", "owner_id", "created_at", "started_at", "finished_at", "trial_counts", "best_score",
             "budget_used", "sub_jobs",
         ],
         "properties": {
@@ -92,6 +92,10 @@ TRAIN_JOB_SCHEMA = register_schema(
             "val_dataset_id": {"type": "integer"},
             "budget": {"type": "object"},
             "train_args": {"type": "object", "description": "left out of lists unless asked for"},
+            "seed": {
+                "type": ["integer", "null"],
+                "description": "what every proposal and trial seed derives from (null: a job older than seeds)",
+            },
             "owner_id": {"type": "integer"},
             "created_at": _OPTIONAL_TIME,
             "started_at": _OPTIONAL_TIME,
@@ -250,6 +254,7 @@ def jobs_json(session: Session, jobs: Sequence[TrainJob], *, train_args: bool = 
             "val_dataset_id": job.val_dataset_id,
             "budget": job.budget,
             **({"train_args": job.train_args} if train_args else {}),
+            "seed": job.seed,
             "owner_id": job.owner_id,
             "created_at": iso(job.created_at),
             "started_at": iso(job.started_at),

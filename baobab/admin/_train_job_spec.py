@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +79,7 @@ class TrainJobSpec:
     budget: Budget
     train_args: dict[str, Any]
     strategy: str
+    seed: int
     options: JobOptions
 
 
@@ -163,6 +165,15 @@ def _train_args(value: Any) -> dict[str, Any]:
     return value
 
 
+def _seed(value: Any) -> int:
+    """The job's seed: the one asked for, or a random one (kept, so that the job can be repeated)."""
+    if value is None:
+        return secrets.randbits(63)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ID:
+        raise RequestError(f"'seed' must be a whole number from 0 to {MAX_ID}, got {value!r}", field="seed")
+    return value
+
+
 def _strategy(value: Any) -> str:
     if value is None:
         return "auto"
@@ -217,6 +228,17 @@ FIELDS = (
         "strategy",
         {"enum": list(STRATEGIES), "default": "auto", "description": "the advisor's search strategy"},
         _strategy,
+    ),
+    BodyField(
+        "seed",
+        {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_ID,
+            "description": "seeds every proposal and trial: the same seed, data and templates search the same way "
+            "(default: a random one, shown in the job)",
+        },
+        _seed,
     ),
 )
 

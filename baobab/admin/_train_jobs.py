@@ -15,7 +15,6 @@ unique ``(owner_id, app, app_version)`` constraint: the loser retries.
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 from flask import Blueprint, request
@@ -74,7 +73,8 @@ def create_train_job() -> tuple[dict[str, Any], int]:
                     val_dataset_id=spec.val_dataset_id,
                     budget=spec.budget.to_json(),
                     train_args=spec.train_args,
-                    sub_jobs=[(model_id, spec.strategy, secrets.randbits(63)) for model_id in spec.model_ids],
+                    seed=spec.seed,
+                    sub_jobs=[(model_id, spec.strategy) for model_id in spec.model_ids],
                 )
             except IntegrityError:
                 # Another request took this version (or deleted a dataset or template just now): look again.

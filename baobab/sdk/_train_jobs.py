@@ -30,6 +30,7 @@ class TrainJobs(Transport):
         budget: Mapping[str, Any],
         train_args: Mapping[str, Any] | None = None,
         strategy: str | None = None,
+        seed: int | None = None,
     ) -> Json:
         """Starts tuning ``model_ids`` on a task; the job is version ``app_version`` of ``app``.
 
@@ -38,6 +39,8 @@ class TrainJobs(Transport):
                 MODEL_TRIAL_COUNT is per model template.
             train_args: passed to each template's ``train(**train_args)``.
             strategy: a search strategy name, or None for ``auto``.
+            seed: seeds every proposal and trial, so that the same seed, data and templates
+                search the same way; None for a random one (the job shows it).
         """
         body: Json = {
             "app": app,
@@ -51,6 +54,8 @@ class TrainJobs(Transport):
             body["train_args"] = dict(train_args)
         if strategy is not None:
             body["strategy"] = strategy
+        if seed is not None:
+            body["seed"] = seed
         return self._call("POST", "/train_jobs", json=body)
 
     def get_train_job(self, app: str, version: int | None = None, *, owner_id: int | None = None) -> Json:

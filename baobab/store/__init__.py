@@ -47,8 +47,8 @@ _DB_NAMES = frozenset(
         "InferenceJobStatus", "InferenceMember", "insert_trial", "InterimMetric", "JobStatus", "Lease",
         "mark_inference_job_stopped", "ModelAccess", "ModelTemplate", "RELEASED", "request_train_job_stop",
         "request_trial_stop", "requeue_trial", "serve_inference_job", "session_scope", "set_trial_parent",
-        "start_train_job", "SubJob", "take_over_inference_jobs", "TrainJob", "Trial", "TrialClaim", "TrialLog",
-        "TrialState", "upgrade_database", "User", "UserRole", "ZooModel",
+        "start_train_job", "sub_job_seed", "SubJob", "take_over_inference_jobs", "TrainJob", "Trial", "TrialClaim",
+        "TrialLog", "TrialState", "upgrade_database", "User", "UserRole", "ZooModel",
     }
 )  # fmt: skip
 

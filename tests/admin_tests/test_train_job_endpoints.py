@@ -31,6 +31,7 @@ from baobab.store import (
     TrialState,
     UserRole,
     session_scope,
+    sub_job_seed,
     write_image_files,
 )
 
@@ -101,6 +102,7 @@ def test_create_get_and_list(app: Flask, client: FlaskClient, world: World) -> N
     job = created.json
     assert events.get(timeout=5) == Event(EventKind.JOB_CREATED, job["id"])
     assert job.pop("created_at")
+    assert 0 <= job.pop("seed") < 2**63  # none given: a random one, kept
     sub_ids = [sub["id"] for sub in job["sub_jobs"]]
     zero = dict.fromkeys(STATES, 0)
     assert job == {
@@ -576,3 +578,32 @@ def test_apps_are_scoped_by_owner(app: Flask, client: FlaskClient, world: World)
     assert hidden.status_code == 404
     bad = client.get("/api/v1/train_jobs/shared?owner_id=x", headers=w.alice)
     assert (bad.status_code, bad.json["error"]["field"]) == (400, "owner_id")
+
+
+def test_a_job_keeps_its_seed_and_the_same_seed_seeds_its_sub_jobs_the_same(
+    app: Flask, client: FlaskClient, world: World
+) -> None:
+    w = world
+    first = client.post("/api/v1/train_jobs", json=_body(w, app="seeded", seed=42), headers=w.alice)
+    again = client.post("/api/v1/train_jobs", json=_body(w, app="seeded", seed=42), headers=w.alice)
+    drawn = client.post("/api/v1/train_jobs", json=_body(w, app="drawn"), headers=w.alice)
+    assert (first.status_code, again.status_code, drawn.status_code) == (201, 201, 201), drawn.json
+    assert first.json["seed"] == again.json["seed"] == 42
+    assert isinstance(drawn.json["seed"], int) and 0 <= drawn.json["seed"] < 2**63  # drawn, and shown to repeat it
+    shown = client.get("/api/v1/train_jobs/seeded/1", headers=w.alice).json
+    assert shown["seed"] == 42
+
+    def sub_seeds(job_id: int) -> list[int]:
+        with session_scope(app.extensions["baobab"].engine) as session:
+            query = select(SubJob.seed).where(SubJob.train_job_id == job_id).order_by(SubJob.id)
+            return list(session.scalars(query))
+
+    assert sub_seeds(first.json["id"]) == sub_seeds(again.json["id"]) == [sub_job_seed(42, 0), sub_job_seed(42, 1)]
+    assert sub_seeds(drawn.json["id"]) != sub_seeds(first.json["id"])
+
+    for bad in (-1, 2**63, 1.5, "42", True):
+        response = client.post("/api/v1/train_jobs", json=_body(w, app="bad-seed", seed=bad), headers=w.alice)
+        assert response.status_code == 400, (bad, response.json)
+        assert response.json["error"]["field"] == "seed"
+        assert response.json["error"]["message"].startswith("'seed' must be a whole number from 0 to"), bad
+    assert client.get("/api/v1/train_jobs/bad-seed", headers=w.alice).status_code == 404  # nothing was created

@@ -73,7 +73,8 @@ def add_job(
             val_dataset_id=dataset.id,
             budget={"MODEL_TRIAL_COUNT": 2},
             train_args={},
-            sub_jobs=[(template.id, "random", seed) for seed in range(sub_jobs)],
+            seed=7,
+            sub_jobs=[(template.id, "random")] * sub_jobs,
         )
         first = job.sub_jobs[0]
         trials = [Trial(sub_job_id=first.id, number=n, knobs={}, status=s) for n, s in enumerate(trial_states)]

@@ -21,6 +21,7 @@ from baobab.store._db import (
     request_train_job_stop,
     session_scope,
     start_train_job,
+    sub_job_seed,
 )
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -38,7 +39,8 @@ def test_a_job_is_added_pending_with_its_sub_jobs(engine: Engine) -> None:
     assert _states(engine, job.job_id) == (JobStatus.PENDING, [JobStatus.PENDING] * 2)
     with session_scope(engine) as session:
         seeds = list(session.scalars(select(SubJob.seed).where(SubJob.train_job_id == job.job_id).order_by(SubJob.id)))
-    assert seeds == [0, 1]
+    assert seeds == [sub_job_seed(7, 0), sub_job_seed(7, 1)]  # derived from the job's seed, one per place
+    assert len(set(seeds)) == 2
 
 
 def test_an_app_version_taken_meanwhile_fails_the_add(engine: Engine) -> None:
@@ -57,6 +59,7 @@ def test_an_app_version_taken_meanwhile_fails_the_add(engine: Engine) -> None:
                 val_dataset_id=model.val_dataset_id,
                 budget={},
                 train_args={},
+                seed=7,
                 sub_jobs=[],
             )
         session.rollback()

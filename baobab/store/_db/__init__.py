@@ -23,6 +23,7 @@ from baobab.store._db._job_rows import (
     finish_train_job,
     request_train_job_stop,
     start_train_job,
+    sub_job_seed,
 )
 from baobab.store._db._leases import RELEASED, Lease
 from baobab.store._db._migrate import check_schema, current_revision, head_revision, upgrade_database
@@ -98,6 +99,7 @@ __all__ = [
     "session_scope",
     "set_trial_parent",
     "start_train_job",
+    "sub_job_seed",
     "SubJob",
     "take_over_inference_jobs",
     "TrainJob",

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
@@ -34,8 +35,16 @@ __all__ = [
     "finish_train_job",
     "request_train_job_stop",
     "start_train_job",
+    "sub_job_seed",
 ]
 
+def sub_job_seed(job_seed: int, index: int) -> int:
+    """The seed of a job's ``index``-th sub-job: every proposal and trial seed of the sub-job comes from it.
+
+    Derived, not drawn, so that a job created again with the same seed and templates
+    searches the same way.
+    """
+    return int(np.random.SeedSequence([job_seed, index]).generate_state(1, np.uint64)[0] >> 1)
 
 
 def add_train_job(
@@ -49,9 +58,12 @@ def add_train_job(
     val_dataset_id: int,
     budget: Mapping[str, Any],
     train_args: Mapping[str, Any],
-    sub_jobs: Iterable[tuple[int, str, int]],
+    seed: int,
+    sub_jobs: Iterable[tuple[int, str]],
 ) -> TrainJob:
-    """Add a PENDING train job, with a PENDING sub-job per ``(template id, strategy, seed)``; flushed.
+    """Add a PENDING train job seeded with ``seed``, with a PENDING sub-job per ``(template id, strategy)``.
+
+    Flushed (its id is set); each sub-job's seed is :func:`sub_job_seed` of its place.
 
     Raises:
         sqlalchemy.exc.IntegrityError: the app version was taken meanwhile (or a dataset
@@ -66,11 +78,17 @@ def add_train_job(
         val_dataset_id=val_dataset_id,
         budget=dict(budget),
         train_args=dict(train_args),
+        seed=seed,
         status=JobStatus.PENDING,
     )
     job.sub_jobs = [
-        SubJob(model_template_id=template_id, strategy=strategy, seed=seed, status=JobStatus.PENDING)
-        for template_id, strategy, seed in sub_jobs
+        SubJob(
+            model_template_id=template_id,
+            strategy=strategy,
+            seed=sub_job_seed(seed, index),
+            status=JobStatus.PENDING,
+        )
+        for index, (template_id, strategy) in enumerate(sub_jobs)
     ]
     session.add(job)
     session.flush()

@@ -139,6 +139,8 @@ class TrainJob(Base):
     val_dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="RESTRICT"))
     budget: Mapped[dict[str, Any]]
     train_args: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    #: What every sub-job's seed derives from (None for jobs made before seeds were kept).
+    seed: Mapped[int | None] = mapped_column(BigInteger)
     status: Mapped[JobStatus] = mapped_column(string_enum(JobStatus), default=JobStatus.PENDING)
     created_at: Mapped[datetime] = _created_at()
     started_at: Mapped[datetime | None]

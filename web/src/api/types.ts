@@ -76,6 +76,8 @@ export interface TrainJob {
   val_dataset_id: number;
   budget: Record<string, number>;
   train_args: Record<string, unknown>;
+  /** What every proposal and trial seed derives from; null for a job older than seeds. */
+  seed: number | null;
   owner_id: number;
   created_at: string;
   started_at: string | null;

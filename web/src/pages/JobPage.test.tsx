@@ -28,6 +28,7 @@ function job(status: string, trials: number) {
     val_dataset_id: 2,
     budget: { GPU_COUNT: 0, TIME_HOURS: 0.5, MODEL_TRIAL_COUNT: 10 },
     train_args: {},
+    seed: 42,
     owner_id: 1,
     created_at: "2030-01-01T00:00:00+00:00",
     started_at: "2030-01-01T00:00:00+00:00",
@@ -82,6 +83,7 @@ describe("JobPage", () => {
     expect(screen.getByRole("progressbar", { name: "Trials" })).toHaveAttribute("aria-valuetext", "3 of 10");
     expect(screen.getByTestId("chart-scores")).toHaveAttribute("data-shown", "1");
     expect(screen.getByRole("button", { name: "Stop job" })).toBeInTheDocument();
+    expect(screen.getByText(/seed 42/)).toBeInTheDocument(); // shown, so that the job can be repeated
     await waitFor(() => expect(screen.getByTestId("chart-metrics")).toHaveAttribute("data-shown", "1"));
 
     // The next poll names the running trial and the last id, and the job ends.

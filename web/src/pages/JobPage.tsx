@@ -162,6 +162,7 @@ export function JobPage() {
           <p className="muted small">
             {job.budget.GPU_COUNT ? `${job.budget.GPU_COUNT} GPU(s) at once` : "CPU slots"} · started {formatTime(job.started_at)}
             {job.finished_at ? ` · finished ${formatTime(job.finished_at)}` : ""}
+            {job.seed !== null ? ` · seed ${job.seed}` : ""}
           </p>
         </section>
         <section className="card">
