@@ -174,3 +174,12 @@ def test_secrets_are_generated_never_fixed():
     assert len(base64.b64decode(first["secret-key"])) == 64
     given = by_kind(render({"admin": {"password": "s3cret-Pass"}})[0], "Secret")["rel-baobab-secrets"]["data"]
     assert base64.b64decode(given["admin-password"]) == b"s3cret-Pass"
+
+
+def test_pod_annotations_stay_strings_whatever_the_secret_hashes_to():
+    # A 16-hex-digit checksum of digits only (or digits and one 'e') reads as a YAML number, which the
+    # Kubernetes API refuses; the chart quotes it. The secrets are random, so render several times.
+    for _ in range(5):
+        for name, deployment in by_kind(render(_values("cpu"))[0], "Deployment").items():
+            annotations = deployment["spec"]["template"]["metadata"].get("annotations", {})
+            assert all(isinstance(value, str) for value in annotations.values()), (name, annotations)
