@@ -8,19 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, send_file
+from flask import Blueprint, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from baobab.admin._access import ALL_ROLES, private_rows
 from baobab.admin._auth import current_user, require_roles
+from baobab.admin._downloads import send_artifact
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._query import MAX_ID, check_query_args, int_query_arg
 from baobab.admin._state import admin_state
 from baobab.admin._train_job_json import TRIAL_SCHEMA, trial_json
 from baobab.admin._train_job_lookups import trial_query
 from baobab.admin._trial_lineage import lineage_json
-from baobab.exceptions import ArtifactNotFoundError, ConflictError, NotFoundError
+from baobab.exceptions import ConflictError, NotFoundError
 from baobab.store import Event, EventKind, InterimMetric, SubJob, TrainJob, Trial, TrialLog, session_scope
 
 __all__ = ["blueprint", "find_trial"]
@@ -193,16 +194,10 @@ def get_trial_params(trial_id: int) -> Response:
         key = find_trial(session, trial_id).params_path
     if key is None:
         raise NotFoundError(f"trial {trial_id} has no parameters (only trials that finished training keep them)")
-    try:
-        stream = admin_state().artifacts.open(key)
-    except ArtifactNotFoundError:  # deleted behind the database's back: say so without the storage key
-        raise NotFoundError(f"the parameters of trial {trial_id} are missing from the artifact store") from None
-    return send_file(
-        stream,
-        mimetype="application/octet-stream",
-        as_attachment=True,
+    return send_artifact(
+        key,
+        lost=f"the parameters of trial {trial_id} are missing from the artifact store",
         download_name=f"trial-{trial_id}.safetensors",
-        conditional=False,
     )
 
 

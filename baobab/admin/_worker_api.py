@@ -19,15 +19,16 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import Blueprint, Response, request, send_file
+from flask import Blueprint, Response, request
 from sqlalchemy import select
 from sqlalchemy.orm import aliased
 
 from baobab.admin._auth import check_trial_token, public
 from baobab.admin._body import enum_field, json_object, string_field
+from baobab.admin._downloads import send_artifact
 from baobab.admin._openapi import api_doc
 from baobab.admin._state import admin_state
-from baobab.exceptions import ArtifactNotFoundError, NotFoundError, RequestError
+from baobab.exceptions import NotFoundError, RequestError
 from baobab.store import (
     ClaimRefused,
     Dataset,
@@ -345,11 +346,7 @@ def read_artifact(trial_id: int) -> Response:
     key = _key_arg()
     if key not in _inputs(trial_id):
         raise NotFoundError(f"trial {trial_id} has no input {key!r}")
-    try:
-        stream = admin_state().artifacts.open(key)
-    except ArtifactNotFoundError:
-        raise NotFoundError(f"{key!r} is missing from the artifact store") from None
-    return send_file(stream, mimetype="application/octet-stream", conditional=False)
+    return send_artifact(key, lost=f"{key!r} is missing from the artifact store")
 
 
 @blueprint.put("/<int:trial_id>/params")

@@ -28,19 +28,19 @@ import json
 import math
 from typing import Any
 
-from flask import Blueprint, Response, request, send_file
+from flask import Blueprint, Response, request
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from baobab.admin._access import ALL_ROLES, may_see_shared, shared_rows, shared_with
 from baobab.admin._auth import check_trial_token, current_user, public, require_roles
 from baobab.admin._body import enum_field, json_object, multipart_upload, name_field
+from baobab.admin._downloads import send_artifact
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._query import MAX_ID, check_query_args
 from baobab.admin._state import admin_state
 from baobab.admin._trials import find_trial
 from baobab.exceptions import (
-    ArtifactNotFoundError,
     NotFoundError,
     RequestError,
 )
@@ -248,20 +248,14 @@ def download_zoo_params(zoo_model_id: int) -> Response:
     check_query_args(())
     with session_scope(admin_state().engine) as session:
         key = _find(session, zoo_model_id).params_path
-    return _send_params(key, zoo_model_id)
+    return _send_zoo_params(key, zoo_model_id)
 
 
-def _send_params(key: str, zoo_model_id: int) -> Response:
-    try:
-        stream = admin_state().artifacts.open(key)
-    except ArtifactNotFoundError:
-        raise NotFoundError(f"the parameters of zoo model {zoo_model_id} are missing from the artifact store") from None
-    return send_file(
-        stream,
-        mimetype="application/octet-stream",
-        as_attachment=True,
+def _send_zoo_params(key: str, zoo_model_id: int) -> Response:
+    return send_artifact(
+        key,
+        lost=f"the parameters of zoo model {zoo_model_id} are missing from the artifact store",
         download_name=f"zoo-{zoo_model_id}.safetensors",
-        conditional=False,
     )
 
 
@@ -415,7 +409,7 @@ def download_trial_parent_params(trial_id: int, zoo_model_id: int) -> Response:
     owner_id, _ = trial_job(admin_state().engine, trial_id)
     with session_scope(admin_state().engine) as session:
         key = _find(session, zoo_model_id, owner_id=owner_id).params_path
-    return _send_params(key, zoo_model_id)
+    return _send_zoo_params(key, zoo_model_id)
 
 
 @blueprint.post("/trials/<int:trial_id>/warm_start")
