@@ -132,7 +132,13 @@ class LocalExecutor:
         self._secret = settings.signing_key()
         protected = protected_paths(settings.home, settings.database_url, settings.artifacts_url)
         self._confinement = Confinement(protected, private=settings.home / "workers")
-        self._memory_mb = settings.trial_memory_mb or default_memory_mb(settings.cpu_slots)
+        memory_mb = settings.trial_memory_mb or default_memory_mb(settings.cpu_slots)
+        #: What every worker process is started with: where to report, its confinement, its memory limit.
+        self._worker_args = [
+            *("--api-url", self._api_url),
+            *("--confinement", self._confinement.to_json()),
+            *("--memory-mb", str(memory_mb)),
+        ]
         self._owners: dict[int, int] = {}  # queued trial → the user whose job it is
         self._lock = threading.Lock()
         self._queue: deque[int] = deque()
@@ -261,11 +267,7 @@ class LocalExecutor:
                 index,
                 env=self._env,
                 log_path=self._log_dir / f"worker-{index}.log",
-                args=[
-                    "--api-url", self._api_url,
-                    "--confinement", self._confinement.to_json(),
-                    "--memory-mb", str(self._memory_mb),
-                ],  # fmt: skip
+                args=self._worker_args,
             )
         except OSError as e:
             logger.error("cannot start worker %d: %s", index, e)
