@@ -14,6 +14,7 @@ from baobab.advisor._bayes import BayesStrategy
 from baobab.advisor._budget import Budget, BudgetKey, parse_budget
 from baobab.advisor._enas import EnasStrategy
 from baobab.advisor._enas_phases import PHASE_POLICIES, EnasPhase, EnasPlanner, EnasProgress, EnasStep, phase_policies
+from baobab.advisor._evolution import EvolutionStrategy
 from baobab.advisor._executor import Executor
 from baobab.advisor._factory import STRATEGIES, choose_strategy, make_strategy
 from baobab.advisor._job_options import JobOptions, JobOptionsError, parse_job_options
@@ -50,6 +51,7 @@ __all__ = [
     "EnasProgress",
     "EnasStep",
     "EnasStrategy",
+    "EvolutionStrategy",
     "Executor",
     "Finish",
     "FlatPoint",

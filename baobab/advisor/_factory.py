@@ -8,6 +8,7 @@ from typing import Any
 from baobab.advisor._base import Strategy
 from baobab.advisor._bayes import BayesStrategy
 from baobab.advisor._enas import EnasStrategy
+from baobab.advisor._evolution import EvolutionStrategy
 from baobab.advisor._random import RandomStrategy
 from baobab.advisor._space import SearchSpace
 from baobab.advisor._tpe import TpeStrategy
@@ -17,7 +18,7 @@ from baobab.model import KnobConfig, validate_knob_config
 __all__ = ["STRATEGIES", "choose_strategy", "make_strategy", "strategy_class"]
 
 _CLASSES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (RandomStrategy, BayesStrategy, TpeStrategy, EnasStrategy)
+    cls.name: cls for cls in (RandomStrategy, BayesStrategy, TpeStrategy, EvolutionStrategy, EnasStrategy)
 }
 
 #: The names :func:`make_strategy` takes; "auto" picks one of the others.

@@ -57,7 +57,9 @@ _existing_file = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--val", "val_path", required=True, type=_existing_file, help="Validation dataset.")
 @click.option("--trials", type=click.IntRange(min=1), help="Number of trials [default: 5].")
 @click.option("--time-hours", type=click.FloatRange(min=0, min_open=True), help="Time budget instead of --trials.")
-@click.option("--advisor", default="auto", show_default=True, help="Search strategy: auto, random, bayes, tpe.")
+@click.option(
+    "--advisor", default="auto", show_default=True, help="Search strategy: auto, random, bayes, tpe, evolution."
+)
 @click.option(
     "--knob", "knobs", multiple=True, callback=_assignments, metavar="NAME=VALUE", help="Fix a knob (not searched)."
 )

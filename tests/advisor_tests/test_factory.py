@@ -2,15 +2,28 @@ from __future__ import annotations
 
 import pytest
 
-from baobab.advisor import STRATEGIES, BayesStrategy, RandomStrategy, TpeStrategy, choose_strategy, make_strategy
+from baobab.advisor import (
+    STRATEGIES,
+    BayesStrategy,
+    EvolutionStrategy,
+    RandomStrategy,
+    TpeStrategy,
+    choose_strategy,
+    make_strategy,
+)
 from baobab.exceptions import KnobConfigError, StrategyError
 from baobab.model import ArchKnob, CategoricalKnob, FixedKnob, FloatKnob, IntegerKnob, PolicyKnob
 from baobab.testing import branin_knob_config
 
 
 def test_names() -> None:
-    assert STRATEGIES == ("auto", "random", "bayes", "tpe", "enas")
-    for name, cls in [("random", RandomStrategy), ("bayes", BayesStrategy), ("tpe", TpeStrategy)]:
+    assert STRATEGIES == ("auto", "random", "bayes", "tpe", "evolution", "enas")
+    for name, cls in [
+        ("random", RandomStrategy),
+        ("bayes", BayesStrategy),
+        ("tpe", TpeStrategy),
+        ("evolution", EvolutionStrategy),
+    ]:
         strategy = make_strategy(name, branin_knob_config(), seed=1)
         assert type(strategy) is cls and strategy.seed == 1
 
