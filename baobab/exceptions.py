@@ -4,6 +4,7 @@
     ├── KnobConfigError        a template's knob config or knob values are invalid
     ├── DatasetError           a dataset file cannot be read as its format says
     ├── TemplateError          a model template cannot be loaded or breaks its contract
+    ├── InvalidArchitectureError   a template's architecture, for these knobs, cannot be built or does not fit
     ├── StrategyError          a search strategy was asked for something it cannot do
     ├── BudgetError            a train job's budget has an unknown key or a value out of range
     ├── StoreError             the metadata database failed, or its schema is out of date
@@ -33,6 +34,7 @@ __all__ = [
     "BaobabError",
     "BudgetError",
     "DatasetError",
+    "InvalidArchitectureError",
     "KnobConfigError",
     "SettingsError",
     "StoreError",
@@ -69,6 +71,17 @@ class DatasetError(BaobabError, ValueError):
 
 class TemplateError(BaobabError):
     """A model template fails to import or breaks the BaseModel contract."""
+
+
+class InvalidArchitectureError(BaobabError):
+    """The architecture these knob values describe cannot be built, or its graph does not fit.
+
+    A template raises it from its constructor or ``train()`` (a shape mismatch found
+    when the module is built and run on one example batch, say), with a message that
+    says why. The trial then ends INVALID, not ERRORED: a point of the search space
+    that has no model is an outcome of the search, not a fault of the template, so it
+    counts toward no error limit, and the strategy learns never to propose it again.
+    """
 
 
 class StrategyError(BaobabError, ValueError):

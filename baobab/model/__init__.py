@@ -35,7 +35,7 @@ from baobab.model._knobs import (
 from baobab.model._template import check_template, load_template, template_traceback
 
 if TYPE_CHECKING:
-    from baobab.model._torch import TorchModel
+    from baobab.model._torch import TorchModel, module_state
 
 __all__ = [
     "JOB_OPTION_KEYS",
@@ -70,12 +70,13 @@ __all__ = [
     "trial_context",
     "validate_knob_config",
     "validate_knobs",
+    "module_state",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "TorchModel":
-        from baobab.model._torch import TorchModel
+    if name in ("TorchModel", "module_state"):
+        from baobab.model import _torch
 
-        return TorchModel
+        return getattr(_torch, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,7 +20,7 @@ import torch
 from baobab.model._base import BaseModel, Params, check_params
 from baobab.model._knobs import WARM_START_ARG, Policy
 
-__all__ = ["WARM_START_ARG", "TorchModel", "WarmStart"]
+__all__ = ["WARM_START_ARG", "TorchModel", "WarmStart", "module_state"]
 
 _STATE_PREFIX = "module."
 _META_KEYS = ("downscaled", "input_shape", "output_size", "seed")
@@ -173,6 +173,20 @@ class TorchModel(BaseModel):
         """One JSON value per row; by default the class probabilities."""
         return torch.softmax(outputs.float(), dim=1).tolist()
 
+    def load_shared(self, module: torch.nn.Module, shared_params: Params) -> str:
+        """Start ``module`` from another trial's parameters (``SHARE_PARAMS``); the line to log.
+
+        By default every tensor whose name and shape match is copied.
+        """
+        state = module.state_dict()
+        loaded = 0
+        for name, value in module_state(shared_params).items():
+            if name in state and value.shape == state[name].shape:
+                with torch.no_grad():
+                    state[name].copy_(value)
+                loaded += 1
+        return f"loaded {loaded} of {len(state)} tensors from shared_params"
+
     # -- what the platform calls ----------------------------------------------------
 
     @property
@@ -203,8 +217,7 @@ class TorchModel(BaseModel):
         self.module = module
         self._lr_scale = 1.0
         if shared_params is not None:
-            loaded, total = _load_matching(module, shared_params)
-            self.context.log(f"loaded {loaded} of {total} tensors from shared_params")
+            self.context.log(self.load_shared(module, shared_params))
         elif warm_start and not self.policy(Policy.SKIP_TRAIN):
             self._warm_start(module)
         self.fit_module(module, inputs, targets)
@@ -305,13 +318,8 @@ class TorchModel(BaseModel):
             key[len(_TRAIN_ARG_PREFIX) :]: value for key, value in params.items() if key.startswith(_TRAIN_ARG_PREFIX)
         }
         module = self.build_module(self.downscaled)
-        state = {
-            key[len(_STATE_PREFIX) :]: _to_tensor(value)
-            for key, value in params.items()
-            if key.startswith(_STATE_PREFIX)
-        }
         try:
-            module.load_state_dict(state, strict=True)
+            module.load_state_dict(module_state(params), strict=True)
         except RuntimeError as e:
             raise ValueError(f"parameters do not fit the module built from these knobs: {e}") from None
         self.module = module.to(self.device)
@@ -344,17 +352,13 @@ def _scale_lrs(optimizer: torch.optim.Optimizer, base_lrs: list[Any], scale: flo
             group["lr"] = lr * scale
 
 
-def _load_matching(module: torch.nn.Module, shared: Params) -> tuple[int, int]:
-    """Copy the shared tensors whose name and shape match into ``module``; count them."""
-    state = module.state_dict()
-    loaded = 0
-    for name, tensor in state.items():
-        value = shared.get(_STATE_PREFIX + name)
-        if isinstance(value, np.ndarray) and value.shape == tuple(tensor.shape):
-            with torch.no_grad():
-                tensor.copy_(_to_tensor(value))
-            loaded += 1
-    return loaded, len(state)
+def module_state(params: Params) -> dict[str, torch.Tensor]:
+    """The module's state dict held in parameters written by :meth:`TorchModel.dump_parameters`."""
+    return {
+        key[len(_STATE_PREFIX) :]: _to_tensor(value)
+        for key, value in params.items()
+        if key.startswith(_STATE_PREFIX) and isinstance(value, np.ndarray)
+    }
 
 
 def _to_tensor(values: Any, dtype: type | None = None) -> torch.Tensor:

@@ -1,0 +1,121 @@
+"""SpaceModel: a TorchModel whose network is an instance of the template's model space.
+
+It lives with the spaces rather than in ``baobab.model``: the space package builds on the
+template API (its decisions are knobs), so the template API cannot build on it.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import abstractmethod
+from typing import Any, ClassVar
+
+import torch
+
+from baobab.model import KnobConfig, Params, TorchModel, module_state
+from baobab.space._errors import SpaceError
+from baobab.space._record import MutationRecord, inherit
+from baobab.space._space import ModelSpace
+
+__all__ = ["SpaceModel"]
+
+#: The parameter entry holding the instance's choices: what a child trial rebuilds its parent's record from.
+CHOICES_PARAM = "space.choices"
+
+
+class SpaceModel(TorchModel):
+    """A template that declares a model space and its training knobs; the platform searches the space.
+
+    Implement :meth:`space` (a :class:`ModelSpace`, built once per class), :meth:`load_data`,
+    and, when the base takes arguments that depend on the data (input channels, classes),
+    :meth:`base_args`. Its knobs are the space's decisions plus :meth:`training_knobs`.
+
+    Before any training the instance runs once on two training inputs; an architecture
+    that does not fit ends the trial as INVALID (``InvalidArchitectureError``), not as a
+    crash. Under ``SHARE_PARAMS`` the trial inherits its parent trial's weights for every
+    module the two mutation records say is the same (:func:`baobab.space.inherit`).
+
+    Example::
+
+        class Cells(SpaceModel):
+            @classmethod
+            def space(cls):
+                return ModelSpace(CellNet, [OperatorMutator("op", Edge, OPS)], args={"classes": 10})
+
+            @staticmethod
+            def training_knobs():
+                return {"learning_rate": FloatKnob(1e-3, 1e-1, is_exp=True)}
+
+            def base_args(self):
+                return {"classes": self.output_size}
+    """
+
+    _spaces: ClassVar[dict[type, ModelSpace]] = {}
+
+    def __init__(self, **knobs: Any) -> None:
+        super().__init__(**knobs)
+        #: The mutation record of the instance this model built (None before it built one).
+        self.record: MutationRecord | None = None
+
+    @classmethod
+    @abstractmethod
+    def space(cls) -> ModelSpace:
+        """The model space this template searches."""
+
+    @staticmethod
+    def training_knobs() -> KnobConfig:
+        """Knobs beside the space's decisions (learning rate, epochs, policies, ...)."""
+        return {}
+
+    def base_args(self) -> dict[str, Any]:
+        """Keyword arguments of the space's base for this trial; by default those the space was defined with."""
+        return {}
+
+    @classmethod
+    def model_space(cls) -> ModelSpace:
+        """The template's space, defined once per class (defining it builds and checks the base)."""
+        if cls not in SpaceModel._spaces:
+            space = cls.space()
+            if not isinstance(space, ModelSpace):
+                raise SpaceError(f"{cls.__name__}.space() must return a ModelSpace, got {type(space).__name__}")
+            space.instantiate(space.sample(seed=0), device="meta")  # one random instance, as the upload check promises
+            SpaceModel._spaces[cls] = space
+        return SpaceModel._spaces[cls]
+
+    @classmethod
+    def get_knob_config(cls) -> KnobConfig:
+        decisions = cls.model_space().decisions()
+        training = cls.training_knobs()
+        clash = sorted(set(decisions) & set(training))
+        if clash:
+            raise SpaceError(f"{cls.__name__}: training knob {clash[0]!r} has the name of a decision of the space")
+        return {**decisions, **training}
+
+    def choices(self) -> dict[str, Any]:
+        """This trial's value of every decision of the space."""
+        return {name: self.knobs[name] for name in self.model_space().decisions() if name in self.knobs}
+
+    def build_module(self, downscale: bool) -> torch.nn.Module:
+        space = self.model_space()
+        instance = space.instantiate(self.choices(), args=self.base_args())
+        self.record = instance.record
+        if self.example_input is not None:
+            space.check(instance, self.example_input)
+        return instance.module
+
+    def load_shared(self, module: torch.nn.Module, shared_params: Params) -> str:
+        parent_choices = shared_params.get(CHOICES_PARAM)
+        if not isinstance(parent_choices, str) or self.record is None:
+            return super().load_shared(module, shared_params)
+        parent = self.model_space().instantiate(json.loads(parent_choices), args=self.base_args(), device="meta")
+        copied = inherit(module, self.record, module_state(shared_params), parent.record)
+        same = len(self.record.shared_modules(parent.record))
+        return (
+            f"inherited {len(copied)} of {len(module.state_dict())} tensors from the parent trial "
+            f"({same} modules the same in both records)"
+        )
+
+    def dump_parameters(self) -> Params:
+        params = super().dump_parameters()
+        params[CHOICES_PARAM] = json.dumps(self.choices(), sort_keys=True)
+        return params
