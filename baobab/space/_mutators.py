@@ -177,13 +177,11 @@ class OperatorMutator(Mutator):
         if node.op == "call_module":
             graph_module.add_submodule(str(node.target), module)
             return [node]
+        # The node becomes a module call in place: it keeps its name, so later mutators still find it.
         target = _free_target(graph_module, f"{node.name}_{self.label}")
         graph_module.add_submodule(target, module)
-        with graph_module.graph.inserting_after(node):
-            new = graph_module.graph.call_module(target, node.args, node.kwargs)
-        node.replace_all_uses_with(new)
-        graph_module.graph.erase_node(node)
-        return [new]
+        node.op, node.target = "call_module", target
+        return [node]
 
 
 class InsertMutator(Mutator):

@@ -294,6 +294,7 @@ class _CheckingInterpreter(fx.Interpreter):
 
     def __init__(self, instance: Instance) -> None:
         super().__init__(instance.module)
+        self.extra_traceback = False  # the message names the node already; fx would append its graph dump
         self.instance = instance
 
     def run_node(self, n: fx.Node) -> Any:
