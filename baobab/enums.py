@@ -81,7 +81,10 @@ class TrialState(enum.StrEnum):
     which is only how a finished trial ended, as a strategy sees it).
 
     STOPPED: the platform stopped it early (its score, if any, still counts);
-    CANCELLED: it was dropped before or while running and has no result.
+    CANCELLED: it was dropped before or while running and has no result;
+    INVALID: the template found that its knobs describe an architecture that cannot be
+    built or does not fit (:class:`~baobab.exceptions.InvalidArchitectureError`): no
+    score, and, unlike ERRORED, a normal outcome of a search rather than a failure.
     """
 
     PENDING = "PENDING"
@@ -90,11 +93,14 @@ class TrialState(enum.StrEnum):
     ERRORED = "ERRORED"
     STOPPED = "STOPPED"
     CANCELLED = "CANCELLED"
+    INVALID = "INVALID"
 
     #: The states a trial can still leave.
     UNFINISHED: ClassVar[frozenset[TrialState]]
     #: The final states whose score counts (an early stop keeps the score reached).
     SCORED: ClassVar[frozenset[TrialState]]
+    #: The final states a worker stores for a trial it ran (CANCELLED is the platform's verdict only).
+    RUN_OUTCOMES: ClassVar[frozenset[TrialState]]
 
     def is_finished(self) -> bool:
         """True once the trial will change no more (neither PENDING nor RUNNING)."""
@@ -107,6 +113,7 @@ class TrialState(enum.StrEnum):
 
 TrialState.UNFINISHED = frozenset({TrialState.PENDING, TrialState.RUNNING})
 TrialState.SCORED = frozenset({TrialState.COMPLETED, TrialState.STOPPED})
+TrialState.RUN_OUTCOMES = TrialState.SCORED | {TrialState.ERRORED, TrialState.INVALID}
 
 
 class InferenceJobStatus(enum.StrEnum):

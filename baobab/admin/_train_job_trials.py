@@ -281,8 +281,8 @@ def _statuses(raw: str | None) -> list[TrialState] | None:
 
 #: ``sort=status`` goes through the life of a trial: what runs now first, what never ran last.
 _STATUS_ORDER = (
-    TrialState.RUNNING, TrialState.PENDING, TrialState.COMPLETED, TrialState.STOPPED, TrialState.ERRORED,
-    TrialState.CANCELLED,
+    TrialState.RUNNING, TrialState.PENDING, TrialState.COMPLETED, TrialState.STOPPED, TrialState.INVALID,
+    TrialState.ERRORED, TrialState.CANCELLED,
 )  # fmt: skip
 
 

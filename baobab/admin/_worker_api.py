@@ -51,7 +51,8 @@ __all__ = ["blueprint"]
 
 blueprint = Blueprint("worker", __name__, url_prefix="/api/v1/worker/trials")
 
-_FINAL = (TrialState.COMPLETED, TrialState.STOPPED, TrialState.ERRORED)
+#: What a worker may end its trial with, in a stable order for the OpenAPI document.
+_FINAL = sorted(TrialState.RUN_OUTCOMES)
 #: Rows one records request may carry; a worker sends what piled up since its last request.
 _MAX_RECORDS = 10_000
 _TIME = {"type": "string", "format": "date-time", "description": "ISO 8601 with a UTC offset"}
@@ -88,7 +89,7 @@ _FINISH_BODY = {  # the optional texts come last: finish() reads them in this or
     "properties": {
         "attempt": {"type": "integer"},
         "status": {"enum": [state.value for state in _FINAL]},
-        "score": {"type": ["number", "null"], "description": "required unless ERRORED"},
+        "score": {"type": ["number", "null"], "description": "required for COMPLETED and STOPPED"},
         "params_path": {"type": ["string", "null"]},
         "error": {"type": ["string", "null"]},
         "traceback": {"type": ["string", "null"]},
@@ -283,7 +284,7 @@ def finish(trial_id: int) -> dict[str, Any]:
     score = _optional(
         body, "score", lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v), "a number"
     )
-    if status is not TrialState.ERRORED and score is None:
+    if status.is_scored() and score is None:
         raise RequestError(f"a {status.value} trial needs a 'score'", field="score")
     texts = {name: _optional(body, name, lambda v: isinstance(v, str), "a string") for name in fields[3:]}
     state = admin_state()

@@ -47,10 +47,16 @@ __all__ = ["Strategy", "TrialRecord", "TrialStatus"]
 
 
 class TrialStatus(enum.StrEnum):
-    """How a trial ended, as far as a strategy cares."""
+    """How a trial ended, as far as a strategy cares.
+
+    INVALID: its knobs describe an architecture that cannot be built or does not fit.
+    Like a failure it has no score, and like every observed point it is never proposed
+    again (see :meth:`Strategy.taken`).
+    """
 
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
+    INVALID = "INVALID"
 
 
 @dataclass(frozen=True)
@@ -58,7 +64,7 @@ class TrialRecord:
     """A frozen snapshot of one finished trial: what a strategy learns from.
 
     ``knobs`` holds the searchable knob values the strategy proposed; ``score`` is
-    None for a failed trial.
+    None for a failed or an invalid trial.
     """
 
     trial_id: int
@@ -70,6 +76,8 @@ class TrialRecord:
     def __post_init__(self) -> None:
         if self.status is TrialStatus.COMPLETED and self.score is None:
             raise ValueError(f"trial {self.trial_id}: a completed trial needs a score")
+        if self.status is TrialStatus.INVALID and self.score is not None:
+            raise ValueError(f"trial {self.trial_id}: an invalid trial has no score, got {self.score!r}")
 
 
 class Strategy(ABC):
@@ -159,7 +167,10 @@ class Strategy(ABC):
         self._points[record.trial_id] = point
 
     def taken(self, pending: Iterable[Knobs]) -> set[FlatPoint]:
-        """The flat points observed or pending: a discrete space should not see them again."""
+        """The flat points observed or pending: a discrete space should not see them again.
+
+        Every observed point counts, whatever its status: at an INVALID one there is no model to find.
+        """
         return set(self._points.values()) | {self.search_space.flatten(knobs) for knobs in pending}
 
     def sample_new(self, rng: np.random.Generator, taken: set[FlatPoint], *, tries: int = 64) -> FlatPoint:

@@ -10,8 +10,10 @@ What the controller learns from (the metadata contract): COMPLETED records whose
 ``metadata["phase"]`` is ``"evaluate"``, or which carry no phase at all (a plain trial,
 as the dev runner runs them: a fully trained model's score is a fine reward too). The
 other phases (``train_shared``, ``final_evaluate``, ``final_train``) and failed trials
-teach it nothing. Records with the same trial id replace each other, as for every
-strategy.
+teach it nothing. An INVALID record (an architecture that cannot be built) teaches it
+nothing either, but that architecture is never proposed again: a sample that hits one
+is drawn again (a controller that has converged on it: the most likely other one).
+Records with the same trial id replace each other, as for every strategy.
 
 Order: the controller's state is the result of its updates replayed in trial-id order,
 whatever order the records arrived in (parallel workers finish out of order). A record
@@ -49,6 +51,8 @@ _SNAPSHOTS_KEPT = 8
 
 #: One controller update: the trial, the architecture (one index per position) and the reward.
 _Update = tuple[int, tuple[int, ...], float]
+#: Samples one proposal draws while they hit INVALID architectures, before it takes the most likely other one.
+_RESAMPLES = 64
 
 
 class EnasStrategy(Strategy):
@@ -62,7 +66,8 @@ class EnasStrategy(Strategy):
     fix them in the template, or tune them in another job.
 
     Proposals are samples of the policy: ``pending`` is ignored and an architecture may
-    come again (a policy that has converged should sample its best architecture often).
+    come again (a policy that has converged should sample its best architecture often),
+    unless it was INVALID: the policy is sampled as restricted to the other architectures.
 
     Args:
         knob_config: the template's knob config.
@@ -159,21 +164,28 @@ class EnasStrategy(Strategy):
         if self._trainer is None:
             return self._knobs(())
         self._sync()
-        return self._knobs(self._trainer.controller.sample(self.rng(trial_id)))
+        rng = self.rng(trial_id)
+        invalid = self._invalid()
+        for _ in range(_RESAMPLES):
+            actions = self._trainer.controller.sample(rng)
+            if tuple(actions) not in invalid:
+                return self._knobs(actions)
+        return self._likeliest()
 
     def top_architectures(self, n: int, *, exclude: Iterable[Mapping[str, Any]] = ()) -> list[Knobs]:
         """The ``n`` architectures the controller finds most likely (a beam search), best first.
 
         Args:
             n: how many (fewer when the space holds fewer).
-            exclude: knob values to leave out (architectures already scored, or pending).
+            exclude: knob values to leave out (architectures already scored, or pending),
+                besides the INVALID ones, which are always left out.
         """
         if n < 1:
             return []
         if self._trainer is None:
             return [self._knobs(())]
         self._sync()
-        skip = {self._actions(self.search_space.flatten(knobs)) for knobs in exclude}
+        skip = {self._actions(self.search_space.flatten(knobs)) for knobs in exclude} | self._invalid()
         beams = self._trainer.controller.beam_search(n + len(skip))
         return [self._knobs(actions) for _, actions in beams if tuple(actions) not in skip][:n]
 
@@ -191,7 +203,7 @@ class EnasStrategy(Strategy):
         if finals:
             best = max(finals, key=lambda r: (r.score, -r.trial_id))
             return self.search_space.unflatten(self.search_space.flatten(best.knobs))
-        return self.top_architectures(1)[0]
+        return self._likeliest()
 
     def propose_for(self, phase: EnasPhase | str, trial_id: int, pending: Iterable[Knobs] = ()) -> Knobs:
         """The proposal for a trial of ``phase`` (see :class:`~baobab.advisor.EnasPlanner`).
@@ -206,8 +218,16 @@ class EnasStrategy(Strategy):
         if phase is EnasPhase.FINAL_EVALUATE:
             scored = [r.knobs for r in self.history if r.metadata.get("phase") == phase.value]
             top = self.top_architectures(1, exclude=[*scored, *pending])
-            return top[0] if top else self.top_architectures(1)[0]
+            return top[0] if top else self._likeliest()
         return self.propose(trial_id, pending)
+
+    def _likeliest(self) -> Knobs:
+        """The most likely architecture not INVALID; the most likely of all when every one is."""
+        top = self.top_architectures(1)
+        if top:
+            return top[0]
+        assert self._trainer is not None  # with no position to choose, the one architecture is always left
+        return self._knobs(self._trainer.controller.beam_search(1)[0][1])
 
     # -- what the controller thinks -----------------------------------------------------
 
@@ -269,6 +289,10 @@ class EnasStrategy(Strategy):
                 self._snapshots = {k: v for k, v in self._snapshots.items() if k == 0 or k in kept}
 
     # -- points ---------------------------------------------------------------------------
+
+    def _invalid(self) -> set[tuple[int, ...]]:
+        """The architectures of INVALID records: they cannot be built, so they are proposed no more."""
+        return {self._actions(point) for record, point in self.points() if record.status is TrialStatus.INVALID}
 
     def _actions(self, point: FlatPoint) -> tuple[int, ...]:
         return tuple(int(point[j]) for j in self._positions)

@@ -67,7 +67,9 @@ class ActiveTrial:
 class SubJobState:
     """The search over one template: counts, the strategy, and the trials in flight.
 
-    ``trials`` counts every trial row (errored and cancelled ones too: they spent budget).
+    ``trials`` counts every trial row (errored, invalid and cancelled ones too: they spent
+    budget). ``invalid`` trials (an architecture that cannot be built) are an outcome of
+    the search, not errors: they count toward no error limit.
     ``failure`` says why the sub-job takes no more trials although its count is not
     reached (its strategy failed, its first trials all errored); it then ends ERRORED
     with that message, whatever trials completed before. ``history`` holds the records of
@@ -89,6 +91,7 @@ class SubJobState:
     next_number: int = 0
     completed: int = 0
     errored: int = 0
+    invalid: int = 0
     cancelled: int = 0
     last_error: str | None = None
     failure: str | None = None
@@ -181,6 +184,8 @@ class SubJobState:
         elif state is TrialState.ERRORED:
             self.errored += 1
             self.last_error = first_line(error) or self.last_error
+        elif state is TrialState.INVALID:
+            self.invalid += 1
         elif state is TrialState.CANCELLED:
             self.cancelled += 1
 
@@ -207,7 +212,8 @@ class SubJobState:
             if cause is StopCause.TIME:
                 return JobStatus.ERRORED, "no trial started before the time budget ended"
             return JobStatus.ERRORED, "no trial started before the job's time budget was nearly spent"
-        message = f"no trial completed ({self.errored} errored, {self.cancelled} cancelled)"
+        invalid = f", {self.invalid} invalid" if self.invalid else ""  # named where a search space has them
+        message = f"no trial completed ({self.errored} errored{invalid}, {self.cancelled} cancelled)"
         if self.last_error:
             message += f"; last error: {self.last_error}"
         return JobStatus.ERRORED, message
@@ -334,13 +340,15 @@ def pick_next(jobs: Iterable[JobState], now: float, *, ahead: int = 0) -> tuple[
 
 
 def record_for(trial: ActiveTrial, state: TrialState, score: float | None) -> TrialRecord:
-    """What a strategy learns from a finished trial: a score for COMPLETED and STOPPED, a failure otherwise.
+    """What a strategy learns from a finished trial: a score for COMPLETED and STOPPED, INVALID for an
+    architecture that cannot be built, a failure otherwise.
 
     A trial run in a plan's phase carries it as ``metadata["phase"]`` (ENAS learns only from some phases)."""
     metadata: dict[str, Any] = {} if trial.phase is None else {"phase": trial.phase}
     if state.is_scored() and score is not None and math.isfinite(score):
         return TrialRecord(trial.number, trial.proposal, TrialStatus.COMPLETED, float(score), metadata)
-    return TrialRecord(trial.number, trial.proposal, TrialStatus.FAILED, metadata=metadata)
+    status = TrialStatus.INVALID if state is TrialState.INVALID else TrialStatus.FAILED
+    return TrialRecord(trial.number, trial.proposal, status, metadata=metadata)
 
 
 def record_finished(

@@ -23,7 +23,7 @@ from baobab.sdk import Client, WaitTimeoutError
 
 __all__ = ["jobs"]
 
-_FINISHED_TRIALS = ("COMPLETED", "ERRORED", "STOPPED", "CANCELLED")
+_FINISHED_TRIALS = ("COMPLETED", "ERRORED", "STOPPED", "CANCELLED", "INVALID")
 
 
 def _finished(job: Mapping[str, Any]) -> int:

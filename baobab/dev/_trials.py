@@ -139,8 +139,9 @@ class TrialRunner:
                 predictions=outcome.result["predictions"],
             )
         error = timeout_reason if outcome.timed_out else str(outcome.error)
-        self.echo(f"trial {trial_id} FAILED ({duration:.1f} s):\n{indent(error)}")
-        return DevTrial(**common, status=TrialStatus.FAILED, score=None, error=error)
+        status = TrialStatus.INVALID if outcome.invalid else TrialStatus.FAILED
+        self.echo(f"trial {trial_id} {status} ({duration:.1f} s):\n{indent(error)}")
+        return DevTrial(**common, status=status, score=None, error=error)
 
     def reload(self, best: DevTrial) -> ChildOutcome:
         spec = TrialSpec(

@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 __all__ = ["JobProgress"]
 
-_TRIAL_FINISHED = ("COMPLETED", "ERRORED", "STOPPED", "CANCELLED")
+_TRIAL_FINISHED = ("COMPLETED", "ERRORED", "STOPPED", "CANCELLED", "INVALID")
 _BAR = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} trials [{elapsed}{postfix}]"
 _COUNTER = "{desc}: {n_fmt} trials [{elapsed}{postfix}]"
 

@@ -11,7 +11,8 @@ A strategy's test module subclasses :class:`StrategyContract` and supplies the
 The suite checks what the job driver relies on: proposals are valid values of every
 knob type with exact Python types, a seed makes them reproducible, a strategy rebuilt
 from the history proposes what the original would have, parallel proposals in a
-discrete space are distinct, failures are accepted, and an empty space gives ``{}``.
+discrete space are distinct, failures are accepted, an invalid point (an architecture
+that cannot be built) is never proposed again, and an empty space gives ``{}``.
 """
 
 from __future__ import annotations
@@ -91,14 +92,18 @@ def run_search(
     *,
     fail: tuple[int, ...] = (),
     score: Callable[[Mapping[str, Any]], float] = synthetic_score,
+    invalid: Callable[[Mapping[str, Any]], bool] = lambda knobs: False,
 ) -> list[Knobs]:
-    """Propose, score and observe ``n_trials`` trials one by one; trials in ``fail`` fail."""
+    """Propose, score and observe ``n_trials`` trials one by one; trials in ``fail`` fail, and
+    those whose knobs ``invalid`` holds for end INVALID."""
     proposals = []
     for trial_id in range(n_trials):
         knobs = strategy.propose(trial_id)
         proposals.append(knobs)
         if trial_id in fail:
             strategy.observe(TrialRecord(trial_id, knobs, TrialStatus.FAILED, metadata={"error": "boom"}))
+        elif invalid(knobs):
+            strategy.observe(TrialRecord(trial_id, knobs, TrialStatus.INVALID))
         else:
             strategy.observe(TrialRecord(trial_id, knobs, TrialStatus.COMPLETED, score(knobs)))
     return proposals
@@ -183,6 +188,23 @@ class StrategyContract:
         assert all(r.status is TrialStatus.FAILED for r in strategy.history)
         validate_knobs(searchable_knobs(every_knob_type()), strategy.propose(self.n_trials))
         assert len(proposals) == self.n_trials
+
+    def test_an_invalid_point_is_never_proposed_again(self, make: Callable[..., Strategy]) -> None:
+        strategy = make(discrete_knob_config(), seed=4)
+        proposals = run_search(strategy, 30, invalid=lambda knobs: knobs["kind"] == "d")  # a quarter of the space
+        invalid: set[str] = set()
+        for trial_id, knobs in enumerate(proposals):
+            assert typed(knobs) not in invalid, f"trial {trial_id} proposes an INVALID point again: {knobs}"
+            if knobs["kind"] == "d":
+                invalid.add(typed(knobs))
+        records = [r for r in strategy.history if r.status is TrialStatus.INVALID]
+        assert len(records) == len(invalid) > 0 and all(r.score is None for r in records)
+
+    def test_invalid_records_are_accepted(self, make: Callable[..., Strategy]) -> None:
+        strategy = make(every_knob_type())
+        run_search(strategy, self.n_trials, invalid=lambda knobs: True)
+        assert all(r.status is TrialStatus.INVALID for r in strategy.history)
+        validate_knobs(searchable_knobs(every_knob_type()), strategy.propose(self.n_trials))
 
     def test_empty_space_proposes_nothing(self, make: Callable[..., Strategy]) -> None:
         for config in ({}, {"epochs": FixedKnob(3), "quick": PolicyKnob("QUICK_EVAL")}):

@@ -28,11 +28,16 @@ _LOG_TAIL_LINES = 15
 
 @dataclass(frozen=True)
 class ChildOutcome:
-    """How a child ended: its ``result`` message, or ``error`` saying why there is none."""
+    """How a child ended: its ``result`` message, or ``error`` saying why there is none.
+
+    ``invalid``: the error is the template's verdict that its architecture cannot be
+    built (an INVALID trial), not a failure.
+    """
 
     result: dict[str, Any] | None
     error: str | None
     timed_out: bool = False
+    invalid: bool = False
 
 
 def _pump(stream: IO[bytes], messages: queue.Queue[dict[str, Any] | None]) -> None:
@@ -137,7 +142,7 @@ def run_child(
     if final is not None and final["event"] == "result":
         return ChildOutcome(result=final, error=None)
     if final is not None:
-        return ChildOutcome(result=None, error=final["error"])
+        return ChildOutcome(result=None, error=final["error"], invalid=bool(final.get("invalid")))
     if timed_out:
         return ChildOutcome(result=None, error=None, timed_out=True)
     return ChildOutcome(result=None, error=_crash_message(process.returncode, log_path))

@@ -18,8 +18,9 @@ the rules are :mod:`baobab.store._db._trial_rows`'):
    template whose parameters miss part of its state fails here, not when served.
 4. the final state, only while this claim is current (so a trial cancelled or taken
    over meanwhile keeps what others stored): COMPLETED, STOPPED (asked to stop, still
-   evaluated: its score counts) or ERRORED (``error`` a one-line reason, ``traceback``
-   the template's).
+   evaluated: its score counts), ERRORED (``error`` a one-line reason, ``traceback``
+   the template's) or INVALID, the same way, when the template raised
+   :class:`~baobab.exceptions.InvalidArchitectureError`.
 
 The trial's steps (seeding, calls into the template, score and parameter checks) are
 the dev runner's (:mod:`baobab.worker._trial_process`), so a template behaves the same
@@ -83,7 +84,7 @@ class TrialOutcome:
     ``ran`` is False when the trial was not run: it could not be claimed (``status`` says
     what it is; None: it does not exist; ``retry_after_s`` set: it runs on a live worker,
     ask again after that long). ``score`` is set for COMPLETED and STOPPED, ``error``
-    (one line) for ERRORED.
+    (one line) for ERRORED and INVALID.
     """
 
     trial_id: int
@@ -313,9 +314,10 @@ class _Trial:
         self.gateway = gateway
         self.writer = RowWriter(gateway.records)
 
-    def errored(self, error: str, details: str) -> TrialOutcome:
+    def failed(self, error: str, details: str, state: TrialState = TrialState.ERRORED) -> TrialOutcome:
+        """End the trial unscored: ERRORED, or INVALID (its architecture cannot be built)."""
         self.writer.close()
-        status = self.gateway.finish(self.claim, TrialState.ERRORED, error=error, traceback=details or None)
+        status = self.gateway.finish(self.claim, state, error=error, traceback=details or None)
         gc.collect()  # what a failed template left in reference cycles (a MemoryError's arrays) goes now
         return TrialOutcome(self.claim.trial_id, status, ran=True, error=error)
 
@@ -327,7 +329,7 @@ class _Trial:
             artifacts.put_bytes(key, data)
         except (ArtifactError, OSError) as e:
             logger.exception("trial %d: cannot store its parameters", trial_id)
-            return self.errored(f"cannot store the parameters in {artifacts.url}: {e}", "")
+            return self.failed(f"cannot store the parameters in {artifacts.url}: {e}", "")
         self.writer.close()
         if stop_reason is None:
             status = self.gateway.finish(self.claim, TrialState.COMPLETED, score=score, params_path=key)
@@ -370,7 +372,8 @@ def run_trial(
             longer this worker's, does not stop within a grace period.
 
     Returns:
-        The outcome; a template's failure is an ERRORED outcome, never an exception.
+        The outcome; a template's failure is an ERRORED outcome (INVALID for an
+        architecture it cannot build), never an exception.
 
     Raises:
         StoreError: the gateway failed (the trial may be left RUNNING).
@@ -399,13 +402,13 @@ def run_trial(
             heartbeat.__enter__()
         score, data, stop_reason, zoo_entry = _train(claim, resources, context, gateway)
     except TrialFailed as e:
-        outcome = trial.errored(e.error, e.details)
+        outcome = trial.failed(e.error, e.details, TrialState.INVALID if e.invalid else TrialState.ERRORED)
     except Exception as e:
         # Not the template's fault (its errors are TrialFailed): a bug here, or the
         # artifact store failing. The trial still ends, with the whole traceback.
         logger.exception("trial %d: the worker failed", trial_id)
         summary = f"the worker failed: {type(e).__name__}: {e}".splitlines()[0]
-        outcome = trial.errored(summary, traceback.format_exc())
+        outcome = trial.failed(summary, traceback.format_exc())
     else:
         outcome = trial.succeeded(score, data, stop_reason, zoo_entry)
     finally:

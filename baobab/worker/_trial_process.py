@@ -8,7 +8,8 @@ log file), so prints never mix with messages:
 
 - ``{"event": "metric", "step": 3, "metrics": {...}}`` and ``{"event": "log", ...}``
   as the template reports them through its :class:`TrialContext`;
-- last, ``{"event": "result", ...}`` or ``{"event": "failed", "error": ...}``.
+- last, ``{"event": "result", ...}`` or ``{"event": "failed", "error": ..., "invalid": false}``
+  (``invalid`` true when the template raised :class:`InvalidArchitectureError`).
 
 A child that exits without either crashed. A line ``stop`` on the child's stdin
 asks the trial to stop early (``TrialContext.should_stop``), as the time budget ends;
@@ -37,7 +38,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from baobab.exceptions import TemplateError
+from baobab.exceptions import InvalidArchitectureError, TemplateError
 from baobab.model import (
     JOB_OPTION_KEYS,
     BaseModel,
@@ -97,12 +98,15 @@ class TrialFailed(Exception):
     """Ends a trial with a message for the author of the template.
 
     ``error`` is one line (what failed); ``details`` the rest, usually the template's
-    traceback. ``str()`` gives both, the summary first.
+    traceback. ``str()`` gives both, the summary first. ``invalid`` is True when the
+    template said its architecture cannot be built (:class:`InvalidArchitectureError`):
+    the trial ends INVALID instead of ERRORED.
     """
 
-    def __init__(self, error: str, details: str = "") -> None:
+    def __init__(self, error: str, details: str = "", *, invalid: bool = False) -> None:
         self.error = error
         self.details = details
+        self.invalid = invalid
         super().__init__(f"{error}\n{details}" if details else error)
 
     @classmethod
@@ -140,7 +144,8 @@ def call_template(template: str | Path, what: str, fn: Callable[..., Any], *args
     process that runs it (a worker runs many trials).
 
     Raises:
-        TrialFailed: "``what`` raised ValueError: ..." with the template's traceback.
+        TrialFailed: "``what`` raised ValueError: ..." with the template's traceback;
+            ``invalid`` when it was an :class:`InvalidArchitectureError`.
     """
     try:
         return fn(*args, **kwargs)
@@ -148,7 +153,8 @@ def call_template(template: str | Path, what: str, fn: Callable[..., Any], *args
         exceeded = out_of_memory(e)
         cause = f"{type(e).__name__}: {e}"
         summary = f"{what} {exceeded} ({cause})" if exceeded else f"{what} raised {cause}"
-        raise TrialFailed(summary.splitlines()[0], template_traceback(e, template)) from None
+        invalid = isinstance(e, InvalidArchitectureError)
+        raise TrialFailed(summary.splitlines()[0], template_traceback(e, template), invalid=invalid) from None
 
 
 def _call(spec: TrialSpec, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -345,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = _run_trial(spec, context) if spec.mode == "trial" else _run_reload(spec)
     except TrialFailed as e:
-        channel.send(event="failed", error=str(e))
+        channel.send(event="failed", error=str(e), invalid=e.invalid)
     else:
         channel.send(event="result", **result)
     return 0

@@ -445,11 +445,11 @@ def test_trial_listing_counts_and_best_trials(app: Flask, client: FlaskClient, w
     # Counts and the best score, per job and per sub-job, on every route that shows the job.
     shown = client.get(base, headers=w.alice).json
     assert shown["trial_counts"] == {"PENDING": 1, "RUNNING": 1, "COMPLETED": 4, "ERRORED": 1, "STOPPED": 2,
-                                     "CANCELLED": 1}  # fmt: skip
+                                     "CANCELLED": 1, "INVALID": 0}  # fmt: skip
     assert shown["best_score"] == 0.95
     assert [sub["trial_counts"] for sub in shown["sub_jobs"]] == [
-        {"PENDING": 0, "RUNNING": 1, "COMPLETED": 3, "ERRORED": 1, "STOPPED": 1, "CANCELLED": 0},
-        {"PENDING": 1, "RUNNING": 0, "COMPLETED": 1, "ERRORED": 0, "STOPPED": 1, "CANCELLED": 1},
+        {"PENDING": 0, "RUNNING": 1, "COMPLETED": 3, "ERRORED": 1, "STOPPED": 1, "CANCELLED": 0, "INVALID": 0},
+        {"PENDING": 1, "RUNNING": 0, "COMPLETED": 1, "ERRORED": 0, "STOPPED": 1, "CANCELLED": 1, "INVALID": 0},
     ]
     assert client.get("/api/v1/train_jobs?include=train_args", headers=w.alice).json["train_jobs"] == [shown]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -147,6 +147,52 @@ def test_trials_sort_by_duration_status_and_worker(
     assert order("-status") == [4, 1, 3, 0, 2]
     assert order("worker") == [2, 4, 0, 3, 1]  # no worker last
     assert order("-worker") == [3, 0, 2, 4, 1]
+
+
+def test_an_invalid_trial_is_listed_filtered_counted_and_shown_with_its_message(
+    app: Flask, client: FlaskClient, developer: tuple[dict[str, Any], Headers]
+) -> None:
+    engine = app.extensions["baobab"].engine
+    job = _job(app, client, developer)
+    sub = job["sub_jobs"][0]["id"]
+    error = "train() raised InvalidArchitectureError: a 3x3 feature map cannot take a 5x5 kernel"
+    states = [TrialState.COMPLETED, TrialState.INVALID, TrialState.ERRORED, TrialState.STOPPED]
+    ids = [add_trial(engine, sub, n, state, 0.5 if state.is_scored() else None) for n, state in enumerate(states)]
+    with session_scope(engine) as session:
+        session.execute(update(Trial).where(Trial.id == ids[1]).values(error=error, traceback="Traceback ..."))
+    headers = developer[1]
+    base = "/api/v1/train_jobs/fraud/1"
+
+    invalid = client.get(f"{base}/trials?status=INVALID", headers=headers).json
+    assert [(t["id"], t["status"], t["score"], t["error"]) for t in invalid["trials"]] == [
+        (ids[1], "INVALID", None, error)
+    ]
+    unscored = client.get(f"{base}/trials?status=ERRORED,INVALID&sort=number", headers=headers).json["trials"]
+    assert [t["id"] for t in unscored] == [ids[1], ids[2]]
+    # sort=status: what ran to a score, then what ran to none (INVALID before ERRORED).
+    by_status = client.get(f"{base}/trials?sort=status", headers=headers).json["trials"]
+    assert [t["status"] for t in by_status] == ["COMPLETED", "STOPPED", "INVALID", "ERRORED"]
+    shown = client.get(base, headers=headers).json
+    assert shown["trial_counts"]["INVALID"] == 1 and shown["sub_jobs"][0]["trial_counts"]["INVALID"] == 1
+    assert shown["budget_used"]["trials"] == 4  # the invalid trial was a proposal: it spent budget
+    one = client.get(f"/api/v1/trials/{ids[1]}", headers=headers).json
+    assert (one["status"], one["error"], one["traceback"]) == ("INVALID", error, "Traceback ...")
+
+    # The OpenAPI document lists the state in every enum of trial states (those naming CANCELLED).
+    enums = list(_enums(client.get("/api/v1/openapi.json").json))
+    trial_states = [values for values in enums if "CANCELLED" in values]
+    assert trial_states and all("INVALID" in values for values in trial_states)
+
+
+def _enums(node: Any) -> Iterator[list[Any]]:
+    if isinstance(node, dict):
+        if isinstance(node.get("enum"), list):
+            yield node["enum"]
+        for value in node.values():
+            yield from _enums(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _enums(item)
 
 
 def test_budget_used_counts_time_and_trial_rows(

@@ -17,7 +17,17 @@ from flask.testing import FlaskClient
 from sqlalchemy import select, update
 from train_job_world import add_model, add_trial, job_body, upload_dataset
 
-from baobab.store import InterimMetric, Trial, TrialLog, TrialState, UserRole, issue_trial_token, session_scope
+from baobab.store import (
+    Event,
+    EventKind,
+    InterimMetric,
+    Trial,
+    TrialLog,
+    TrialState,
+    UserRole,
+    issue_trial_token,
+    session_scope,
+)
 
 Headers = dict[str, str]
 AddUser = Callable[[UserRole], tuple[dict[str, Any], Headers]]
@@ -128,6 +138,21 @@ def test_a_trial_silent_on_its_last_attempt_ends_errored_saying_so(app: Flask, c
     assert row.status is TrialState.ERRORED and "went silent" in row.error and "3 attempts" in row.error
 
 
+def test_a_worker_ends_its_trial_invalid_with_the_templates_message(
+    app: Flask, client: FlaskClient, trial: int
+) -> None:
+    events = app.extensions["baobab"].events.subscribe(EventKind.TRIAL_FINISHED)
+    assert _post(client, app, trial, "claim", {"worker": "w"}).json["claim"]["attempt"] == 1
+    error = "train() raised InvalidArchitectureError: a 3x3 feature map cannot take a 5x5 kernel"
+    body = {"attempt": 1, "status": "INVALID", "error": error, "traceback": "Traceback ..."}
+    assert _post(client, app, trial, "finish", body).json == {"status": "INVALID"}
+    assert events.get(timeout=5) == Event(EventKind.TRIAL_FINISHED, trial)
+    row = _row(app, trial)
+    assert (row.status, row.score, row.error, row.traceback) == (TrialState.INVALID, None, error, "Traceback ...")
+    refused = _post(client, app, trial, "claim", {"worker": "w2"}).json["refused"]
+    assert refused["status"] == "INVALID" and refused["retry_after_s"] is None
+
+
 @pytest.mark.parametrize(
     ("header", "status", "message"),
     [
@@ -163,7 +188,10 @@ def test_a_token_opens_its_own_trial_only_and_a_user_token_opens_none(
         ("claim", {"worker": 3}, "worker", "must be a string"),
         ("claim", {"worker": "w", "extra": 1}, "extra", "unknown field 'extra'"),
         ("beat", {"attempt": "1"}, "attempt", "must be an integer"),
-        ("finish", {"attempt": 1, "status": "PENDING"}, "status", "must be one of COMPLETED, STOPPED, ERRORED"),
+        ("finish", {"attempt": 1, "status": "PENDING"}, "status",
+         "must be one of COMPLETED, ERRORED, INVALID, STOPPED"),
+        ("finish", {"attempt": 1, "status": "CANCELLED"}, "status", "must be one of"),
+        ("finish", {"attempt": 1, "status": "STOPPED"}, "score", "a STOPPED trial needs a 'score'"),
         ("finish", {"attempt": 1, "status": "DONE"}, "status", "expected one of"),
         ("finish", {"attempt": 1, "status": "COMPLETED"}, "score", "needs a 'score'"),
         ("finish", {"attempt": 1, "status": "COMPLETED", "score": True}, "score", "must be a number"),

@@ -140,6 +140,12 @@ def test_a_sub_job_ends_when_nothing_runs_and_it_starts_nothing_more() -> None:
             None,
             (JobStatus.ERRORED, "no trial completed (2 errored, 1 cancelled); last error: ValueError: bad"),
         ),
+        (
+            {"trials": 4, "invalid": 4},
+            None,
+            (JobStatus.ERRORED, "no trial completed (0 errored, 4 invalid, 0 cancelled)"),
+        ),
+        ({"trials": 5, "completed": 1, "invalid": 4}, None, (JobStatus.COMPLETED, None)),
     ],
 )
 def test_sub_job_outcomes(fields: dict, cause: StopCause | None, expected: tuple) -> None:
@@ -158,6 +164,15 @@ def test_a_sub_job_is_broken_after_max_errors_without_a_success() -> None:
     assert state.broken_message().startswith("its first 3 trials all errored (last error: RuntimeError: boom 2)")
     state.count(TrialState.STOPPED, None)
     assert not state.broken()
+
+
+def test_invalid_trials_are_counted_apart_and_never_make_a_sub_job_broken() -> None:
+    state = sub(1)
+    for i in range(10):  # well past max_errors=3: a search space's invalid points are no template fault
+        state.count(TrialState.INVALID, f"train() raised InvalidArchitectureError: shape {i}")
+    assert not state.broken() and (state.invalid, state.errored, state.last_error) == (10, 0, None)
+    state.count(TrialState.ERRORED, "RuntimeError: boom")
+    assert not state.broken() and state.errored == 1
 
 
 def test_job_outcomes() -> None:
@@ -182,6 +197,13 @@ def test_records_for_strategies() -> None:
     ]:
         record = record_for(trial, state, score)
         assert record.status is TrialStatus.FAILED and record.score is None
+    invalid = record_for(ActiveTrial(8, 4, {"x": 0.5}, phase="search"), TrialState.INVALID, None)
+    assert (invalid.status, invalid.score, invalid.knobs, invalid.metadata) == (
+        TrialStatus.INVALID,
+        None,
+        {"x": 0.5},
+        {"phase": "search"},
+    )
 
 
 def test_first_line() -> None:

@@ -207,6 +207,23 @@ def test_proposals_for_each_phase() -> None:
     assert fresh.best_architecture() == fresh.top_architectures(1)[0]  # no final evaluation yet
 
 
+def test_an_invalid_architecture_is_left_out_of_every_proposal() -> None:
+    strategy = EnasStrategy(ARCH, seed=0)
+    train(strategy, 150)
+    top = strategy.top_architectures(3)
+    strategy.observe(TrialRecord(150, BEST, TrialStatus.INVALID, metadata={"phase": "evaluate"}))
+    # The controller prefers BEST by far (its probability is above 0.6): samples would hit it often.
+    assert all(strategy.propose(n) != BEST for n in range(151, 191))
+    assert strategy.top_architectures(2) == top[1:3]
+    assert strategy.propose_for("final_evaluate", 191) == top[1] == strategy.best_architecture()
+    # Where every architecture is invalid, the most likely one is still proposed (nothing else is left).
+    tiny = EnasStrategy({"arch": ArchKnob([["x", "y"]])}, seed=0)
+    for n, arch in enumerate((["x"], ["y"])):
+        tiny.observe(TrialRecord(n, {"arch": arch}, TrialStatus.INVALID))
+    assert tiny.top_architectures(1) == [] and tiny.best_architecture()["arch"] in (["x"], ["y"])
+    assert tiny.propose(2)["arch"] in (["x"], ["y"])
+
+
 def test_an_empty_space_needs_no_controller() -> None:
     strategy = EnasStrategy({"epochs": FixedKnob(3)}, seed=0)
     assert strategy.propose(0) == {} and strategy.top_architectures(2) == [{}]

@@ -91,6 +91,20 @@ def test_a_crashing_trial_fails_and_the_run_goes_on(
     assert result.best is completed and result.ok
 
 
+def test_an_invalid_architecture_ends_its_trial_invalid_and_the_run_goes_on(
+    iris: tuple[Path, Path], tmp_path: Path
+) -> None:
+    lines: list[str] = []
+    train_args = {"fail_marker": str(tmp_path / "failed-once"), "fail_how": "invalid"}
+    result = dev(iris, tmp_path, trials=2, train_args=train_args, lines=lines)
+    invalid, completed = result.trials
+    assert invalid.status is TrialStatus.INVALID and invalid.score is None and invalid.params_path is None
+    expected = r"^train\(\) raised InvalidArchitectureError: a 4-feature input cannot feed a 5-wide grouped layer\n"
+    assert re.match(expected, invalid.error or ""), invalid.error
+    assert completed.status is TrialStatus.COMPLETED and result.best is completed and result.ok
+    assert any(line.startswith("trial 1 INVALID (") for line in lines), lines
+
+
 def test_an_endless_trial_is_killed_at_the_trial_timeout(iris: tuple[Path, Path], tmp_path: Path) -> None:
     train_args = {"fail_marker": str(tmp_path / "failed-once"), "fail_how": "hang"}
     result = dev(iris, tmp_path, trials=2, train_args=train_args, trial_timeout=2.0)

@@ -18,7 +18,10 @@ one place is what makes the two modes agree on the rules:
   longer current (the trial was cancelled, or taken over after a silence) is told so,
   and its worker drops the trial.
 - **finish**: the final state, only while the claim is current, so a worker that was
-  taken over cannot overwrite the outcome of the one that took over.
+  taken over cannot overwrite the outcome of the one that took over. A worker ends its
+  trial COMPLETED or STOPPED with a score, ERRORED (the template or the run failed) or
+  INVALID (the template found its architecture cannot be built), each of those two with
+  its ``error`` and ``traceback``; CANCELLED is the platform's verdict, never a worker's.
 
 A claim is current while the trial is RUNNING with the ``attempts`` it was claimed with.
 """
@@ -303,7 +306,16 @@ def finish_trial(
 
     Returns the state the trial has now: ``status`` when it was stored, else what
     someone else stored (CANCELLED, or a take-over's RUNNING), None when the row is gone.
+
+    Raises:
+        ValueError: ``status`` is no outcome of a run (see the module docstring), or a
+            scored one without a score.
     """
+    if status not in TrialState.RUN_OUTCOMES:
+        outcomes = ", ".join(sorted(TrialState.RUN_OUTCOMES))
+        raise ValueError(f"trial {trial_id}: a worker ends its trial {outcomes}, not {status}")
+    if status.is_scored() and score is None:
+        raise ValueError(f"trial {trial_id}: a {status} trial needs a score")
     values = {
         "b_id": trial_id,
         "b_attempt": attempt,

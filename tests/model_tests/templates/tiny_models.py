@@ -3,7 +3,8 @@
 ``Centroid`` is a nearest-centroid classifier on a TABULAR dataset (train arg
 ``target`` names the label column). Its train args ``fail_marker`` and ``fail_how``
 make exactly one trial fail: the first to find no file at ``fail_marker`` creates it,
-then raises, calls ``os._exit(3)``, segfaults or never returns, as ``fail_how`` says;
+then raises, finds its architecture invalid, calls ``os._exit(3)``, segfaults or never
+returns, as ``fail_how`` says;
 ``fail_how="wait_for_stop"`` waits until the platform asks it to stop, then trains.
 """
 
@@ -15,6 +16,7 @@ import time
 
 import numpy as np
 
+from baobab.exceptions import InvalidArchitectureError
 from baobab.model import BaseModel, CategoricalKnob, FixedKnob, FloatKnob, PolicyKnob
 from baobab.store import read_tabular
 
@@ -48,6 +50,8 @@ class Centroid(BaseModel):
     def _fail(how):
         if how == "raise":
             raise RuntimeError("boom in train")
+        if how == "invalid":
+            raise InvalidArchitectureError("a 4-feature input cannot feed a 5-wide grouped layer")
         if how == "exit":
             os._exit(3)
         if how == "segfault":

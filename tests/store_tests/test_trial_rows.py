@@ -1,0 +1,77 @@
+"""The worker's side of a trial row: which outcomes a claim may store, INVALID among them, on both databases."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from conftest import add_job
+from sqlalchemy import Engine
+
+from baobab.enums import TrialState
+from baobab.store._db import ClaimRefused, Trial, TrialClaim, claim_trial, end_trial, finish_trial, session_scope
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+LATER = NOW + timedelta(seconds=30)
+WHY = "train() raised InvalidArchitectureError: a 3x3 feature map cannot take a 5x5 kernel"
+
+
+def _trial(engine: Engine, trial_id: int) -> Trial:
+    with session_scope(engine) as session:
+        trial = session.get(Trial, trial_id)
+        assert trial is not None
+        return trial
+
+
+def _claimed(engine: Engine) -> TrialClaim:
+    (trial_id,) = add_job(engine, trial_states=[TrialState.PENDING]).trial_ids
+    claim = claim_trial(engine, trial_id, "w0", now=NOW)
+    assert isinstance(claim, TrialClaim)
+    return claim
+
+
+def test_a_running_trial_ends_invalid_keeping_its_message_and_stays_so(engine: Engine) -> None:
+    claim = _claimed(engine)
+    stored = finish_trial(
+        engine, claim.trial_id, claim.attempt, TrialState.INVALID, now=LATER, error=WHY, traceback="Traceback ..."
+    )
+    assert stored is TrialState.INVALID
+    trial = _trial(engine, claim.trial_id)
+    assert (trial.status, trial.error, trial.traceback) == (TrialState.INVALID, WHY, "Traceback ...")
+    assert (trial.score, trial.params_path, trial.finished_at) == (None, None, LATER)
+
+    # Final: not claimed again, not overwritten by a late outcome or by the platform.
+    refused = claim_trial(engine, claim.trial_id, "w1", now=LATER, stale_after_s=1.0)
+    assert refused == ClaimRefused(claim.trial_id, TrialState.INVALID)
+    assert finish_trial(engine, claim.trial_id, claim.attempt, TrialState.COMPLETED, now=LATER, score=0.9) is (
+        TrialState.INVALID
+    )
+    with session_scope(engine) as session:
+        assert not end_trial(session, claim.trial_id, TrialState.CANCELLED, now=LATER, error="late")
+    assert (_trial(engine, claim.trial_id).status, _trial(engine, claim.trial_id).score) == (TrialState.INVALID, None)
+
+
+def test_a_claim_that_was_taken_over_cannot_end_the_trial_invalid(engine: Engine) -> None:
+    claim = _claimed(engine)
+    taken = claim_trial(engine, claim.trial_id, "w1", now=NOW + timedelta(seconds=100), stale_after_s=10.0)
+    assert isinstance(taken, TrialClaim) and taken.attempt == claim.attempt + 1
+    late = finish_trial(engine, claim.trial_id, claim.attempt, TrialState.INVALID, now=LATER, error=WHY)
+    assert late is TrialState.RUNNING and _trial(engine, claim.trial_id).error is None
+
+
+@pytest.mark.parametrize(
+    ("status", "score", "message"),
+    [
+        (TrialState.CANCELLED, None, "a worker ends its trial COMPLETED, ERRORED, INVALID, STOPPED, not CANCELLED"),
+        (TrialState.RUNNING, None, "not RUNNING"),
+        (TrialState.COMPLETED, None, "a COMPLETED trial needs a score"),
+        (TrialState.STOPPED, None, "a STOPPED trial needs a score"),
+    ],
+)
+def test_a_worker_stores_only_an_outcome_of_a_run(
+    engine: Engine, status: TrialState, score: float | None, message: str
+) -> None:
+    claim = _claimed(engine)
+    with pytest.raises(ValueError, match=message):
+        finish_trial(engine, claim.trial_id, claim.attempt, status, now=LATER, score=score)
+    assert _trial(engine, claim.trial_id).status is TrialState.RUNNING
