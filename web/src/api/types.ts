@@ -3,8 +3,9 @@
 export type Role = "SUPERADMIN" | "ADMIN" | "MODEL_DEVELOPER" | "APP_DEVELOPER";
 export const ROLES: Role[] = ["SUPERADMIN", "ADMIN", "MODEL_DEVELOPER", "APP_DEVELOPER"];
 
-export type TrialStatus = "PENDING" | "RUNNING" | "COMPLETED" | "ERRORED" | "STOPPED" | "CANCELLED";
-export const TRIAL_STATUSES: TrialStatus[] = ["RUNNING", "PENDING", "COMPLETED", "STOPPED", "ERRORED", "CANCELLED"];
+// INVALID: the template found its architecture cannot be built for these knobs; no score, and no error.
+export type TrialStatus = "PENDING" | "RUNNING" | "COMPLETED" | "ERRORED" | "STOPPED" | "CANCELLED" | "INVALID";
+export const TRIAL_STATUSES: TrialStatus[] = ["RUNNING", "PENDING", "COMPLETED", "STOPPED", "INVALID", "ERRORED", "CANCELLED"];
 export type JobStatus = "PENDING" | "RUNNING" | "STOPPING" | "COMPLETED" | "ERRORED" | "STOPPED";
 export type InferenceStatus = "STARTING" | "RUNNING" | "ERRORED" | "STOPPED";
 

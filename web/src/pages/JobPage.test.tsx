@@ -33,7 +33,7 @@ function job(status: string, trials: number) {
     created_at: "2030-01-01T00:00:00+00:00",
     started_at: "2030-01-01T00:00:00+00:00",
     finished_at: null,
-    trial_counts: { PENDING: 0, RUNNING: 1, COMPLETED: trials - 1, ERRORED: 0, STOPPED: 0, CANCELLED: 0 },
+    trial_counts: { PENDING: 0, RUNNING: 1, COMPLETED: trials - 1, ERRORED: 0, STOPPED: 0, CANCELLED: 0, INVALID: 0 },
     best_score: 0.8,
     budget_used: { time_s: 600, time_limit_s: 1800, trials, trial_limit: 10 },
     sub_jobs: [{ id: 1, model_id: 5, model_name: "forest", strategy: "tpe", status, error: null, trial_counts: {} }],

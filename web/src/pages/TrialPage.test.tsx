@@ -61,6 +61,25 @@ describe("TrialPage", () => {
     renderTrial(trial({}));
     expect(await screen.findByTestId("warm-start")).toHaveTextContent("none");
   });
+
+  it("shows an INVALID trial apart from an ERRORED one, with why its architecture cannot be built", async () => {
+    const error = "train() raised InvalidArchitectureError: width 3 does not divide the 12 input features";
+    renderTrial(trial({ status: "INVALID", score: null, has_params: false, error }));
+    const section = await screen.findByRole("region", { name: "error" });
+    expect(section).toHaveTextContent("Invalid architecture");
+    expect(section).toHaveTextContent(error);
+    const badge = screen.getByText("INVALID");
+    expect(badge).toHaveClass("badge-invalid");
+    expect(badge).toHaveAttribute("title", expect.stringContaining("invalid architecture"));
+  });
+
+  it("titles an ERRORED trial's section Error, with the error badge", async () => {
+    renderTrial(trial({ status: "ERRORED", score: null, error: "train() raised ValueError: boom" }));
+    const section = await screen.findByRole("region", { name: "error" });
+    expect(section).toHaveTextContent("Error");
+    expect(section).not.toHaveTextContent("Invalid architecture");
+    expect(screen.getByText("ERRORED")).toHaveClass("badge-bad");
+  });
 });
 
 describe("TrialPage lineage", () => {

@@ -154,9 +154,9 @@ export function TrialPage() {
 
       {trial.lineage && <TrialLineage lineage={trial.lineage} phase={trial.phase} />}
 
-      {trial.status === "ERRORED" && (
+      {(trial.status === "ERRORED" || trial.status === "INVALID") && (
         <section className="card" aria-label="error">
-          <h2>Error</h2>
+          <h2>{trial.status === "INVALID" ? "Invalid architecture" : "Error"}</h2>
           <p className="field-error">{trial.error}</p>
           {trial.traceback && <pre className="traceback">{trial.traceback}</pre>}
         </section>
