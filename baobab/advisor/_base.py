@@ -146,6 +146,15 @@ class Strategy(ABC):
             StrategyError: the strategy cannot propose (its space is exhausted, say).
         """
 
+    def parent(self, trial_id: int, pending: Iterable[Knobs] = ()) -> int | None:
+        """The earlier trial that :meth:`propose`'s answer for the same arguments derives from, if any.
+
+        Under ``SHARE_PARAMS`` the trial starts from that trial's parameters, so a child that
+        mutates one decision of its parent inherits the rest of it (a model space inherits by
+        mutation record). None, the default: the job's sharing rule picks the parameters.
+        """
+        return None
+
     def propose_for(self, phase: str, trial_id: int, pending: Iterable[Knobs] = ()) -> Knobs:
         """Knob values for a trial of a plan's ``phase``; a strategy whose plan has phases of its own
         (ENAS) proposes differently per phase, the others as :meth:`propose`."""

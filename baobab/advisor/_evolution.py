@@ -97,6 +97,9 @@ class EvolutionStrategy(Strategy):
         _, parent, dimension = self._child(trial_id, pending)
         return parent, dimension
 
+    def parent(self, trial_id: int, pending: Iterable[Knobs] = ()) -> int | None:
+        return self.lineage(trial_id, pending)[0]
+
     def _child(self, trial_id: int, pending: Iterable[Knobs]) -> tuple[FlatPoint, int | None, str | None]:
         """The proposal with its parent and mutated dimension: one computation behind both
         :meth:`propose` and :meth:`lineage`, so that they cannot disagree."""

@@ -128,10 +128,15 @@ class SubJobState:
                 break
         return configs
 
-    def shared_params(self) -> str | None:
-        """The parameters the next SHARE_PARAMS trial starts from: the latest shared, or the best-scored."""
+    def shared_params(self, parent: int | None = None) -> str | None:
+        """The parameters the next SHARE_PARAMS trial starts from: its ``parent``'s when the strategy
+        named one and that trial shared its parameters (an evolution child starts where the parent it
+        mutates ended), else the latest shared, or the best-scored."""
         if not self.shared:
             return None
+        for _, number, path in self.shared:
+            if number == parent:
+                return path
         if self.options.share_from == "best":
             scored = [item for item in self.shared if item[0] is not None]
             if scored:

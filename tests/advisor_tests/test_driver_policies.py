@@ -26,6 +26,7 @@ from test_driver import (  # the stand-in executor and store helpers of the driv
 )
 
 from baobab import Settings
+from baobab.advisor import TrialRecord, TrialStatus, make_strategy
 from baobab.model import ArchKnob, FloatKnob, KnobConfig, PolicyKnob
 from baobab.store import Event, EventKind, InterimMetric, LocalEventChannel, TrainJob, TrialState, session_scope
 from baobab.testing import wait_until
@@ -115,6 +116,39 @@ def test_share_params_best_hands_on_the_best_scored_parameters(
     for i, trial in enumerate(rows[1:], start=1):
         best = max(rows[:i], key=lambda t: (t.score, -t.id))
         assert trial.shared_params_path == best.params_path
+
+
+def test_share_params_hands_an_evolution_child_its_parents_parameters(
+    engine: Engine, events: LocalEventChannel, settings: Settings
+) -> None:
+    """The strategy names the trial a proposal mutates; that trial's parameters, not the latest, start it."""
+    config: KnobConfig = {**SHARING, "arch": ArchKnob([["a", "b", "c"]] * 3)}
+    searched = ("x", "arch")
+    executor = StandInExecutor(engine, events, slots=1, duration=0.01)
+    with running(engine, executor, events, settings):
+        job_id = job_with(
+            engine, events, {"MODEL_TRIAL_COUNT": 24}, {"policies": {"SHARE_PARAMS": True}},
+            configs=(config,), strategies=("evolution",), seeds=(3,),
+        )  # fmt: skip
+        assert wait_finished(engine, job_id).status.value == "COMPLETED"
+    rows = trials(engine, job_id)
+    by_number = {t.number: t for t in rows}
+    strategy = make_strategy("evolution", {k: config[k] for k in searched}, seed=3)
+    children = 0
+    for trial in rows:  # one slot: every earlier trial had finished when this one was proposed
+        knobs = {k: trial.knobs[k] for k in searched}
+        parent = strategy.parent(trial.number)
+        assert strategy.propose(trial.number) == knobs
+        if parent is not None:
+            children += 1
+            assert trial.shared_params_path == by_number[parent].params_path
+            mother = by_number[parent].knobs
+            changed = (knobs["x"] != mother["x"]) + sum(
+                a != b for a, b in zip(knobs["arch"], mother["arch"], strict=True)
+            )
+            assert changed == 1
+        strategy.observe(TrialRecord(trial.number, knobs, TrialStatus.COMPLETED, trial.score))
+    assert children >= 10  # the population (10) fills, then every proposal is a child
 
 
 def report(engine: Engine, trial_id: int, step: int, value: float) -> None:

@@ -252,6 +252,7 @@ class JobDriver(StoreSync):
             return False
         strategy = self._strategy(sub)
         number = sub.next_number
+        parent: int | None = None
         if strategy is not None:
             try:
                 pending = [t.proposal for t in sub.active.values()]
@@ -261,6 +262,7 @@ class JobDriver(StoreSync):
                     proposal = strategy.propose_for(step.phase, number, pending)
                 else:
                     proposal = strategy.propose(number, pending)
+                    parent = strategy.parent(number, pending)
                 assert sub.knob_config is not None
                 policies = trial_policies(sub.knob_config, step.policies)
                 stored = _json_knobs(trial_knobs(sub.knob_config, proposal, policies))
@@ -280,7 +282,7 @@ class JobDriver(StoreSync):
             policies=policies,
             phase=step.phase,
             servable=servable(policies),
-            shared_params_path=sub.shared_params() if sharing else None,
+            shared_params_path=sub.shared_params(parent) if sharing else None,
             now=now,
         )
         trial = ActiveTrial(
