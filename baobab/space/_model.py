@@ -10,17 +10,21 @@ import json
 from abc import abstractmethod
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from baobab.model import KnobConfig, Params, TorchModel, module_state
 from baobab.space._errors import SpaceError
-from baobab.space._record import MutationRecord, inherit
+from baobab.space._record import MutationRecord
 from baobab.space._space import ModelSpace
+from baobab.space._supernet import keyed_state, transfer
 
 __all__ = ["SpaceModel"]
 
 #: The parameter entry holding the instance's choices: what a child trial rebuilds its parent's record from.
 CHOICES_PARAM = "space.choices"
+#: Parameter entries of the super-network: weights of candidates this instance does not use, by operator key.
+SUPERNET_PREFIX = "supernet."
 
 
 class SpaceModel(TorchModel):
@@ -33,7 +37,9 @@ class SpaceModel(TorchModel):
     Before any training the instance runs once on two training inputs; an architecture
     that does not fit ends the trial as INVALID (``InvalidArchitectureError``), not as a
     crash. Under ``SHARE_PARAMS`` the trial inherits its parent trial's weights for every
-    module the two mutation records say is the same (:func:`baobab.space.inherit`).
+    module the two mutation records say is the same (:func:`baobab.space.inherit`), and the
+    weights of every candidate some earlier trial trained: the parameters carry a
+    super-network, one set of weights per candidate (what ENAS shares), kept across trials.
 
     Example::
 
@@ -56,6 +62,8 @@ class SpaceModel(TorchModel):
         super().__init__(**knobs)
         #: The mutation record of the instance this model built (None before it built one).
         self.record: MutationRecord | None = None
+        #: Weights of the candidates this instance does not use, handed on under SHARE_PARAMS.
+        self._supernet: dict[str, torch.Tensor] = {}
 
     @classmethod
     @abstractmethod
@@ -108,14 +116,24 @@ class SpaceModel(TorchModel):
         if not isinstance(parent_choices, str) or self.record is None:
             return super().load_shared(module, shared_params)
         parent = self.model_space().instantiate(json.loads(parent_choices), args=self.base_args(), device="meta")
-        copied = inherit(module, self.record, module_state(shared_params), parent.record)
+        sources = {
+            key[len(SUPERNET_PREFIX) :]: torch.from_numpy(np.array(value))
+            for key, value in shared_params.items()
+            if key.startswith(SUPERNET_PREFIX) and isinstance(value, np.ndarray)
+        }
+        sources.update(keyed_state(parent.record, module_state(shared_params)))
+        copied = transfer(module, self.record, sources)
+        own = keyed_state(self.record, module.state_dict())
+        self._supernet = {key: tensor for key, tensor in sources.items() if key not in own}
         same = len(self.record.shared_modules(parent.record))
         return (
-            f"inherited {len(copied)} of {len(module.state_dict())} tensors from the parent trial "
-            f"({same} modules the same in both records)"
+            f"inherited {len(copied)} of {len(own)} tensors by mutation record ({same} modules the same as "
+            f"the parent trial's); the super-network keeps {len(self._supernet)} tensors of other candidates"
         )
 
     def dump_parameters(self) -> Params:
         params = super().dump_parameters()
         params[CHOICES_PARAM] = json.dumps(self.choices(), sort_keys=True)
+        for key, tensor in self._supernet.items():
+            params[SUPERNET_PREFIX + key] = tensor.detach().cpu().numpy().copy()
         return params

@@ -107,4 +107,23 @@ def test_inheritance_copies_exactly_the_modules_the_records_share(blobs: Path) -
     same = {k for k in state if k in source and torch.equal(state[k], source[k])}
     # The activation is a function node (no weights); fc2 became a deeper block; fc1 and out are the same operators.
     assert same == {"fc1.weight", "fc1.bias", "out.weight", "out.bias"}
-    assert "inherited 4 of 8 tensors from the parent trial (2 modules the same in both records)" in context.logs[-1]
+    assert context.logs[-1] == (
+        "inherited 4 of 8 tensors by mutation record (2 modules the same as the parent trial's); "
+        "the super-network keeps 2 tensors of other candidates"
+    )  # the parent's fc2 stays in the super-network
+
+
+def test_the_super_network_keeps_every_candidate_trained_once(blobs: Path) -> None:
+    """a -> b -> a at fc2: the third trial starts from the first one's fc2, which the second did not use."""
+    first, _ = train(blobs)
+    second, _ = train(blobs, params(first), deep_fc2="deeper")
+    third, context = train(blobs, params(second), skip_train=True)
+    assert torch.equal(third.module.fc2.weight, first.module.fc2.weight)
+    assert not torch.equal(third.module.fc1.weight, first.module.fc1.weight)  # fc1 came from the second, trained on
+    assert torch.equal(third.module.fc1.weight, second.module.fc1.weight)
+    assert "inherited 6 of 6 tensors" in context.logs[-1]
+    assert any(key.startswith("supernet.") for key in params(third))  # the deeper fc2 is handed on in turn
+
+
+def params(model: Searched) -> dict:
+    return params_from_bytes(params_to_bytes(model.dump_parameters()))
