@@ -70,7 +70,7 @@ def _source_line(error: BaseException, base: nn.Module) -> str:
         return ""
     frame = frames[-1]
     code = (frame.line or linecache.getline(frame.filename, frame.lineno or 0)).strip()
-    return f" (at {os.path.basename(frame.filename)}:{frame.lineno}: {code})"
+    return f" (at {frame.filename}:{frame.lineno}: {code})"
 
 
 class ModelSpace:

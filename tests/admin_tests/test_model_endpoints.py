@@ -225,6 +225,36 @@ def test_broken_templates_are_refused_with_their_reason(
     assert client.get("/api/v1/models", headers=root).json == {"models": []}
 
 
+def test_a_model_space_is_checked_at_upload(client: FlaskClient, upload: Upload, root: Headers) -> None:
+    """The check process defines the space (every mutator bound, every candidate tried) and traces one random
+    instance; the knobs are its decisions plus the training knobs, and a space defined wrong is refused with
+    the mutator and node named."""
+    source = (TEMPLATES / "spaces.py").read_bytes()
+    created = upload(root, (source, "spaces.py"), name="searched", task="IMAGE_CLASSIFICATION", class_name="Searched")
+    assert created.status_code == 201, created.json
+    assert created.json["knob_config"] == {
+        "act": {"type": "CategoricalKnob", "values": ["relu", "tanh"]},
+        "skip_out": {"type": "CategoricalKnob", "values": ["relu_1", "relu"]},
+        "epochs": {"type": "FixedKnob", "value": 1},
+    }
+    cases = {
+        "NoMatch": r"SpaceError: OperatorMutator 'conv' matches no node of the base; its nodes: fc1, relu, fc2, "
+        r"relu_1, out$",
+        "BadCandidate": r"SpaceError: OperatorMutator 'pair': candidate 'bi' \(Bilinear\) cannot replace node 'fc2', "
+        r"which passes 1 positional argument\(s\): forward\(input1: torch.Tensor, input2: torch.Tensor\)",
+        "Untraceable": r"SpaceError: torch.fx cannot trace the base Branchy: TraceError: symbolically traced variables "
+        r"cannot be used as inputs to control flow \(at spaces.py:\d+: if x.sum\(\) > 0:\)$",
+    }
+    for class_name, message in cases.items():
+        refused = upload(
+            root, (source, "spaces.py"), name=class_name, task="IMAGE_CLASSIFICATION", class_name=class_name
+        )
+        error = error_of(refused, 400)
+        assert error["field"] == "file"
+        assert error["message"].startswith(f"{class_name}.get_knob_config() raised:\nTraceback"), error["message"]
+        assert re.search(message, error["message"], re.DOTALL), error["message"]
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
