@@ -10,7 +10,7 @@ WEB_DEPS := web/node_modules/.package-lock.json
 WEB_DIST := baobab/admin/web_dist/index.html
 WEB_SRC  := web/package.json web/index.html web/vite.config.ts web/tsconfig.json $(shell find web/src -type f 2>/dev/null)
 
-.PHONY: images docker-engine install test lint demo fashion-mnist chromium web web-test bench-strategies bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping clean
+.PHONY: images docker-engine install test lint demo fashion-mnist chromium web web-test bench-strategies bench-spaces bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -60,6 +60,10 @@ chromium:
 
 bench-strategies: $(STAMP)
 	$(BIN)/python bench/strategies.py
+
+# Strategies on a model space (NAS-Bench-201's cell as base plus mutators, instantiated per proposal).
+bench-spaces: $(STAMP)
+	$(BIN)/python bench/spaces.py
 
 bench-overhead: $(STAMP)
 	$(BIN)/python bench/overhead.py

@@ -220,6 +220,9 @@ def best_table(curves: dict[str, np.ndarray], latencies: dict[str, np.ndarray], 
     for method, runs in curves.items():
         cells = []
         for c in points:
+            if c > runs.shape[1]:  # a method given fewer evaluations than the others
+                cells.append("not run")
+                continue
             q1, med, q3 = np.percentile(runs[:, c - 1], [25, 50, 75])
             cells.append(f"{med:.{digits}f} [{q1:.{digits}f}, {q3:.{digits}f}]")
         ms = 1000 * latencies[method]
