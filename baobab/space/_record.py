@@ -14,12 +14,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import fx, nn
 
-__all__ = ["MutationRecord", "NodeInfo", "inherit", "node_keys"]
+if TYPE_CHECKING:
+    from baobab.space._space import ModelSpace
+
+__all__ = ["MutationRecord", "NodeInfo", "inherit", "node_identity", "node_keys", "space_key"]
 
 
 def _digest(*parts: object) -> str:
@@ -59,6 +62,30 @@ def operator_key(node: fx.Node, graph_module: fx.GraphModule) -> str:
         name = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', target)}"
         return _digest("function", name, _constant(node.args), _constant(node.kwargs))
     return _digest(node.op, node.target, _constant(node.args), _constant(node.kwargs))
+
+
+def node_identity(node: fx.Node, graph_module: fx.GraphModule) -> str:
+    """What ``node`` is across instances of one space: its operator key, and for a module or an
+    attribute its path too.
+
+    Instances share a module by path and key (:meth:`MutationRecord.shared_modules`), so two
+    layers of equal shape at different places stay apart; a function call has no path that
+    survives re-tracing, so its key alone says what it is.
+    """
+    key = operator_key(node, graph_module)
+    return _digest(node.target, key) if node.op in ("call_module", "get_attr") else key
+
+
+def space_key(space: ModelSpace) -> str:
+    """Which space an instance comes from: its base's name and every decision with its candidates.
+
+    Records of equal space keys compare node by node. The base's module is left out: a template
+    is imported under a name made of its file's checksum, so every version of a template would
+    be a space of its own, while operator keys already tell the nodes that changed.
+    """
+    base = getattr(space.base, "__qualname__", type(space.base).__qualname__)
+    decisions = sorted(space.decisions().items(), key=lambda item: item[0])
+    return _digest("space", base, *(f"{name}={knob.values!r}" for name, knob in decisions))
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,9 @@ class GraphNode:
         out_shape: the shape of its output without the batch dimension, None when
             unknown (an untraced model) or not one tensor.
         inputs: indices of the nodes whose outputs it reads (all smaller than its own).
+        identity: for an instance of a model space, what the node is in every instance of
+            that space (:func:`baobab.space.node_identity`): equal identities hold
+            interchangeable weights. None for other models.
     """
 
     name: str
@@ -65,6 +68,7 @@ class GraphNode:
     state: Mapping[str, str] = field(default_factory=dict)
     out_shape: Shape | None = None
     inputs: tuple[int, ...] = ()
+    identity: str | None = None
 
     @property
     def rank(self) -> int:
@@ -81,7 +85,7 @@ class GraphNode:
         return _size(self.weight) + _size(self.bias)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "name": self.name,
             "op": self.op,
             "weight": None if self.weight is None else list(self.weight),
@@ -90,6 +94,9 @@ class GraphNode:
             "out": None if self.out_shape is None else list(self.out_shape),
             "inputs": list(self.inputs),
         }
+        if self.identity is not None:  # only space instances have one: other graphs read as they always did
+            data["identity"] = self.identity
+        return data
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,10 @@ class ModelGraph:
     then its leaf modules in registration order, chained, and ``note`` says why. The
     zoo keeps such a graph but never warm-starts from it or into it: its order is not
     the data flow, so a mapping could pair layers that do not correspond.
+
+    ``space`` is set for an instance of a model space (:func:`baobab.space.space_key`);
+    two graphs of one space pair nodes of equal identity before anything else
+    (:func:`~baobab.zoo.match_graphs`).
     """
 
     nodes: tuple[GraphNode, ...]
@@ -107,6 +118,7 @@ class ModelGraph:
     output_shape: Shape | None
     traced: bool = True
     note: str | None = None
+    space: str | None = None
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -127,10 +139,11 @@ class ModelGraph:
 
     @property
     def fingerprint(self) -> str:
-        """SHA-256 of the structure (types, shapes, edges, I/O), not of the names.
+        """SHA-256 of the structure (types, shapes, edges, I/O), not of the names nor identities.
 
-        Matching depends on the structure only, so graphs with one fingerprint share
-        every matching result; the zoo keys its caches on it.
+        Similarity depends on the structure only, so graphs with one fingerprint share
+        every similarity; the zoo keys its caches on it. (Identities change which nodes
+        a mapping pairs, never a similarity.)
         """
         structure = [[n.op, _list(n.weight), _list(n.bias), _list(n.out_shape), list(n.inputs)] for n in self.nodes]
         text = json.dumps(
@@ -147,6 +160,10 @@ class ModelGraph:
         """
         return json.dumps([[n.key, list(n.weight or ())] for n in self.nodes], separators=(",", ":"))
 
+    def same_space(self, other: ModelGraph) -> bool:
+        """Whether both graphs are instances of one model space, so that their node identities compare."""
+        return self.space is not None and self.space == other.space
+
     def successors(self) -> list[list[int]]:
         """For each node, the nodes that read its output."""
         out: list[list[int]] = [[] for _ in self.nodes]
@@ -156,7 +173,7 @@ class ModelGraph:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "version": GRAPH_FORMAT_VERSION,
             "traced": self.traced,
             "note": self.note,
@@ -164,6 +181,9 @@ class ModelGraph:
             "output_shape": _list(self.output_shape),
             "nodes": [node.to_json() for node in self.nodes],
         }
+        if self.space is not None:
+            data["space"] = self.space
+        return data
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"))
@@ -188,13 +208,14 @@ class ModelGraph:
             return cls(
                 nodes=tuple(
                     GraphNode(n["name"], n["op"], _tuple(n["weight"]), _tuple(n["bias"]), n["state"], _tuple(n["out"]),
-                              tuple(n["inputs"]))
+                              tuple(n["inputs"]), n.get("identity"))
                     for n in data["nodes"]
                 ),
                 input_shape=_tuple(data["input_shape"]),
                 output_shape=_tuple(data["output_shape"]),
                 traced=data["traced"],
                 note=data["note"],
+                space=data.get("space"),
             )  # fmt: skip
         return cls.from_json(data)
 
@@ -219,6 +240,7 @@ class ModelGraph:
         note = data.get("note")
         if note is not None and not isinstance(note, str):
             raise GraphFormatError(f"must be a string or null, got {_kind(note)}", field=f"{field}.note")
+        space = _optional_text(data.get("space"), f"{field}.space")
         raw_nodes = data.get("nodes")
         if not isinstance(raw_nodes, list):
             raise GraphFormatError(f"must be an array, got {_kind(raw_nodes)}", field=f"{field}.nodes")
@@ -231,6 +253,7 @@ class ModelGraph:
             output_shape=_shape(data.get("output_shape"), f"{field}.output_shape", optional=True),
             traced=traced,
             note=note,
+            space=space,
         )
 
 
@@ -264,7 +287,14 @@ def _node(raw: Any, index: int, where: str) -> GraphNode:
         state=dict(state),
         out_shape=_shape(raw.get("out"), f"{where}.out", optional=True),
         inputs=tuple(inputs),
+        identity=_optional_text(raw.get("identity"), f"{where}.identity"),
     )
+
+
+def _optional_text(value: Any, where: str) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value or len(value) > _MAX_TEXT):
+        raise GraphFormatError(f"must be a non-empty string of at most {_MAX_TEXT} characters or null", field=where)
+    return value
 
 
 def _shape(value: Any, where: str, *, optional: bool) -> Shape | None:

@@ -25,6 +25,17 @@ NSDI 2023, does over operator graphs):
   one run): an identical architecture scores exactly 1, and since each node counts
   once, a branching graph (a residual block) is not counted once per path.
 
+Two instances of one model space (:meth:`~baobab.zoo.ModelGraph.same_space`) know more
+than their shapes: a node's identity says it is the same module, at the same place, in
+both. :func:`match_graphs` then pairs the nodes of equal identity first, as many layers
+as an order-preserving alignment allows (the same programme, with identities as the only
+scores and nothing charged for skips and restarts), and aligns the nodes between two such
+pairs by shapes as above: a layer whose kernel a decision changed is still matched, to be
+cropped or padded. Of two equal layers (two 16-unit linears in a row) the one the child
+kept is the one paired, as :func:`baobab.space.inherit` would share it; shapes alone pair
+the first. The similarity stays that of the shapes, so the choice of a parent does not
+depend on identities.
+
 Speed: :func:`similarities` scores one child against many parents at once. The
 programme runs row by row over the parents' nodes, vectorised over the child's nodes
 (the "skip a child node" choice is a running maximum, ``np.maximum.accumulate``) and
@@ -214,18 +225,21 @@ class Match:
         similarity: in [0, 1]; exactly 1 for an identical architecture.
         mapping: child node index → parent node index, for every matched node.
         matched_share: the share of the child's layers (nodes with weights) matched.
+        by_identity: the child nodes paired by identity (instances of one space), a part of ``mapping``.
     """
 
     similarity: float
     mapping: dict[int, int]
     matched_share: float
+    by_identity: frozenset[int] = frozenset()
 
 
 def match_graphs(parent: ModelGraph, child: ModelGraph) -> Match:
     """Align ``parent`` with ``child`` and return the similarity and the mapping.
 
     The same programme as :func:`similarities`, for one pair, keeping its tables to
-    trace the alignment back.
+    trace the alignment back; instances of one space pair equal identities first (see
+    the module docstring).
     """
     pf, cf = features(parent), features(child)
     n, m = len(pf), len(cf)
@@ -234,21 +248,36 @@ def match_graphs(parent: ModelGraph, child: ModelGraph) -> Match:
         return Match(0.0, {}, 0.0)
     s = _pair_scores(pf.keys, pf.dims, cf)  # (n, m)
     skips = SKIP_COST * pf.importance
+    matched, best = _programme(s, skips, RESTART_COST)
+    similarity = float(np.clip(best[n, m] / cf.self_score, 0.0, 1.0))
+    if parent.same_space(child):
+        anchors = _identity_pairs(parent, child, cf.importance)
+        mapping = _between(anchors, s, skips, n, m)
+    else:
+        anchors = {}
+        mapping = _trace_back(s, skips, matched, best, RESTART_COST)
+    share = sum(1 for j in weighted if j in mapping) / len(weighted) if weighted else 1.0
+    return Match(similarity, mapping, share, frozenset(anchors))
+
+
+def _programme(s: np.ndarray, skips: np.ndarray, restart_cost: float) -> tuple[np.ndarray, np.ndarray]:
+    """The tables of the alignment programme: best score with ``(i, j)`` matched, and over the prefixes."""
+    n, m = s.shape
     matched = np.full((n + 1, m + 1), _NEG)
     best = np.zeros((n + 1, m + 1))
     matched[0, 0] = 0.0
     for i in range(1, n + 1):
         row = s[i - 1]
         extend = matched[i - 1, :-1] + row
-        restart = best[i - 1, :-1] + (row - RESTART_COST)
+        restart = best[i - 1, :-1] + (row - restart_cost)
         matched[i, 1:] = np.where(row > 0, np.maximum(extend, restart), _NEG)
         best[i] = np.maximum.accumulate(np.maximum(matched[i], best[i - 1] - skips[i - 1]))
-    mapping = _trace_back(s, skips, matched, best)
-    share = sum(1 for j in weighted if j in mapping) / len(weighted) if weighted else 1.0
-    return Match(float(np.clip(best[n, m] / cf.self_score, 0.0, 1.0)), mapping, share)
+    return matched, best
 
 
-def _trace_back(s: np.ndarray, skips: np.ndarray, matched: np.ndarray, best: np.ndarray) -> dict[int, int]:
+def _trace_back(
+    s: np.ndarray, skips: np.ndarray, matched: np.ndarray, best: np.ndarray, restart_cost: float
+) -> dict[int, int]:
     """The alignment behind ``best[n, m]``, its matches as early as ties allow.
 
     Walking back from the end, a skip is preferred to a match of equal score and a
@@ -267,6 +296,33 @@ def _trace_back(s: np.ndarray, skips: np.ndarray, matched: np.ndarray, best: np.
                 continue
         score = s[i - 1, j - 1]
         mapping[j - 1] = i - 1
-        must_match = matched[i, j] != best[i - 1, j - 1] + (score - RESTART_COST)
+        must_match = matched[i, j] != best[i - 1, j - 1] + (score - restart_cost)
         i, j = i - 1, j - 1
+    return mapping
+
+
+def _identity_pairs(parent: ModelGraph, child: ModelGraph, importance: np.ndarray) -> dict[int, int]:
+    """The order-preserving pairs of equal identities worth most (layers before glue), as early as ties allow."""
+    codes: dict[str, int] = {}
+    parent_codes = np.array(
+        [-1 if p.identity is None else codes.setdefault(p.identity, len(codes)) for p in parent.nodes]
+    )
+    child_codes = np.array([-2 if c.identity is None else codes.get(c.identity, -2) for c in child.nodes])
+    scores = np.where(parent_codes[:, None] == child_codes[None, :], importance[None, :], 0.0)
+    skips = np.zeros(len(parent.nodes))
+    matched, best = _programme(scores, skips, 0.0)
+    return _trace_back(scores, skips, matched, best, 0.0)
+
+
+def _between(anchors: dict[int, int], s: np.ndarray, skips: np.ndarray, n: int, m: int) -> dict[int, int]:
+    """``anchors`` plus the alignment by shapes of each stretch of nodes between two anchors."""
+    mapping = dict(anchors)
+    last_i, last_j = -1, -1
+    for j, i in [*sorted(anchors.items()), (m, n)]:
+        if i - last_i > 1 and j - last_j > 1:
+            part, part_skips = s[last_i + 1 : i, last_j + 1 : j], skips[last_i + 1 : i]
+            matched, best = _programme(part, part_skips, RESTART_COST)
+            for cj, ci in _trace_back(part, part_skips, matched, best, RESTART_COST).items():
+                mapping[last_j + 1 + cj] = last_i + 1 + ci
+        last_i, last_j = i, j
     return mapping

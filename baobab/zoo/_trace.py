@@ -12,6 +12,12 @@ a parent (see :class:`~baobab.zoo.ModelGraph`).
 
 The example input runs once, in eval mode and without gradients, so batch-norm
 statistics and the random number generators are left as they were.
+
+An instance of a model space is traced with its space's key: each node then carries its
+identity in that space (:func:`baobab.space.node_identity`), computed on the node of this
+trace. The record's own operators cannot be looked up by node name here: tracing the
+instance again renames nodes (a ReLU the space turned into a module takes the module's
+name, and the next ReLU takes the freed one).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import torch
 from torch import fx
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 
+from baobab.space import node_identity
 from baobab.zoo._graph import GraphNode, ModelGraph
 
 __all__ = ["trace_graph"]
@@ -32,11 +39,13 @@ _ALIASES = {"iadd": "add", "radd": "add", "imul": "mul", "rmul": "mul", "isub": 
 _NOTE_CHARS = 300
 
 
-def trace_graph(module: torch.nn.Module, example_input: Any) -> ModelGraph:
+def trace_graph(module: torch.nn.Module, example_input: Any, *, space: str | None = None) -> ModelGraph:
     """The architecture graph of ``module``, traced on ``example_input`` (with a batch dimension).
 
     ``example_input`` is a tensor, or a tuple or list of tensors passed as positional
-    arguments. Never raises for a module that cannot be traced: see the module docstring.
+    arguments. ``space`` is the :func:`baobab.space.space_key` of the space ``module`` is an
+    instance of: its nodes then carry their identities. Never raises for a module that
+    cannot be traced: see the module docstring.
     """
     args = tuple(example_input) if isinstance(example_input, (tuple, list)) else (example_input,)
     input_shape = _without_batch(args[0]) if args and isinstance(args[0], torch.Tensor) else None
@@ -55,10 +64,10 @@ def trace_graph(module: torch.nn.Module, example_input: Any) -> ModelGraph:
         )
     finally:
         module.train(was_training)
-    return _from_fx(traced, input_shape)
+    return _from_fx(traced, input_shape, space)
 
 
-def _from_fx(traced: fx.GraphModule, input_shape: tuple[int, ...] | None) -> ModelGraph:
+def _from_fx(traced: fx.GraphModule, input_shape: tuple[int, ...] | None, space: str | None) -> ModelGraph:
     index: dict[fx.Node, int] = {}
     # A node left out stands for the kept nodes it reads from.
     stands_for: dict[fx.Node, tuple[int, ...]] = {}
@@ -90,9 +99,10 @@ def _from_fx(traced: fx.GraphModule, input_shape: tuple[int, ...] | None) -> Mod
                 state=state,
                 out_shape=tuple(meta.shape[1:]),
                 inputs=sources,
+                identity=None if space is None else node_identity(node, traced),
             )
         )
-    return ModelGraph(nodes=tuple(nodes), input_shape=input_shape, output_shape=output_shape, traced=True)
+    return ModelGraph(nodes=tuple(nodes), input_shape=input_shape, output_shape=output_shape, traced=True, space=space)
 
 
 def _sources(arg: fx.Node, index: dict[fx.Node, int], stands_for: dict[fx.Node, tuple[int, ...]]) -> tuple[int, ...]:

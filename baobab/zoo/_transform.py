@@ -24,6 +24,11 @@ or identity layers start as the identity (a Dirac convolution, an identity matri
 normalisation with unit scale and zero shift) with zero bias, so the inserted block
 passes its input through; other unmatched layers keep their own initialisation.
 Parent layers without a partner (a shallower child) are simply not used.
+
+Two instances of one model space pair some nodes by identity (:func:`~baobab.zoo.match_graphs`):
+the same module at the same place. Those are copied exactly, whatever feeds them, as
+:func:`baobab.space.inherit` copies the modules two records share, and the layers after
+them read their units as the parent's.
 """
 
 from __future__ import annotations
@@ -133,10 +138,14 @@ def transform_weights(
     identity = _identity_nodes(child_graph, mapping)
     maps: list[_UnitMap | None] = []
     filled = 0
+    same_space = parent_graph.same_space(child_graph)
     for j, node in enumerate(child_graph.nodes):
         input_map = _input_map(child_graph, j, maps)
         i = mapping.get(j)
-        if i is not None and node.weight is not None:
+        if i is not None and node.weight is not None and same_space and _identical(parent_graph.nodes[i], node):
+            filled += _copy_equal_state(parent_graph.nodes[i], node, parent, state, report)
+            maps.append(_own_units(node))
+        elif i is not None and node.weight is not None:
             grid = _grid(child_graph, j, parent_graph, i, maps)
             transfer = _Transfer(
                 parent_graph.nodes[i], node, parent, state, input_map, grid, widenings, generator, noise
@@ -144,7 +153,7 @@ def transform_weights(
             maps.append(transfer.run(report))
             filled += transfer.filled
         elif i is not None:
-            _copy_plain_state(parent_graph.nodes[i], node, parent, state, report)
+            _copy_equal_state(parent_graph.nodes[i], node, parent, state, report)
             maps.append(_passed_through(child_graph, j, input_map))
         elif j in identity:
             maps.append(_start_as_identity(node, state, input_map, report))
@@ -210,13 +219,11 @@ class _Transfer:
             for name, key in self.node.state.items():
                 self._per_unit(name, key, out_map, report)
             return out_map
-        if _CONV.fullmatch(op) or op == "linear":
-            out_dim, in_dim = 0, 1
-        elif _CONV_T.fullmatch(op):
-            out_dim, in_dim = 1, 0
-        else:
+        dims = _unit_dims(op)
+        if dims is None:
             self._overlap_all(report)
             return None
+        out_dim, in_dim = dims
         if parent_weight.dim() != child_weight.dim():
             return None
         out_map = self._out_map(parent_weight, child_weight, out_dim)
@@ -436,20 +443,49 @@ def _fit_dim(tensor: torch.Tensor, dim: int, size: int, *, centre: bool) -> tupl
     return out, have
 
 
-def _copy_plain_state(
+def _copy_equal_state(
     parent_node: GraphNode,
     node: GraphNode,
     parent: Mapping[str, torch.Tensor],
     state: dict[str, torch.Tensor],
     report: TransferReport,
-) -> None:
-    """Buffers of a matched node without a weight (rare: a module holding only buffers), copied when equal."""
+) -> int:
+    """Every state entry of the same shape as the parent's, copied as it is: the buffers of a
+    matched node without a weight (rare: a module holding only buffers), or all of a node
+    paired by identity. The number of parameter elements (weight and bias) copied."""
+    filled = 0
     for name, key in node.state.items():
         source_key = parent_node.state.get(name)
         source = None if source_key is None else parent.get(source_key)
         if source is not None and source.shape == state[key].shape:
             state[key] = source.detach().clone().to(dtype=state[key].dtype, device=state[key].device)
             report.exact.append(key)
+            if name in ("weight", "bias"):
+                filled += source.numel()
+    return filled
+
+
+def _identical(parent_node: GraphNode, node: GraphNode) -> bool:
+    """Nodes of one space's instances that are the same module at the same place."""
+    return node.identity is not None and node.identity == parent_node.identity
+
+
+def _unit_dims(op: str) -> tuple[int, int] | None:
+    """The dimensions of a layer's weight along its output and its input units; None for other weights."""
+    if _CONV.fullmatch(op) or op == "linear":
+        return 0, 1
+    if _CONV_T.fullmatch(op):
+        return 1, 0
+    return None
+
+
+def _own_units(node: GraphNode) -> _UnitMap | None:
+    """The unit map of a layer copied exactly: each output unit is the parent's unit of that index."""
+    assert node.weight is not None
+    if _NORMS.fullmatch(node.op):
+        return _UnitMap.identity(node.weight[0])
+    dims = _unit_dims(node.op)
+    return None if dims is None else _UnitMap.identity(node.weight[dims[0]])
 
 
 def _units(node: GraphNode) -> int:

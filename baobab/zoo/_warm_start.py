@@ -10,6 +10,10 @@ The worker side is two calls (see ``.notes/zoo-report.md`` for the wiring):
 - after a trial succeeded, :func:`register_trial_model` adds its model to the zoo with
   the graph :func:`model_graph` read from it.
 
+A :class:`~baobab.space.SpaceModel`'s graph carries its space's key and its nodes'
+identities, so a parent of the same space hands over the unchanged modules exactly
+(see :func:`~baobab.zoo.match_graphs`).
+
 Neither ever fails the trial: a model that cannot be traced, a zoo without a fitting
 parent, or a zoo that cannot be reached means a cold start (or no registration), with
 the reason in the trial's log.
@@ -30,6 +34,7 @@ import numpy as np
 import torch
 
 from baobab.model import BaseModel, Task, get_trial_context
+from baobab.space import SpaceModel, space_key
 from baobab.store import params_to_bytes
 from baobab.zoo._client import DbZoo, HttpZoo, TrialRegistry, ZooClient
 from baobab.zoo._graph import ModelGraph
@@ -110,6 +115,7 @@ def warm_start_module(
     noise: float = DEFAULT_NOISE,
     lr_damping: float = DEFAULT_LR_DAMPING,
     log: Callable[[str], None] | None = None,
+    space: str | None = None,
 ) -> WarmStartResult | None:
     """The best parent's weights transformed for ``module``, or None (and why, to ``log``) for a cold start.
 
@@ -129,9 +135,10 @@ def warm_start_module(
         noise: relative noise on replicated units (see :func:`transform_weights`).
         lr_damping: see :attr:`WarmStartResult.lr_scale`.
         log: where to say why there is no warm start.
+        space: the :func:`baobab.space.space_key` of the space ``module`` is an instance of.
     """
     say = log or (lambda message: logger.info("%s", message))
-    graph = trace_graph(module, example_input)
+    graph = trace_graph(module, example_input, space=space)
     if not graph.traced:
         say(f"no warm start: {graph.note}")
         return None
@@ -163,12 +170,15 @@ def make_warm_starter(
     seed: int = 0,
     noise: float = DEFAULT_NOISE,
     lr_damping: float = DEFAULT_LR_DAMPING,
+    model: BaseModel | None = None,
 ) -> WarmStarter:
     """The ``TrialContext.warm_starter`` for one trial: ``starter(module, example_input)``.
 
     It returns a :class:`WarmStartResult`, or None for a cold start; it never raises
-    (a failing zoo is logged to the trial and means a cold start). See
-    :func:`warm_start_module` for the arguments.
+    (a failing zoo is logged to the trial and means a cold start). ``model`` is the
+    trial's model: for a :class:`~baobab.space.SpaceModel` the module is an instance of
+    its space, matched by identity with parents of that space. See
+    :func:`warm_start_module` for the other arguments.
     """
 
     def starter(module: torch.nn.Module, example_input: Any) -> WarmStartResult | None:
@@ -184,6 +194,7 @@ def make_warm_starter(
                 noise=noise,
                 lr_damping=lr_damping,
                 log=context.log,
+                space=_space_of(model),  # read now: the model builds its instance when it trains
             )
         except Exception as e:  # the zoo is an optimisation: never fail the trial for it
             logger.warning("trial %s: warm start failed", trial_id, exc_info=True)
@@ -206,7 +217,14 @@ def model_graph(model: BaseModel) -> ModelGraph | None:
         return None
     device = next((p.device for p in module.parameters()), torch.device("cpu"))
     example = example.to(device) if isinstance(example, torch.Tensor) else example
-    return trace_graph(module, example)
+    return trace_graph(module, example, space=_space_of(model))
+
+
+def _space_of(model: BaseModel | None) -> str | None:
+    """The space key of a SpaceModel that built an instance of its space; None for any other model."""
+    if isinstance(model, SpaceModel) and model.record is not None:
+        return space_key(model.model_space())
+    return None
 
 
 def register_trial_model(zoo: TrialRegistry, trial_id: int, graph: ModelGraph | None) -> int | None:
