@@ -1,4 +1,4 @@
-"""``/api/v1/trials``: one trial, its logs, its interim metrics and its parameters.
+"""``/api/v1/trials``: one trial, its logs, its interim metrics, its parameters and its architecture.
 
 A trial is visible when its train job is (its owner, or an admin); otherwise it answers
 404 like a missing one. Every role may read what it sees, and stop a trial it sees.
@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from baobab.admin._access import ALL_ROLES, private_rows
+from baobab.admin._architecture import ARCHITECTURE_SCHEMA
 from baobab.admin._auth import current_user, require_roles
 from baobab.admin._downloads import send_artifact
 from baobab.admin._openapi import api_doc, register_schema
@@ -28,13 +29,23 @@ __all__ = ["blueprint", "find_trial"]
 
 blueprint = Blueprint("trials", __name__, url_prefix="/api/v1/trials")
 
-#: The single-trial answer: a trial with its traceback, phase and lineage (lists leave those out).
+#: The single-trial answer: a trial with its traceback, phase, lineage and whether it has an
+#: architecture (lists leave those out).
 TRIAL_DETAIL_SCHEMA = register_schema(
     "TrialDetail",
     {
         "allOf": [
             TRIAL_SCHEMA,
-            {"type": "object", "required": ["traceback", "phase", "lineage"]},
+            {
+                "type": "object",
+                "required": ["traceback", "phase", "lineage", "has_architecture"],
+                "properties": {
+                    "has_architecture": {
+                        "type": "boolean",
+                        "description": "GET /trials/<id> only: GET /trials/<id>/architecture has its record",
+                    }
+                },
+            },
         ]
     },
 )
@@ -73,6 +84,7 @@ def get_trial(trial_id: int) -> dict[str, Any]:
     ``{"hidden": true}`` for one the caller may not see; ``inherited_epochs`` sums their
     epochs (hidden ones included); ``truncated`` says the chain was cut at 50 ancestors.
     Only this answer carries them: lists of trials leave them out (a recursive query each).
+    ``has_architecture`` says whether ``/trials/<id>/architecture`` answers a record.
     """
     check_query_args(())
     with session_scope(admin_state().engine) as session:
@@ -80,6 +92,7 @@ def get_trial(trial_id: int) -> dict[str, Any]:
         data = trial_json(trial, traceback=True)
         data["phase"] = trial.phase
         data["lineage"] = lineage_json(session, trial.id, current_user())
+        data["has_architecture"] = trial.architecture is not None
         return data
 
 
@@ -199,6 +212,42 @@ def get_trial_params(trial_id: int) -> Response:
         lost=f"the parameters of trial {trial_id} are missing from the artifact store",
         download_name=f"trial-{trial_id}.safetensors",
     )
+
+
+def _no_architecture(trial: Trial) -> str:
+    """Why ``trial`` has no architecture record: it has not finished training, or its template is no space."""
+    why = f"trial {trial.id} has no architecture record"
+    if not trial.status.is_finished():
+        return f"{why} yet: it is {trial.status.value}, and a SpaceModel trial stores one when it finishes training"
+    if not trial.status.is_scored():
+        return f"{why}: it ended {trial.status.value} without finishing training"
+    return f"{why}: its template is not a SpaceModel"
+
+
+@blueprint.get("/<int:trial_id>/architecture")
+@require_roles(*ALL_ROLES)
+@api_doc(
+    responses={
+        200: ("the mutation record of the instance the trial trained", ARCHITECTURE_SCHEMA),
+        404: "no such trial that the caller may see, its template is not a SpaceModel, or it did not finish training",
+    }
+)
+def get_trial_architecture(trial_id: int) -> dict[str, Any]:
+    """The architecture a SpaceModel trial trained: ``{"choices", "graph_key", "nodes"}``.
+
+    ``nodes`` come in the order the graph runs them, each ``{name, op, what, inputs,
+    changed, mutator}``: ``changed`` marks the nodes that differ from the space's base
+    (replaced, inserted or fed differently), ``mutator`` names the mutator that changed
+    it. A trial of an ordinary template, or one that did not finish training, answers
+    404 saying which.
+    """
+    check_query_args(())
+    with session_scope(admin_state().engine) as session:
+        trial = find_trial(session, trial_id)
+        record = trial.architecture
+        if record is None:
+            raise NotFoundError(_no_architecture(trial))
+    return record
 
 
 @blueprint.post("/<int:trial_id>/stop")

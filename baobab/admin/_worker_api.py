@@ -23,6 +23,7 @@ from flask import Blueprint, Response, request
 from sqlalchemy import select
 from sqlalchemy.orm import aliased
 
+from baobab.admin._architecture import ARCHITECTURE_SCHEMA, architecture_field
 from baobab.admin._auth import check_trial_token, public
 from baobab.admin._body import enum_field, json_object, string_field
 from baobab.admin._downloads import send_artifact
@@ -90,6 +91,10 @@ _FINISH_BODY = {  # the optional texts come last: finish() reads them in this or
         "attempt": {"type": "integer"},
         "status": {"enum": [state.value for state in _FINAL]},
         "score": {"type": ["number", "null"], "description": "required for COMPLETED and STOPPED"},
+        "architecture": {
+            "anyOf": [ARCHITECTURE_SCHEMA, {"type": "null"}],
+            "description": "a SpaceModel trial's mutation record; COMPLETED and STOPPED only",
+        },
         "params_path": {"type": ["string", "null"]},
         "error": {"type": ["string", "null"]},
         "traceback": {"type": ["string", "null"]},
@@ -286,7 +291,13 @@ def finish(trial_id: int) -> dict[str, Any]:
     )
     if status.is_scored() and score is None:
         raise RequestError(f"a {status.value} trial needs a 'score'", field="score")
-    texts = {name: _optional(body, name, lambda v: isinstance(v, str), "a string") for name in fields[3:]}
+    architecture = architecture_field(body, "architecture")
+    if architecture is not None and not status.is_scored():
+        raise RequestError(
+            f"'architecture' comes only with COMPLETED and STOPPED (trials that finished training), not {status.value}",
+            field="architecture",
+        )
+    texts = {name: _optional(body, name, lambda v: isinstance(v, str), "a string") for name in fields[4:]}
     state = admin_state()
     now_status = finish_trial(
         state.engine,
@@ -295,6 +306,7 @@ def finish(trial_id: int) -> dict[str, Any]:
         status,
         now=datetime.now(UTC),
         score=None if score is None else float(score),
+        architecture=architecture,
         **texts,
     )
     if now_status is status:

@@ -16,7 +16,7 @@ __all__ = ["Trials"]
 
 
 class Trials(TrainJobs):
-    """A job's trials, page by page or best first, and one trial's logs, metrics and parameters."""
+    """A job's trials, page by page or best first, and one trial's logs, metrics, parameters and architecture."""
 
     def get_trials(
         self,
@@ -78,6 +78,15 @@ class Trials(TrainJobs):
     def get_trial_metrics(self, trial_id: int) -> list[Json]:
         """Interim metrics ``{step, time, metrics}`` in the order the trial reported them."""
         return self._call("GET", f"/trials/{int(trial_id)}/metrics")["metrics"]
+
+    def get_trial_architecture(self, trial_id: int) -> Json:
+        """The architecture a SpaceModel trial trained: ``{"choices", "graph_key", "nodes"}``.
+
+        Each node is ``{name, op, what, inputs, changed, mutator}``, in the order the graph runs
+        them; ``changed`` marks those that differ from the space's base. A trial of an ordinary
+        template, or one that did not finish training, raises the API's 404 saying which.
+        """
+        return self._call("GET", f"/trials/{int(trial_id)}/architecture")
 
     def download_trial_params(self, trial_id: int, dest: PathLike | None = None) -> Path:
         """Saves a trial's parameters (safetensors) to ``dest`` (a file or a folder); returns the path."""

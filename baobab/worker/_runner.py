@@ -18,7 +18,9 @@ the rules are :mod:`baobab.store._db._trial_rows`'):
    template whose parameters miss part of its state fails here, not when served.
 4. the final state, only while this claim is current (so a trial cancelled or taken
    over meanwhile keeps what others stored): COMPLETED, STOPPED (asked to stop, still
-   evaluated: its score counts), ERRORED (``error`` a one-line reason, ``traceback``
+   evaluated: its score counts), each with the parameters' key and, for a
+   :class:`~baobab.space.SpaceModel`, the mutation record of the instance it trained
+   (what the web UI draws), ERRORED (``error`` a one-line reason, ``traceback``
    the template's) or INVALID, the same way, when the template raised
    :class:`~baobab.exceptions.InvalidArchitectureError`.
 
@@ -75,6 +77,18 @@ logger = logging.getLogger("baobab.worker")
 
 #: Validation examples the reload check predicts.
 _RELOAD_QUERIES = 8
+
+
+@dataclass(frozen=True)
+class _Trained:
+    """What training left to store: the score, the parameters, why it stopped early (None: it did
+    not), what to add to the zoo (the zoo and the model's graph, or None) and the SpaceModel's record."""
+
+    score: float
+    params: bytes
+    stop_reason: str | None
+    zoo_entry: tuple[Any, Any] | None
+    architecture: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -259,10 +273,19 @@ def _warm_starts(claim: TrialClaim) -> bool:
     return wanted
 
 
-def _train(
-    claim: TrialClaim, resources: WorkerResources, context: TrialContext, gateway: TrialGateway
-) -> tuple[float, bytes, str | None, Any]:
-    """Build, train, evaluate and dump: (score, parameters, stop reason, what to add to the zoo)."""
+def _architecture(model: BaseModel) -> dict[str, Any] | None:
+    """The mutation record of the instance a SpaceModel trained, as JSON; None for any other template.
+
+    Only a SpaceModel template imports the space package, so other workers never import it here.
+    """
+    space = sys.modules.get("baobab.space")
+    if space is None or not isinstance(model, space.SpaceModel) or model.record is None:
+        return None
+    return dict(model.record.to_json())
+
+
+def _train(claim: TrialClaim, resources: WorkerResources, context: TrialContext, gateway: TrialGateway) -> _Trained:
+    """Build, train, evaluate and dump."""
     with capture_prints(context.log), trial_context(context):
         store = gateway.artifacts
         template = resources.templates.get(store, claim.template_key, claim.template_checksum, claim.class_name)
@@ -285,7 +308,7 @@ def _train(
             if zoo is not None and _warm_starts(claim):
                 from baobab.zoo import make_warm_starter
 
-                context.warm_starter = make_warm_starter(zoo, trial_id=claim.trial_id, seed=seed)
+                context.warm_starter = make_warm_starter(zoo, trial_id=claim.trial_id, seed=seed, model=model)
             call_template(path, "train()", model.train, train_path, **train_args)
             score = check_score(call_template(path, "evaluate()", model.evaluate, val_path))
             stop_reason = context.stop_reason
@@ -298,11 +321,12 @@ def _train(
                 from baobab.zoo import model_graph
 
                 graph = model_graph(model)  # before teardown(), which may free the module
+            architecture = _architecture(model)
         except BaseException:
             _teardown(path, model, context, failing=True)
             raise
         _teardown(path, model, context, failing=False)
-    return score, data, stop_reason, None if graph is None else (zoo, graph)
+    return _Trained(score, data, stop_reason, None if graph is None else (zoo, graph), architecture)
 
 
 class _Trial:
@@ -321,30 +345,31 @@ class _Trial:
         gc.collect()  # what a failed template left in reference cycles (a MemoryError's arrays) goes now
         return TrialOutcome(self.claim.trial_id, status, ran=True, error=error)
 
-    def succeeded(self, score: float, data: bytes, stop_reason: str | None, zoo_entry: Any) -> TrialOutcome:
+    def succeeded(self, trained: _Trained) -> TrialOutcome:
         trial_id = self.claim.trial_id
         key = params_key(trial_id)
         artifacts = self.gateway.artifacts
         try:
-            artifacts.put_bytes(key, data)
+            artifacts.put_bytes(key, trained.params)
         except (ArtifactError, OSError) as e:
             logger.exception("trial %d: cannot store its parameters", trial_id)
             return self.failed(f"cannot store the parameters in {artifacts.url}: {e}", "")
         self.writer.close()
-        if stop_reason is None:
-            status = self.gateway.finish(self.claim, TrialState.COMPLETED, score=score, params_path=key)
+        stored = {"score": trained.score, "params_path": key, "architecture": trained.architecture}
+        if trained.stop_reason is None:
+            status = self.gateway.finish(self.claim, TrialState.COMPLETED, **stored)
         else:
-            line = f"stopped early: {stop_reason}"
-            status = self.gateway.finish(self.claim, TrialState.STOPPED, score=score, params_path=key, log_line=line)
+            line = f"stopped early: {trained.stop_reason}"
+            status = self.gateway.finish(self.claim, TrialState.STOPPED, **stored, log_line=line)
         if not status.is_scored():  # cancelled or taken over: keep no orphan
             artifacts.delete(key)
             return TrialOutcome(trial_id, status, ran=True)
-        self.resources.last_params = (key, data)
-        if zoo_entry is not None:  # stored: the zoo reads score, parameters and owner from the row
+        self.resources.last_params = (key, trained.params)
+        if trained.zoo_entry is not None:  # stored: the zoo reads score, parameters and owner from the row
             from baobab.zoo import register_trial_model
 
-            register_trial_model(zoo_entry[0], trial_id, zoo_entry[1])
-        return TrialOutcome(trial_id, status, ran=True, score=score)
+            register_trial_model(trained.zoo_entry[0], trial_id, trained.zoo_entry[1])
+        return TrialOutcome(trial_id, status, ran=True, score=trained.score)
 
 
 def run_trial(
@@ -400,7 +425,7 @@ def run_trial(
     try:
         if heartbeat is not None:
             heartbeat.__enter__()
-        score, data, stop_reason, zoo_entry = _train(claim, resources, context, gateway)
+        trained = _train(claim, resources, context, gateway)
     except TrialFailed as e:
         outcome = trial.failed(e.error, e.details, TrialState.INVALID if e.invalid else TrialState.ERRORED)
     except Exception as e:
@@ -410,7 +435,7 @@ def run_trial(
         summary = f"the worker failed: {type(e).__name__}: {e}".splitlines()[0]
         outcome = trial.failed(summary, traceback.format_exc())
     else:
-        outcome = trial.succeeded(score, data, stop_reason, zoo_entry)
+        outcome = trial.succeeded(trained)
     finally:
         if heartbeat is not None:
             heartbeat.__exit__()

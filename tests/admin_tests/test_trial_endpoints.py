@@ -79,6 +79,7 @@ def test_trial_traceback_logs_metrics_and_params(
         "worker": "local-1", "attempts": 2, "error": "ValueError: bad lr", "has_params": False,
         "parent_zoo_model_id": None, "similarity": None, "traceback": "Traceback (most recent...)\n",
         "phase": None, "lineage": {"from": "scratch", "chain": [], "inherited_epochs": 0, "truncated": False},
+        "has_architecture": False,
     }  # fmt: skip
     ok = client.get(f"/api/v1/trials/{done}", headers=dev).json
     assert (ok["traceback"], ok["has_params"], ok["duration_s"], ok["score"]) == (None, True, None, 0.75)

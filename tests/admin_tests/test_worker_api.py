@@ -33,6 +33,19 @@ Headers = dict[str, str]
 AddUser = Callable[[UserRole], tuple[dict[str, Any], Headers]]
 
 
+def _node(name: str, *inputs: str, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "op": "call_module", "what": "Linear", "inputs": list(inputs), "changed": False,
+            "mutator": None, **fields}  # fmt: skip
+
+
+def _architecture(*nodes: dict[str, Any]) -> dict[str, Any]:
+    """A record as ``MutationRecord.to_json()`` writes it."""
+    return {"choices": {"deep_fc": "deeper"}, "graph_key": "k", "nodes": list(nodes)}
+
+
+RECORD = _architecture(_node("x", op="placeholder", what="x"), _node("fc", "x", changed=True, mutator="deep"))
+
+
 @pytest.fixture
 def trial(app: Flask, client: FlaskClient, add_user: AddUser) -> int:
     """A PENDING trial of a fresh job."""
@@ -196,6 +209,19 @@ def test_a_token_opens_its_own_trial_only_and_a_user_token_opens_none(
         ("finish", {"attempt": 1, "status": "COMPLETED"}, "score", "needs a 'score'"),
         ("finish", {"attempt": 1, "status": "COMPLETED", "score": True}, "score", "must be a number"),
         ("finish", {"attempt": 1, "status": "ERRORED", "error": 5}, "error", "must be a string"),
+        ("finish", {"attempt": 1, "status": "ERRORED", "error": "x", "architecture": RECORD}, "architecture",
+         "'architecture' comes only with COMPLETED and STOPPED (trials that finished training), not ERRORED"),
+        ("finish", {"attempt": 1, "status": "COMPLETED", "score": 0.5, "architecture": {"nodes": []}}, "architecture",
+         "'architecture' must be an object with exactly 'choices', 'graph_key' and 'nodes'"),
+        ("finish", {"attempt": 1, "status": "COMPLETED", "score": 0.5,
+                    "architecture": _architecture(_node("x"), _node("fc", "y"))}, "architecture",
+         "architecture.nodes[1].inputs[0] is 'y', which names no earlier node"),
+        ("finish", {"attempt": 1, "status": "COMPLETED", "score": 0.5,
+                    "architecture": _architecture(_node("x"), _node("x", "x"))}, "architecture",
+         "architecture.nodes[1].name is 'x' again: node names are unique"),
+        ("finish", {"attempt": 1, "status": "COMPLETED", "score": 0.5,
+                    "architecture": _architecture(_node("x", changed="yes"))}, "architecture",
+         "architecture.nodes[0].changed must be a boolean"),
         ("records", {"metrics": {}}, "metrics", "must be a list of objects"),
         ("records", {"metrics": [{"step": "1", "metrics": {}, "time": "2030-01-01T00:00:00+00:00"}]},
          "metrics[0]", "step must be an integer"),

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from conftest import add_job
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from baobab.enums import TrialState
 from baobab.store._db import ClaimRefused, Trial, TrialClaim, claim_trial, end_trial, finish_trial, session_scope
@@ -75,3 +75,24 @@ def test_a_worker_stores_only_an_outcome_of_a_run(
     with pytest.raises(ValueError, match=message):
         finish_trial(engine, claim.trial_id, claim.attempt, status, now=LATER, score=score)
     assert _trial(engine, claim.trial_id).status is TrialState.RUNNING
+
+
+def test_a_trial_that_finished_training_keeps_its_architecture_and_an_unscored_one_none(engine: Engine) -> None:
+    record = {"choices": {"deep_fc": "deeper"}, "graph_key": "k", "nodes": [{"name": "x", "inputs": []}]}
+    claim, plain = (
+        claim_trial(engine, trial_id, "w0", now=NOW)
+        for trial_id in add_job(engine, trial_states=[TrialState.PENDING] * 2).trial_ids
+    )
+    assert isinstance(claim, TrialClaim) and isinstance(plain, TrialClaim)
+    with pytest.raises(ValueError, match="only a trial that finished training has an architecture, not INVALID"):
+        finish_trial(engine, claim.trial_id, claim.attempt, TrialState.INVALID, now=LATER, architecture=record)
+    stored = finish_trial(engine, claim.trial_id, claim.attempt, TrialState.STOPPED, now=LATER, score=0.5,
+                          architecture=record)  # fmt: skip
+    assert stored is TrialState.STOPPED
+    finish_trial(engine, plain.trial_id, plain.attempt, TrialState.COMPLETED, now=LATER, score=0.7)
+    with session_scope(engine) as session:
+        kept = dict(session.execute(select(Trial.id, Trial.architecture)).tuples().all())
+        # SQL NULL, not the JSON text null: "has no architecture" is a plain IS NULL.
+        without = set(session.scalars(select(Trial.id).where(Trial.architecture.is_(None))))
+    assert kept[claim.trial_id] == record and kept[plain.trial_id] is None
+    assert without == {plain.trial_id}

@@ -9,17 +9,13 @@ with ``max_errors=1``), the strategy is told INVALID, and never proposes it agai
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import pytest
 from sqlalchemy import select
-from worker_world import TEMPLATES, Platform
+from worker_world import TEMPLATES, Platform, driving
 
-from baobab.advisor import JobDriver, Strategy, TrialRecord, TrialStatus, make_strategy
+from baobab.advisor import Strategy, TrialRecord, TrialStatus, make_strategy
 from baobab.model import Task, check_template, load_template
 from baobab.store import (
     Event,
@@ -35,7 +31,6 @@ from baobab.store import (
     sub_job_seed,
 )
 from baobab.testing import wait_until
-from baobab.worker import LocalExecutor
 
 INVALID_WIDTH = 5
 MESSAGE = f"train() raised InvalidArchitectureError: a hidden layer of {INVALID_WIDTH} units cannot be split"
@@ -73,22 +68,6 @@ def _add_job(platform: Platform, events: LocalEventChannel, trial_count: int) ->
     return job_id
 
 
-@contextmanager
-def _driving(platform: Platform, events: LocalEventChannel, **options: Any) -> Iterator[JobDriver]:
-    """One worker process (trials one after the other: each proposal sees every earlier outcome) and a driver thread."""
-    with LocalExecutor(platform.settings, events, api_url=platform.api_url, workers=1) as executor:
-        driver = JobDriver(platform.engine, executor, events, platform.settings, stop_check_s=0.05, **options)
-        stop = threading.Event()
-        thread = threading.Thread(target=driver.run, args=(stop,), daemon=True)
-        thread.start()
-        try:
-            yield driver
-        finally:
-            stop.set()
-            thread.join(10)
-    assert not thread.is_alive()
-
-
 @pytest.fixture
 def told(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Strategy, TrialRecord]]:
     """Every record a strategy observes, with the strategy (the driver keeps its strategies to itself)."""
@@ -108,7 +87,7 @@ def test_an_invalid_architecture_ends_its_trial_invalid_and_the_job_completes(
 ) -> None:
     events = LocalEventChannel()
     trial_count = 4  # the whole space: each width once, the invalid one included
-    with _driving(platform, events, max_errors=1):
+    with driving(platform, events, max_errors=1):
         job_id = _add_job(platform, events, trial_count)
         wait_until(lambda: _job(platform, job_id).status.is_finished(), timeout=120, what="the job to finish")
 

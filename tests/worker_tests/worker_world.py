@@ -8,7 +8,10 @@ at them. Templates are the files in ``templates/``.
 from __future__ import annotations
 
 import hashlib
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,11 +21,13 @@ import pandas as pd
 from sqlalchemy import Engine, select
 
 from baobab import Settings
+from baobab.advisor import JobDriver
 from baobab.model import Task, check_template, knob_config_to_json, load_template
 from baobab.store import (
     ArtifactStore,
     Dataset,
     InterimMetric,
+    LocalEventChannel,
     ModelAccess,
     ModelTemplate,
     SubJob,
@@ -32,6 +37,7 @@ from baobab.store import (
     TrialState,
     session_scope,
 )
+from baobab.worker import LocalExecutor
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -158,3 +164,20 @@ def tabular_frame(rows: int, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     a = rng.normal(size=rows)
     return pd.DataFrame({"a": a, "b": rng.normal(size=rows), "y": (a > 0).astype(int)})
+
+
+@contextmanager
+def driving(platform: Platform, events: LocalEventChannel, **options: Any) -> Iterator[JobDriver]:
+    """A real job driver in a thread, on one worker process (trials one after the other: each
+    proposal sees every earlier outcome); ``options`` go to the driver."""
+    with LocalExecutor(platform.settings, events, api_url=platform.api_url, workers=1) as executor:
+        driver = JobDriver(platform.engine, executor, events, platform.settings, stop_check_s=0.05, **options)
+        stop = threading.Event()
+        thread = threading.Thread(target=driver.run, args=(stop,), daemon=True)
+        thread.start()
+        try:
+            yield driver
+        finally:
+            stop.set()
+            thread.join(10)
+    assert not thread.is_alive()

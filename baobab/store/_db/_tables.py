@@ -215,6 +215,9 @@ class Trial(Base):
     shared_params_path: Mapped[str | None] = mapped_column(_PATH)
     # False when DOWNSCALE, QUICK_EVAL or SKIP_TRAIN was on: never a final model.
     servable: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # A SpaceModel trial that finished training: the instance's mutation record (its graph, the
+    # nodes changed from the base). Deferred: lists of trials never read it.
+    architecture: Mapped[dict[str, Any] | None] = mapped_column(deferred=True)
 
     sub_job: Mapped[SubJob] = relationship(back_populates="trials")
 

@@ -19,7 +19,8 @@ one place is what makes the two modes agree on the rules:
   and its worker drops the trial.
 - **finish**: the final state, only while the claim is current, so a worker that was
   taken over cannot overwrite the outcome of the one that took over. A worker ends its
-  trial COMPLETED or STOPPED with a score, ERRORED (the template or the run failed) or
+  trial COMPLETED or STOPPED with a score (and, for a SpaceModel, the ``architecture``
+  it trained: its mutation record), ERRORED (the template or the run failed) or
   INVALID (the template found its architecture cannot be built), each of those two with
   its ``error`` and ``traceback``; CANCELLED is the platform's verdict, never a worker's.
 
@@ -169,9 +170,7 @@ _INPUTS = (
         _val_set.c.artifact_path,
         _val_set.c.checksum,
         _jobs.c.task,
-        exists()
-        .where(_scored.c.sub_job_id == _sub_jobs.c.id, _scored.c.status.in_(TrialState.SCORED))
-        .label("scored"),
+        exists().where(_scored.c.sub_job_id == _sub_jobs.c.id, _scored.c.status.in_(TrialState.SCORED)).label("scored"),
     )
     .select_from(
         _sub_jobs.join(_templates, _sub_jobs.c.model_template_id == _templates.c.id)
@@ -202,6 +201,7 @@ _FINISH = (
         params_path=_param("b_params", "params_path"),
         error=_param("b_error", "error"),
         traceback=_param("b_traceback", "traceback"),
+        architecture=_param("b_architecture", "architecture"),
     )
 )
 _STATE = select(_trials.c.status, _trials.c.heartbeat_at, _trials.c.worker).where(_trials.c.id == bindparam("b_id"))
@@ -301,21 +301,27 @@ def finish_trial(
     error: str | None = None,
     traceback: str | None = None,
     log_line: str | None = None,
+    architecture: Mapping[str, Any] | None = None,
 ) -> TrialState | None:
     """Store the final state while the claim ``attempt`` is current (any claim when None).
+
+    ``architecture`` is a SpaceModel trial's mutation record (``MutationRecord.to_json()``).
 
     Returns the state the trial has now: ``status`` when it was stored, else what
     someone else stored (CANCELLED, or a take-over's RUNNING), None when the row is gone.
 
     Raises:
-        ValueError: ``status`` is no outcome of a run (see the module docstring), or a
-            scored one without a score.
+        ValueError: ``status`` is no outcome of a run (see the module docstring), a
+            scored one without a score, or an unscored one with an architecture (only a
+            trial that finished training has one).
     """
     if status not in TrialState.RUN_OUTCOMES:
         outcomes = ", ".join(sorted(TrialState.RUN_OUTCOMES))
         raise ValueError(f"trial {trial_id}: a worker ends its trial {outcomes}, not {status}")
     if status.is_scored() and score is None:
         raise ValueError(f"trial {trial_id}: a {status} trial needs a score")
+    if architecture is not None and not status.is_scored():
+        raise ValueError(f"trial {trial_id}: only a trial that finished training has an architecture, not {status}")
     values = {
         "b_id": trial_id,
         "b_attempt": attempt,
@@ -325,6 +331,7 @@ def finish_trial(
         "b_params": params_path,
         "b_error": error,
         "b_traceback": traceback,
+        "b_architecture": None if architecture is None else dict(architecture),
     }
     with session_scope(engine) as session:
         if session.execute(_FINISH, values).rowcount != 1:
