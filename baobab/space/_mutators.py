@@ -308,7 +308,7 @@ class InputMutator(Mutator):
         return found
 
     def check(self, node: fx.Node, graph_module: fx.GraphModule) -> None:
-        if not isinstance(self, _InputChoiceMutator) and len(node.args) <= self.arg:
+        if len(node.args) <= self.arg:
             raise SpaceError(f"{self.describe()}: node {node.name!r} has no positional argument {self.arg}")
 
     def apply(self, node: fx.Node, graph_module: fx.GraphModule, values: Mapping[str, Any]) -> list[fx.Node]:
@@ -316,15 +316,17 @@ class InputMutator(Mutator):
         chosen = list(dict.fromkeys(by_name[values[name]] for name in self._names(node)))
         merge = values.get(self.name(node, "_merge"), self.merges[0])
         if len(chosen) == 1:
-            merged = chosen[0]
-        else:
-            with graph_module.graph.inserting_before(node):
-                merged = graph_module.graph.call_function(merge_tensors, (chosen, merge))
-        return self._rewire(node, merged, graph_module)
+            return self._rewire(node, chosen[0], graph_module)
+        with graph_module.graph.inserting_before(node):
+            merged = graph_module.graph.call_function(merge_tensors, (chosen, merge))
+        return [merged, *self._rewire(node, merged, graph_module)]
 
     def _rewire(self, node: fx.Node, merged: fx.Node, graph_module: fx.GraphModule) -> list[fx.Node]:
+        """Feed ``node`` from ``merged``; the nodes that changed."""
+        if node.args[self.arg] is merged:
+            return []  # fed as in the base
         node.update_arg(self.arg, merged)
-        return [node] if merged.op != "call_function" else [node, merged]
+        return [node]
 
 
 class _SourceProbe(Mutator):
@@ -375,10 +377,13 @@ class _InputChoiceMutator(InputMutator):
             raise SpaceError(f"InputChoice {self.label!r}: node {node.name!r} must be called with a list of tensors")
         return list(inputs)
 
+    def check(self, node: fx.Node, graph_module: fx.GraphModule) -> None:
+        self.candidates(node, graph_module)  # called with a list of tensors
+
     def _rewire(self, node: fx.Node, merged: fx.Node, graph_module: fx.GraphModule) -> list[fx.Node]:
         node.replace_all_uses_with(merged)
         graph_module.graph.erase_node(node)
-        return [merged] if merged.op == "call_function" else []
+        return []
 
 
 def inline_mutators(graph_module: fx.GraphModule) -> list[Mutator]:

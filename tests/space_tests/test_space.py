@@ -116,6 +116,12 @@ def test_insert_mutator_adds_after_the_node_and_none_inserts_nothing() -> None:
     assert instance.module(X).shape == (2, 4)
 
 
+def test_an_input_mutator_at_its_default_changes_nothing() -> None:
+    space = ModelSpace(Chain, [InputMutator("src", "conv3", ["relu_1", "relu"])])
+    assert space.instantiate({}).record.changed == frozenset()
+    assert space.instantiate({"src_conv3": "relu"}).record.changed == {"conv3"}
+
+
 def test_input_mutator_rewires_and_merges() -> None:
     space = ModelSpace(Chain, [InputMutator("src", "conv3", ["relu", "relu_1"], n_chosen=2, merge=["sum", "cat"])])
     assert space.decisions()["src_conv3_merge"] == CategoricalKnob(["sum", "cat"])
