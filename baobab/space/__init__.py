@@ -19,8 +19,9 @@ from baobab.space._errors import SpaceError
 from baobab.space._inline import InputChoice, LayerChoice
 from baobab.space._model import SpaceModel
 from baobab.space._mutators import InputMutator, InsertMutator, Match, Mutator, OperatorMutator, keep
-from baobab.space._record import MutationRecord, NodeInfo, inherit, node_identity, space_key
+from baobab.space._record import MutationRecord, NodeInfo, node_identity, space_key
 from baobab.space._space import Instance, ModelSpace
+from baobab.space._supernet import inherit
 from baobab.space._values import value_choice
 
 __all__ = [

@@ -22,7 +22,7 @@ from torch import fx, nn
 if TYPE_CHECKING:
     from baobab.space._space import ModelSpace
 
-__all__ = ["MutationRecord", "NodeInfo", "inherit", "node_identity", "node_keys", "space_key"]
+__all__ = ["MutationRecord", "NodeInfo", "node_identity", "node_keys", "space_key"]
 
 
 def _digest(*parts: object) -> str:
@@ -179,21 +179,3 @@ class MutationRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {"choices": dict(self.choices), "graph_key": self.graph_key, "nodes": [n.to_json() for n in self.nodes]}
-
-
-def inherit(
-    module: nn.Module, record: MutationRecord, parent_state: Mapping[str, torch.Tensor], parent_record: MutationRecord
-) -> list[str]:
-    """Copy into ``module`` the parent's weights of every module the two records say is unchanged.
-
-    Returns the state-dict keys copied. Entries of modules that differ keep their values;
-    a shape can then never mismatch, because shapes are part of the operator key.
-    """
-    shared = record.shared_modules(parent_record)
-    state = module.state_dict()
-    copied = sorted(
-        key for key in state if key in parent_state and any(key.startswith(f"{target}.") for target in shared)
-    )
-    state.update({key: parent_state[key] for key in copied})
-    module.load_state_dict(state)
-    return copied

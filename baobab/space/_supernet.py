@@ -18,7 +18,7 @@ from torch import nn
 
 from baobab.space._record import MutationRecord
 
-__all__ = ["keyed_state", "transfer"]
+__all__ = ["inherit", "keyed_state", "transfer"]
 
 
 def _owner(name: str, targets: Mapping[str, str]) -> str | None:
@@ -51,3 +51,11 @@ def transfer(module: nn.Module, record: MutationRecord, sources: Mapping[str, to
                 state[name].copy_(sources[keyed])
                 copied.append(name)
     return sorted(copied)
+
+
+def inherit(
+    module: nn.Module, record: MutationRecord, parent_state: Mapping[str, torch.Tensor], parent_record: MutationRecord
+) -> list[str]:
+    """Copy into ``module`` the parent's weights of every module the two records say is the same
+    (same place, same operator key); the state-dict names copied. The others keep their values."""
+    return transfer(module, record, keyed_state(parent_record, parent_state))
