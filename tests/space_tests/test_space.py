@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -337,3 +340,10 @@ def test_a_shape_mismatch_is_an_invalid_architecture_naming_node_and_mutator() -
     ):
         space.check(concatenated, X)
     space.check(space.instantiate({"src_conv3_merge": "sum"}), X)  # the sum fits
+
+
+def test_the_readme_space_example_runs_as_written() -> None:
+    """The README's model-space snippet asserts what it shows; run it."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    [snippet] = [s for s in re.findall(r"^```python\n(.*?)^```", readme, flags=re.M | re.S) if "ModelSpace(Net" in s]
+    exec(compile(snippet, "README.md", "exec"), {})
