@@ -119,6 +119,30 @@ export interface Trial {
   phase?: string | null;
   /** GET /trials/<id> only: where its starting weights came from. */
   lineage?: Lineage;
+  /** GET /trials/<id> only: GET /trials/<id>/architecture has the record of the SpaceModel instance it trained. */
+  has_architecture?: boolean;
+}
+
+/** One node of a SpaceModel instance's graph (GET /trials/<id>/architecture). */
+export interface ArchitectureNode {
+  name: string;
+  /** The torch.fx opcode: placeholder, call_module, call_function, call_method, get_attr, output. */
+  op: string;
+  /** The operator in a word: a module class, a function or a method. */
+  what: string;
+  /** Names of earlier nodes it reads (the API checks that each names an earlier node). */
+  inputs: string[];
+  /** Differs from the space's base: replaced, inserted or fed differently. */
+  changed: boolean;
+  /** The mutator that changed it, if one did. */
+  mutator: string | null;
+}
+
+/** The mutation record of the instance a SpaceModel trial trained; nodes in the order the graph runs them. */
+export interface Architecture {
+  choices: Record<string, unknown>;
+  graph_key: string;
+  nodes: ArchitectureNode[];
 }
 
 /** One ancestor of a trial's weights, nearest first; one the caller may not see is only `{hidden: true}`. */

@@ -1,5 +1,5 @@
 import { useEffect, useRef } from "react";
-import { LineChart, ParallelChart, ScatterChart } from "echarts/charts";
+import { GraphChart, LineChart, ParallelChart, ScatterChart } from "echarts/charts";
 import {
   DataZoomComponent,
   GridComponent,
@@ -15,6 +15,7 @@ import { CanvasRenderer } from "echarts/renderers";
 import type { Built } from "../lib/charts";
 
 echarts.use([
+  GraphChart,
   LineChart,
   ScatterChart,
   ParallelChart,

@@ -2,12 +2,19 @@ import { render, screen } from "@testing-library/react";
 import { MemoryRouter, Route, Routes } from "react-router";
 import { describe, expect, it, vi } from "vitest";
 
-import type { Trial } from "../api/types";
+import type { Architecture, Trial } from "../api/types";
 import { mockApi, signInAs } from "../test/api";
 import { TrialPage } from "./TrialPage";
 
 // jsdom has no canvas.
-vi.mock("../components/Chart", () => ({ Chart: ({ title }: { title: string }) => <div>{title}</div> }));
+vi.mock("../components/Chart", () => ({
+  Chart: ({ title, controls }: { title: string; controls?: React.ReactNode }) => (
+    <div>
+      {title}
+      {controls}
+    </div>
+  ),
+}));
 
 function trial(overrides: Partial<Trial>): Trial {
   return {
@@ -35,12 +42,14 @@ function trial(overrides: Partial<Trial>): Trial {
   };
 }
 
-function renderTrial(shown: Trial) {
-  mockApi({
+function renderTrial(shown: Trial, architecture?: Architecture) {
+  const routes: Parameters<typeof mockApi>[0] = {
     "GET /trials/7": [200, shown],
     "GET /trials/7/metrics": [200, { metrics: [] }],
     "GET /trials/7/logs": [200, { logs: [] }],
-  });
+  };
+  if (architecture) routes["GET /trials/7/architecture"] = [200, architecture];
+  const calls = mockApi(routes);
   signInAs({ id: 1, email: "dev@example.com", role: "MODEL_DEVELOPER" });
   render(
     <MemoryRouter initialEntries={["/jobs/cifar/1/trials/7"]}>
@@ -49,6 +58,7 @@ function renderTrial(shown: Trial) {
       </Routes>
     </MemoryRouter>,
   );
+  return calls;
 }
 
 describe("TrialPage", () => {
@@ -166,5 +176,42 @@ describe("TrialPage lineage", () => {
     );
     expect(screen.queryByTestId("final-retrain")).toBeNull();
     expect(screen.getByText("… and more (only the nearest are listed)")).toBeInTheDocument();
+  });
+});
+
+describe("TrialPage architecture", () => {
+  const node = (name: string, inputs: string[], mutator: string | null = null) => ({
+    name,
+    op: "call_module",
+    what: "Linear",
+    inputs,
+    changed: mutator !== null,
+    mutator,
+  });
+  const record: Architecture = {
+    choices: { act_relu: "tanh", deep_fc2: "deeper" },
+    graph_key: "k",
+    nodes: [node("x", []), node("relu", ["x"], "act"), node("fc2", ["relu"], "deep"), node("output", ["fc2"])],
+  };
+
+  it("draws a SpaceModel trial's architecture and names the nodes changed from the base", async () => {
+    renderTrial(trial({ has_architecture: true }), record);
+    expect(await screen.findByTestId("architecture-summary")).toHaveTextContent(
+      "2 of 4 nodes changed from the base: relu (act), fc2 (deep)",
+    );
+    expect(screen.getByText("Architecture")).toBeInTheDocument();
+  });
+
+  it("says so when the instance is the base itself", async () => {
+    const base = { ...record, nodes: record.nodes.map((n) => ({ ...n, changed: false, mutator: null })) };
+    renderTrial(trial({ has_architecture: true }), base);
+    expect(await screen.findByTestId("architecture-summary")).toHaveTextContent("all 4 nodes as in the base");
+  });
+
+  it("asks for no architecture for a trial of an ordinary template", async () => {
+    const calls = renderTrial(trial({ has_architecture: false }));
+    await screen.findByTestId("warm-start");
+    expect(calls.map((call) => call.path)).not.toContain("/trials/7/architecture");
+    expect(screen.queryByText("Architecture")).toBeNull();
   });
 });

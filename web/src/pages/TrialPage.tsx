@@ -2,7 +2,7 @@ import { useMemo, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 
 import { download, get, messageOf, post } from "../api/client";
-import type { LogLine, MetricRow, Trial } from "../api/types";
+import type { Architecture, LogLine, MetricRow, Trial } from "../api/types";
 import { isTrialOpen } from "../api/types";
 import { Chart } from "../components/Chart";
 import { ErrorBox } from "../components/ErrorBox";
@@ -10,6 +10,7 @@ import { StatusBadge } from "../components/StatusBadge";
 import { trialMetricsOption } from "../lib/charts";
 import { formatDuration, formatScore, formatTime, formatValue } from "../lib/format";
 import { usePolling } from "../lib/hooks";
+import { TrialArchitecture } from "./TrialArchitecture";
 import { TrialLineage } from "./TrialLineage";
 
 const POLL_MS = 2000;
@@ -25,6 +26,7 @@ export function TrialPage() {
   const [trial, setTrial] = useState<Trial | null>(null);
   const [metrics, setMetrics] = useState<MetricRow[]>([]);
   const [logs, setLogs] = useState<LogLine[]>([]);
+  const [architecture, setArchitecture] = useState<Architecture | null>(null);
   const [error, setError] = useState<string | null>(null);
   const lastLog = useRef(0);
   const live = !trial || isTrialOpen(trial.status);
@@ -45,6 +47,10 @@ export function TrialPage() {
             setLogs((old) => [...old, ...page.logs].slice(-MAX_LOG_LINES));
           }
           if (page.logs.length < LOG_PAGE) break;
+        }
+        // Stored once, when a SpaceModel trial finishes training: read the first time it is there.
+        if (current.has_architecture && !architecture) {
+          setArchitecture(await get<Architecture>(`/trials/${trialId}/architecture`, signal));
         }
         setMetrics(answer.metrics);
         setTrial(current);
@@ -161,6 +167,8 @@ export function TrialPage() {
           {trial.traceback && <pre className="traceback">{trial.traceback}</pre>}
         </section>
       )}
+
+      {architecture && <TrialArchitecture record={architecture} />}
 
       <Chart title="Interim metrics" built={chart} testId="chart-trial-metrics" />
 
