@@ -114,7 +114,49 @@ class Mutator(ABC):
         """Rewrite the graph for ``values``; the nodes it made or changed."""
 
 
-class OperatorMutator(Mutator):
+class _CandidateMutator(Mutator):
+    """A mutator whose one decision per node picks a module among ``candidates`` (None: no module)."""
+
+    #: How a candidate stands to its node, for messages: "for" (it replaces it) or "after".
+    place = "for"
+
+    def __init__(
+        self,
+        label: str,
+        match: Match,
+        candidates: Mapping[str, Candidate | None],
+        *,
+        per_node: bool = True,
+        when: Mapping[str, Sequence[Scalar]] | None = None,
+    ) -> None:
+        super().__init__(label, match, per_node=per_node, when=when)
+        self.candidates = _check_candidates(candidates, self.describe())
+
+    def decisions(self, node: fx.Node, graph_module: fx.GraphModule) -> dict[str, tuple[Scalar, ...]]:
+        return {self.name(node): tuple(self.candidates)}
+
+    def build(self, choice: str, node: fx.Node, graph_module: fx.GraphModule) -> nn.Module | None:
+        """The candidate's module for ``node``; None when it adds no module (None, or :func:`keep`)."""
+        factory = self.candidates[choice]
+        if factory is None or factory is keep:
+            return None
+        original = module_of(node, graph_module)
+        try:
+            module = factory(original)
+        except Exception as e:
+            raise SpaceError(
+                f"{self.describe()}: candidate {choice!r} failed to build {self.place} node {node.name!r}: "
+                f"{type(e).__name__}: {e}"
+            ) from None
+        if not isinstance(module, nn.Module):
+            raise SpaceError(
+                f"{self.describe()}: candidate {choice!r} built {type(module).__name__} {self.place} node "
+                f"{node.name!r}, not a module"
+            )
+        return None if module is original else module
+
+
+class OperatorMutator(_CandidateMutator):
     """Replaces each matched operator by one of ``candidates`` (a name to a factory; :func:`keep` or
     None keeps the base's operator).
 
@@ -127,51 +169,17 @@ class OperatorMutator(Mutator):
         })
     """
 
-    def __init__(
-        self,
-        label: str,
-        match: Match,
-        candidates: Mapping[str, Candidate | None],
-        *,
-        per_node: bool = True,
-        when: Mapping[str, Sequence[Scalar]] | None = None,
-    ) -> None:
-        super().__init__(label, match, per_node=per_node, when=when)
-        self.candidates = _check_candidates(candidates, self.describe())
-
-    def decisions(self, node: fx.Node, graph_module: fx.GraphModule) -> dict[str, tuple[Scalar, ...]]:
-        return {self.name(node): tuple(self.candidates)}
-
     def check(self, node: fx.Node, graph_module: fx.GraphModule) -> None:
-        original = module_of(node, graph_module)
         for choice in self.candidates:
-            module = self._build(choice, original, node)
+            module = self.build(choice, node, graph_module)
             if module is not None and (why := fits(module, node.args, node.kwargs)) is not None:
                 raise SpaceError(
                     f"{self.describe()}: candidate {choice!r} ({type(module).__name__}) cannot replace node "
                     f"{node.name!r}, which passes {len(node.args)} positional argument(s): {why}"
                 )
 
-    def _build(self, choice: str, original: nn.Module | None, node: fx.Node) -> nn.Module | None:
-        factory = self.candidates[choice]
-        if factory is None or factory is keep:
-            return None
-        try:
-            module = factory(original)
-        except Exception as e:
-            raise SpaceError(
-                f"{self.describe()}: candidate {choice!r} failed to build for node {node.name!r}: "
-                f"{type(e).__name__}: {e}"
-            ) from None
-        if not isinstance(module, nn.Module):
-            raise SpaceError(
-                f"{self.describe()}: candidate {choice!r} built {type(module).__name__} for node {node.name!r}, "
-                "not a module"
-            )
-        return None if module is original else module
-
     def apply(self, node: fx.Node, graph_module: fx.GraphModule, values: Mapping[str, Any]) -> list[fx.Node]:
-        module = self._build(values[self.name(node)], module_of(node, graph_module), node)
+        module = self.build(values[self.name(node)], node, graph_module)
         if module is None:
             return []
         if node.op == "call_module":
@@ -184,46 +192,15 @@ class OperatorMutator(Mutator):
         return [node]
 
 
-class InsertMutator(Mutator):
+class InsertMutator(_CandidateMutator):
     """Inserts one of ``candidates`` after each matched node (None: insert nothing); everything the
     node fed is then fed by the insertion. A candidate module may be a whole sub-graph."""
 
-    def __init__(
-        self,
-        label: str,
-        match: Match,
-        candidates: Mapping[str, Candidate | None],
-        *,
-        per_node: bool = True,
-        when: Mapping[str, Sequence[Scalar]] | None = None,
-    ) -> None:
-        super().__init__(label, match, per_node=per_node, when=when)
-        self.candidates = _check_candidates(candidates, self.describe())
-
-    def decisions(self, node: fx.Node, graph_module: fx.GraphModule) -> dict[str, tuple[Scalar, ...]]:
-        return {self.name(node): tuple(self.candidates)}
-
-    def _build(self, choice: str, node: fx.Node, graph_module: fx.GraphModule) -> nn.Module | None:
-        factory = self.candidates[choice]
-        if factory is None:
-            return None
-        try:
-            module = factory(module_of(node, graph_module))
-        except Exception as e:
-            raise SpaceError(
-                f"{self.describe()}: candidate {choice!r} failed to build after node {node.name!r}: "
-                f"{type(e).__name__}: {e}"
-            ) from None
-        if not isinstance(module, nn.Module):
-            raise SpaceError(
-                f"{self.describe()}: candidate {choice!r} built {type(module).__name__} after node {node.name!r}, "
-                "not a module"
-            )
-        return module
+    place = "after"
 
     def check(self, node: fx.Node, graph_module: fx.GraphModule) -> None:
         for choice in self.candidates:
-            module = self._build(choice, node, graph_module)
+            module = self.build(choice, node, graph_module)
             if module is not None and (why := fits(module, (node,), {})) is not None:
                 raise SpaceError(
                     f"{self.describe()}: candidate {choice!r} ({type(module).__name__}) cannot take the output of "
@@ -231,7 +208,7 @@ class InsertMutator(Mutator):
                 )
 
     def apply(self, node: fx.Node, graph_module: fx.GraphModule, values: Mapping[str, Any]) -> list[fx.Node]:
-        module = self._build(values[self.name(node)], node, graph_module)
+        module = self.build(values[self.name(node)], node, graph_module)
         if module is None:
             return []
         target = _free_target(graph_module, f"{node.name}_{self.label}")
