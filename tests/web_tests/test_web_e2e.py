@@ -5,7 +5,9 @@ see the template check's error for a wrong class), create a job with the form (a
 the API's error for a bad budget beside its field), watch the job page until the job
 completes and check that its four charts drew, open a trial, serve the best two trials,
 predict in the playground, add an APP_DEVELOPER, and check that they cannot reach the
-users page. A screenshot of every page goes to ``test-artifacts/web/``.
+users page. A second, shorter one trains a SpaceModel template and opens a trial's page,
+which draws the architecture it trained. A screenshot of every page goes to
+``test-artifacts/web/``.
 
 SQLite only: the platform's own end-to-end test covers both databases, and what this
 test adds is the browser.
@@ -17,11 +19,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from playwright.sync_api import Page, expect
 
-from baobab.store import build_tabular
+from baobab.sdk import Client
+from baobab.store import build_tabular, write_tabular
 from baobab.testing import LocalPlatform
 
 ADMIN_EMAIL = "root@example.com"
@@ -29,6 +33,7 @@ ADMIN_PASSWORD = "root-password"
 DEVELOPER_EMAIL = "app-dev@example.com"
 DEVELOPER_PASSWORD = "app-dev-password"
 TEMPLATE = Path(__file__).parent / "templates" / "sgd_tabular.py"
+SPACE_TEMPLATE = Path(__file__).parents[1] / "worker_tests" / "templates" / "tiny_space.py"
 TRIALS = 6
 JOB_TIMEOUT_MS = 120_000
 
@@ -237,3 +242,38 @@ def test_create_watch_and_serve_a_job_in_the_browser(
     expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
     expect(page.get_by_role("table", name="users")).to_have_count(0)
     page.screenshot(path=artifacts / "12-app-developer-no-users.png", full_page=True)
+
+
+def test_a_space_trials_page_draws_the_architecture_it_trained(
+    platform: LocalPlatform, page: Page, artifacts: Path, tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(60, 2))
+    frame = pd.DataFrame({"a": features[:, 0], "b": features[:, 1], "target": (features[:, 0] > 0).astype(int)})
+    data = write_tabular(tmp_path / "blobs.csv", frame)
+    client = Client(platform.url)
+    client.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+    dataset = client.create_dataset("blobs", data, format="TABULAR", target="target")
+    model = client.create_model(SPACE_TEMPLATE, task="TABULAR_CLASSIFICATION", class_name="TinySpace")
+    budget = {"MODEL_TRIAL_COUNT": 3, "TIME_HOURS": 0.5, "GPU_COUNT": 0}
+    client.create_train_job("space", "TABULAR_CLASSIFICATION", train_dataset_id=dataset["id"],
+                            val_dataset_id=dataset["id"], model_ids=[model["id"]], budget=budget,
+                            train_args={"target": "target"}, seed=7)  # fmt: skip
+    assert client.wait_for_train_job("space", timeout=JOB_TIMEOUT_MS / 1000, progress=False)["status"] == "COMPLETED"
+    records = {trial["id"]: client.get_trial_architecture(trial["id"]) for trial in client.iter_trials("space")}
+    trial_id, record = max(records.items(), key=lambda item: sum(node["changed"] for node in item[1]["nodes"]))
+    changed = [node["name"] for node in record["nodes"] if node["changed"]]
+    assert changed, "the job's seed proposed only the base: pick one that explores"
+
+    sign_in(page, platform.url, ADMIN_EMAIL, ADMIN_PASSWORD)
+    page.goto(f"{platform.url}/jobs/space/1/trials/{trial_id}")
+    expect(page.get_by_test_id("trial-page")).to_be_visible()
+    summary = page.get_by_test_id("architecture-summary")
+    expect(summary).to_contain_text(f"{len(changed)} of {len(record['nodes'])} nodes changed from the base")
+    for name in changed:
+        expect(summary).to_contain_text(name)
+    chart = "chart-architecture"
+    expect(page.get_by_test_id(chart)).to_have_attribute("data-shown", str(len(record["nodes"])))
+    page.wait_for_function("(id) => document.querySelector(`[data-testid='${id}'] canvas`)?.width > 0", arg=chart)
+    assert canvas_has_ink(page, chart), "the architecture drew nothing"
+    page.screenshot(path=artifacts / "13-trial-architecture.png", full_page=True)

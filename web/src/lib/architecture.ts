@@ -1,7 +1,8 @@
 // The ECharts option that draws a SpaceModel trial's architecture: its graph laid out in layers
 // from the inputs down (a topological layering, computed here so it can be tested without a
 // canvas), each node labelled with its name and operator, the nodes changed from the base in a
-// colour of their own.
+// colour of their own. The graph sits on hidden cartesian axes (a layer per unit down, a slot per
+// unit across): ECharts' own "view" placement stretches a one-column graph out of shape.
 
 import type { Architecture, ArchitectureNode } from "../api/types";
 import type { Built, ChartOption } from "./charts";
@@ -9,13 +10,11 @@ import type { Built, ChartOption } from "./charts";
 export const CHANGED = "changed from the base";
 export const UNCHANGED = "as in the base";
 const COLORS = { changed: "#d9822b", unchanged: "#8fa89a", edge: "#9aa5b1" };
-/** Distance between layers and between the nodes of one layer, in the graph's own units. */
-const ROW = 60;
-const COLUMN = 160;
-/** Pixels per layer of the drawn chart, and its bounds: a deep network scrolls with the page, zooms and pans. */
+/** Pixels per layer of the drawn chart, and its bounds: a deep network scrolls with the page. */
 const ROW_PX = 52;
 const MIN_HEIGHT_PX = 220;
-const MAX_HEIGHT_PX = 1600;
+const MAX_HEIGHT_PX = 4000;
+const GRID = { top: 48, bottom: 24, left: 40, right: 40 };
 const ANIMATE_UP_TO = 300;
 
 /**
@@ -38,7 +37,7 @@ export interface Placed {
   y: number;
 }
 
-/** Nodes placed top to bottom by layer, each layer's nodes side by side in graph order and centred. */
+/** Nodes placed top to bottom by layer (y), each layer's nodes side by side in graph order and centred (x). */
 export function placeNodes(nodes: ArchitectureNode[]): Placed[] {
   const layers = layerOf(nodes);
   const rows = new Map<number, ArchitectureNode[]>();
@@ -49,7 +48,7 @@ export function placeNodes(nodes: ArchitectureNode[]): Placed[] {
   }
   const placed: Placed[] = [];
   for (const [layer, row] of rows) {
-    row.forEach((node, slot) => placed.push({ node, layer, x: (slot - (row.length - 1) / 2) * COLUMN, y: layer * ROW }));
+    row.forEach((node, slot) => placed.push({ node, layer, x: slot - (row.length - 1) / 2, y: layer }));
   }
   return placed;
 }
@@ -58,7 +57,7 @@ export function placeNodes(nodes: ArchitectureNode[]): Placed[] {
 export function architectureHeight(record: Architecture): number {
   const layers = layerOf(record.nodes);
   const depth = record.nodes.length ? Math.max(...layers.values()) + 1 : 0;
-  return Math.min(MAX_HEIGHT_PX, Math.max(MIN_HEIGHT_PX, depth * ROW_PX + 80));
+  return Math.min(MAX_HEIGHT_PX, Math.max(MIN_HEIGHT_PX, depth * ROW_PX + GRID.top + GRID.bottom));
 }
 
 /** Node names and operators come from the user's template; the tooltip renders HTML. */
@@ -77,8 +76,8 @@ function tooltip(node: ArchitectureNode): string {
 
 interface NodeDatum {
   name: string;
-  x: number;
-  y: number;
+  /** Slot across, layer down. */
+  value: [number, number];
   /** 1: changed from the base (the series' categories, which the legend names). */
   category: 0 | 1;
   symbolSize: number;
@@ -92,8 +91,7 @@ export function architectureOption(record: Architecture): Built {
   const layers = new Map(placed.map((p) => [p.node.name, p.layer]));
   const data: NodeDatum[] = placed.map(({ node, x, y }) => ({
     name: node.name,
-    x,
-    y,
+    value: [x, y],
     category: node.changed ? 1 : 0,
     node,
     symbolSize: node.changed ? 16 : 11,
@@ -107,9 +105,15 @@ export function architectureOption(record: Architecture): Built {
       lineStyle: { curveness: layers.get(node.name)! - layers.get(input)! > 1 ? 0.3 : 0 },
     })),
   );
+  const depth = placed.reduce((deepest, p) => Math.max(deepest, p.layer), 0);
+  // Room for the widest layer, and for the labels right of its last node.
+  const across = placed.reduce((widest, p) => Math.max(widest, Math.abs(p.x)), 0) + 1;
   return {
     option: {
       animation: data.length <= ANIMATE_UP_TO,
+      grid: GRID,
+      xAxis: { type: "value", show: false, min: -across, max: across },
+      yAxis: { type: "value", show: false, inverse: true, min: -0.5, max: depth + 0.5 },
       color: [COLORS.unchanged, COLORS.changed],
       legend: { top: 4, data: [CHANGED, UNCHANGED], selectedMode: false },
       tooltip: {
@@ -122,12 +126,7 @@ export function architectureOption(record: Architecture): Built {
       series: [
         {
           type: "graph",
-          layout: "none",
-          roam: true,
-          top: 40,
-          bottom: 24,
-          left: 40,
-          right: 200,
+          coordinateSystem: "cartesian2d",
           categories: [
             { name: UNCHANGED, itemStyle: { color: COLORS.unchanged } },
             { name: CHANGED, itemStyle: { color: COLORS.changed } },
@@ -137,6 +136,7 @@ export function architectureOption(record: Architecture): Built {
             position: "right",
             formatter: (p: { data: NodeDatum }) => `${p.data.name} · ${p.data.node.what}`,
           },
+          labelLayout: { hideOverlap: true },
           edgeSymbol: ["none", "arrow"],
           edgeSymbolSize: 7,
           lineStyle: { color: COLORS.edge, width: 1.2, opacity: 0.9 },
