@@ -8,7 +8,10 @@ Defining a space builds and traces the base on the meta device (no memory, no co
 binds every mutator and checks every candidate against its node, so a space that is
 wrong fails at definition, at upload for a template, with the mutator and node named.
 Decisions that exist only on some branch (a block that exists when ``depth >= 3``) are
-found by building the base once per candidate of each decision met so far.
+found by building the base once per other candidate of each decision that may reveal one:
+a value choice, a decision a condition names, or one whose mutator a later explicit mutator
+follows (it may match what the candidate builds). Input decisions only rewire, and inline
+layer choices are followed by no mutator that could match inside them, so neither is varied.
 """
 
 from __future__ import annotations
@@ -116,6 +119,9 @@ class ModelSpace:
         self._decisions: dict[str, tuple[Scalar, ...]] = {}
         self._owners: dict[str, str] = {}
         self._matched: set[int] = set()
+        #: Decisions whose other values may reveal decisions not met yet: value choices, the decisions of a
+        #: mutator that a later explicit mutator follows, and those a condition names.
+        self._revealing: set[str] = {name for m in self.mutators for name in m.when}
         self._discover(max_builds)
 
     # -- the space as knobs ----------------------------------------------------------
@@ -197,6 +203,7 @@ class ModelSpace:
         for label, values in build.met.items():
             if discover:
                 self._register(label, values, f"value_choice {label!r}")
+                self._revealing.add(label)  # the base is ordinary Python: any value may take another branch
             elif self._decisions.get(label) != values:
                 raise SpaceError(f"value_choice {label!r} was not met when the space was defined; raise max_builds")
         used = {label: choices.get(label, values[0]) for label, values in build.met.items()}
@@ -209,7 +216,11 @@ class ModelSpace:
         base = node_keys(graph_module)
         touched: dict[str, str] = {}
         with _on(device):
-            for mutator in (*inline_mutators(graph_module), *self.mutators):
+            inline = inline_mutators(graph_module)
+            for position, mutator in enumerate((*inline, *self.mutators)):
+                # A decision can reveal others only if a later explicit mutator may match what it builds.
+                reveals = not isinstance(mutator, InputMutator) and position < len(inline) + len(self.mutators) - 1
+                reveals = reveals and bool(self.mutators)
                 for node in [n for n in graph_module.graph.nodes if mutator.matches(n, graph_module)]:
                     self._matched.add(id(mutator))
                     decisions = mutator.decisions(node, graph_module)
@@ -217,6 +228,8 @@ class ModelSpace:
                         if discover:
                             if self._register(name, values, mutator.describe()):
                                 mutator.check(node, graph_module)
+                                if reveals:
+                                    self._revealing.add(name)
                         elif self._decisions.get(name) != values:
                             raise SpaceError(
                                 f"{mutator.describe()} meets node {node.name!r}, which no build met when the space was "
@@ -260,7 +273,7 @@ class ModelSpace:
         return False
 
     def _discover(self, max_builds: int) -> None:
-        """Build the base with each candidate of each decision met, until no new decision appears."""
+        """Build the base with each other candidate of each revealing decision met, until none is new."""
         queue: list[dict[str, Any]] = [{}]
         varied: set[str] = set()
         builds = 0
@@ -269,7 +282,7 @@ class ModelSpace:
             builds += 1
             _, record = self._build(assignment, self.args, device="meta", discover=True)
             for name in record.choices:
-                if name not in varied and not _rewires_only(self._owners[name]):
+                if name not in varied and name in self._revealing:
                     varied.add(name)
                     queue.extend({**assignment, name: value} for value in self._decisions[name][1:])
         unmatched = [m for m in self.mutators if id(m) not in self._matched]
@@ -282,11 +295,6 @@ class ModelSpace:
 def _on(device: str | torch.device | None) -> contextlib.AbstractContextManager[Any]:
     """Modules built inside are built on ``device`` (None: where torch builds by default)."""
     return torch.device(device) if device is not None else contextlib.nullcontext()
-
-
-def _rewires_only(owner: str) -> bool:
-    """Input decisions only rewire existing nodes, so varying them cannot reveal new decisions."""
-    return owner.startswith(InputMutator.__name__)
 
 
 class _CheckingInterpreter(fx.Interpreter):

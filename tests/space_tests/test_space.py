@@ -184,6 +184,20 @@ def test_dependent_decisions_exist_only_when_their_branch_runs() -> None:
     assert not deep.record.same_graph(shallow.record)
 
 
+def test_a_decision_met_only_after_an_earlier_candidate_is_found() -> None:
+    """The tanh exists only when the first mutator picks it; the second mutator's decision for it is found anyway."""
+    space = ModelSpace(
+        Chain,
+        [
+            OperatorMutator("act", "relu", {"relu": None, "tanh": lambda _: nn.Tanh()}),
+            InsertMutator("scale", nn.Tanh, {"none": None, "half": lambda _: nn.Dropout(0.5)}),
+        ],
+    )
+    assert "scale_relu" in space.decisions()
+    assert "scale_relu" not in space.instantiate({}).record.choices
+    assert space.instantiate({"act_relu": "tanh", "scale_relu": "half"}).record.choices["scale_relu"] == "half"
+
+
 def test_a_mutator_applies_only_when_its_condition_holds() -> None:
     space = chain_space(
         InsertMutator("bn", "conv1", {"none": None, "bn": lambda _: nn.BatchNorm2d(8)}, when={"k_conv1": ["k5"]})
