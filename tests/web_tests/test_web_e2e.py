@@ -6,8 +6,9 @@ the API's error for a bad budget beside its field), watch the job page until the
 completes and check that its four charts drew, open a trial, serve the best two trials,
 predict in the playground, add an APP_DEVELOPER, and check that they cannot reach the
 users page. A second, shorter one trains a SpaceModel template and opens a trial's page,
-which draws the architecture it trained. A screenshot of every page goes to
-``test-artifacts/web/``.
+which draws the architecture it trained. A third creates a job whose policies and early
+stopping are set with the form's controls, and finds them in the job's train args. A
+screenshot of every page goes to ``test-artifacts/web/``.
 
 SQLite only: the platform's own end-to-end test covers both databases, and what this
 test adds is the browser.
@@ -15,6 +16,7 @@ test adds is the browser.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ import pandas as pd
 import pytest
 from playwright.sync_api import Page, expect
 
+from baobab.advisor import STOPPING_RULES
 from baobab.sdk import Client
 from baobab.store import build_tabular, write_tabular
 from baobab.testing import LocalPlatform
@@ -277,3 +280,43 @@ def test_a_space_trials_page_draws_the_architecture_it_trained(
     page.wait_for_function("(id) => document.querySelector(`[data-testid='${id}'] canvas`)?.width > 0", arg=chart)
     assert canvas_has_ink(page, chart), "the architecture drew nothing"
     page.screenshot(path=artifacts / "13-trial-architecture.png", full_page=True)
+
+
+def test_the_new_job_forms_controls_set_policies_and_early_stopping(
+    platform: LocalPlatform, page: Page, artifacts: Path, tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(60, 2))
+    frame = pd.DataFrame({"a": features[:, 0], "b": features[:, 1], "target": (features[:, 0] > 0).astype(int)})
+    client = Client(platform.url)
+    client.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+    client.create_dataset("blobs", write_tabular(tmp_path / "blobs.csv", frame), format="TABULAR", target="target")
+    client.create_model(TEMPLATE, task="TABULAR_CLASSIFICATION", class_name="SgdTabular")
+
+    sign_in(page, platform.url, ADMIN_EMAIL, ADMIN_PASSWORD)
+    page.get_by_role("link", name="New train job").click()
+    form = page.get_by_role("form", name="create a train job")
+    form.get_by_label("App").fill("opts")
+    form.get_by_label("Task").select_option("TABULAR_CLASSIFICATION")
+    form.get_by_label("Train dataset").select_option(label="blobs (#1)")
+    form.get_by_label("Validation dataset").select_option(label="blobs (#1)")
+    form.get_by_label("sgd_tabular").check()
+    form.get_by_label("MODEL_TRIAL_COUNT").fill("3")
+    form.get_by_label("TIME_HOURS").fill("0.5")
+    form.get_by_label("Train args").fill('{"target": "target"}')
+    form.get_by_role("checkbox", name="EARLY_STOP").check()
+    expect(form.get_by_label("Rule").locator("option")).to_have_text(list(STOPPING_RULES))
+    form.get_by_label("Rule").select_option("asha")
+    form.get_by_label("eta").fill("2")
+    page.screenshot(path=artifacts / "14-new-job-options.png", full_page=True)
+    form.get_by_role("button", name="Create train job").click()
+
+    expect(page).to_have_url(f"{platform.url}/jobs/opts/1")
+    shown = page.get_by_text("train args")
+    expect(shown).to_contain_text("EARLY_STOP")
+    assert json.loads(shown.inner_text().split("train args ", 1)[1]) == {
+        "target": "target",
+        "policies": {"EARLY_STOP": True},
+        "early_stopping": {"rule": "asha", "eta": 2},
+    }
+    expect(page.get_by_test_id("job-page")).to_have_attribute("data-status", "COMPLETED", timeout=JOB_TIMEOUT_MS)

@@ -28,13 +28,31 @@ export function fieldFor(apiField: string | null, fields: readonly string[]): st
   }
 }
 
-/** `error` as form errors: beside its field when the API named one the form shows, else for the whole form. */
+/** A check the form makes before asking the API, naming the field as the API would (`train_args.fusion`). */
+export class FieldError extends Error {
+  readonly field: string;
+
+  constructor(field: string, message: string) {
+    super(message);
+    this.name = "FieldError";
+    this.field = field;
+  }
+}
+
+/** `error` as form errors: beside its field when the API (or the form's own check) named one the form shows, else for the whole form. */
 export function formErrors(error: unknown, fields: readonly string[]): FieldErrors {
-  if (error instanceof ApiError) {
+  if (error instanceof ApiError || error instanceof FieldError) {
     const field = fieldFor(error.field, fields);
     return { [field ?? FORM]: error.message };
   }
   return { [FORM]: messageOf(error) };
+}
+
+/** A typed number as the API should see it: left out when blank, a number when it is one, else the text (for the API to name). */
+export function typedNumber(text: string): number | string | undefined {
+  if (!text.trim()) return undefined;
+  const value = Number(text);
+  return Number.isFinite(value) ? value : text;
 }
 
 /** `{"name": "version"}` from lines such as `scikit-learn==1.5.2`; throws naming the bad line. */

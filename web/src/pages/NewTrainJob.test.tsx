@@ -1,9 +1,9 @@
-import { render, screen, within } from "@testing-library/react";
+import { render, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { MemoryRouter, Route, Routes } from "react-router";
 import { describe, expect, it } from "vitest";
 
-import { apiError, mockApi } from "../test/api";
+import { type Call, apiError, mockApi } from "../test/api";
 import { NewTrainJob } from "./NewTrainJob";
 
 const OPENAPI = {
@@ -39,6 +39,7 @@ const ROUTES = {
     {
       models: [
         { id: 5, name: "forest", class_name: "Forest", task: "TABULAR_CLASSIFICATION", knob_config: {} },
+        { id: 7, name: "mlp", class_name: "Mlp", task: "TABULAR_CLASSIFICATION", knob_config: { short: { type: "PolicyKnob", policy: "EARLY_STOP" } } },
         { id: 6, name: "cnn", class_name: "Cnn", task: "IMAGE_CLASSIFICATION", knob_config: {} },
       ],
     },
@@ -63,6 +64,20 @@ async function fillValidForm(user: ReturnType<typeof userEvent.setup>) {
   await user.selectOptions(screen.getByLabelText("Validation dataset"), "2");
   await user.click(screen.getByRole("checkbox", { name: /forest/ }));
 }
+
+/** The train_args of the create request the form sent. */
+function sentTrainArgs(calls: Call[]): unknown {
+  return (calls.find((c) => c.method === "POST")!.body as { train_args: unknown }).train_args;
+}
+
+async function typeTrainArgs(user: ReturnType<typeof userEvent.setup>, json: string) {
+  const args = screen.getByLabelText("Train args");
+  await user.clear(args);
+  await user.click(args);
+  await user.paste(json);
+}
+
+const created: [number, unknown] = [201, { app: "fraud", app_version: 1 }];
 
 describe("NewTrainJob", () => {
   it("offers only the datasets, templates and advisors that fit, from the API", async () => {
@@ -146,5 +161,144 @@ describe("NewTrainJob", () => {
     await fillValidForm(user);
     await user.click(screen.getByRole("button", { name: "Create train job" }));
     expect(await screen.findByText("job page")).toBeInTheDocument();
+  });
+
+  it("adds no job option key while the controls are at their defaults", async () => {
+    const calls = mockApi({ ...ROUTES, "POST /train_jobs": created });
+    renderForm();
+    const user = userEvent.setup();
+    await fillValidForm(user);
+    expect(screen.getByRole("checkbox", { name: "Warm start" })).toBeChecked();
+    expect(screen.getByLabelText("Fusion")).toHaveValue("auto");
+    expect(screen.getByLabelText("Rule")).toHaveValue("none");
+    await typeTrainArgs(user, '{"target": "label"}');
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    expect(await screen.findByText("job page")).toBeInTheDocument();
+    expect(sentTrainArgs(calls)).toEqual({ target: "label" });
+  });
+
+  it("writes the policies and early stopping the controls set, beside the typed train args", async () => {
+    const calls = mockApi({ ...ROUTES, "POST /train_jobs": created });
+    renderForm();
+    const user = userEvent.setup();
+    await fillValidForm(user);
+    await typeTrainArgs(user, '{"target": "label"}');
+    await user.click(screen.getByRole("checkbox", { name: /^EARLY_STOP/ }));
+    await user.click(screen.getByRole("checkbox", { name: /^SHARE_PARAMS/ }));
+    await user.selectOptions(screen.getByLabelText("Share from"), "best");
+    await user.type(screen.getByLabelText("final_trials"), "2");
+    await user.type(screen.getByLabelText("final_fraction"), "0.5");
+    await user.selectOptions(screen.getByLabelText("Rule"), "asha");
+    await user.type(screen.getByLabelText("eta"), "4");
+    await user.type(screen.getByLabelText("max_resource"), "27");
+    await user.type(screen.getByLabelText("Metric"), "error");
+    await user.selectOptions(screen.getByLabelText("Mode"), "min");
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    expect(await screen.findByText("job page")).toBeInTheDocument();
+    expect(sentTrainArgs(calls)).toEqual({
+      target: "label",
+      policies: { EARLY_STOP: true, SHARE_PARAMS: "best", final_trials: 2, final_fraction: 0.5 },
+      early_stopping: { rule: "asha", eta: 4, max_resource: 27, metric: "error", mode: "min" },
+    });
+  });
+
+  it("writes a final phase's options only while a policy that has one is on, and only the chosen rule's options", async () => {
+    const calls = mockApi({ ...ROUTES, "POST /train_jobs": created });
+    renderForm();
+    const user = userEvent.setup();
+    await fillValidForm(user);
+    await user.click(screen.getByRole("checkbox", { name: /^DOWNSCALE/ }));
+    await user.type(screen.getByLabelText("final_trials"), "3");
+    await user.click(screen.getByRole("checkbox", { name: /^DOWNSCALE/ }));
+    expect(screen.queryByLabelText("final_trials")).not.toBeInTheDocument();
+    await user.click(screen.getByRole("checkbox", { name: /^SHARE_PARAMS/ }));
+    await user.selectOptions(screen.getByLabelText("Rule"), "asha");
+    await user.type(screen.getByLabelText("eta"), "4");
+    await user.selectOptions(screen.getByLabelText("Rule"), "median");
+    await user.type(screen.getByLabelText("min_trials"), "5");
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    expect(await screen.findByText("job page")).toBeInTheDocument();
+    expect(sentTrainArgs(calls)).toEqual({ policies: { SHARE_PARAMS: "recent" }, early_stopping: { rule: "median", min_trials: 5 } });
+  });
+
+  it("writes warm start off and fusion off or a largest group", async () => {
+    const calls = mockApi({ ...ROUTES, "POST /train_jobs": apiError(400, "not now") });
+    renderForm();
+    const user = userEvent.setup();
+    await fillValidForm(user);
+    await user.click(screen.getByRole("checkbox", { name: "Warm start" }));
+    await user.selectOptions(screen.getByLabelText("Fusion"), "off");
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    expect(await screen.findByText("not now")).toBeInTheDocument();
+    expect(sentTrainArgs(calls)).toEqual({ warm_start: false, fusion: "off" });
+
+    calls.length = 0;
+    await user.click(screen.getByRole("checkbox", { name: "Warm start" }));
+    await user.selectOptions(screen.getByLabelText("Fusion"), "max_group");
+    await user.type(screen.getByLabelText("K"), "4");
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    await screen.findByText("not now");
+    expect(sentTrainArgs(calls)).toEqual({ fusion: { max_group: 4 } });
+  });
+
+  it("refuses a largest fusion group below 1 beside it, before asking the API", async () => {
+    const calls = mockApi(ROUTES);
+    renderForm();
+    const user = userEvent.setup();
+    await fillValidForm(user);
+    await user.selectOptions(screen.getByLabelText("Fusion"), "max_group");
+    await user.type(screen.getByLabelText("K"), "0");
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    expect(screen.getByLabelText("K")).toHaveAccessibleDescription(/max_group must be a whole number >= 1.*got 0/);
+    expect(calls.some((c) => c.method === "POST")).toBe(false);
+  });
+
+  it("refuses a job option typed in the train args, naming the control that sets it", async () => {
+    const calls = mockApi(ROUTES);
+    renderForm();
+    const user = userEvent.setup();
+    await fillValidForm(user);
+    await typeTrainArgs(user, '{"target": "label", "policies": {"EARLY_STOP": true}, "warm_start": false}');
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    expect(screen.getByLabelText("Train args")).toHaveAccessibleDescription(/"policies", "warm_start".*\(Policies, Warm start\)/);
+    expect(calls.some((c) => c.method === "POST")).toBe(false);
+  });
+
+  it("shows the API's errors on job options beside their controls", async () => {
+    let answer = apiError(400, "train_args.policies.EARLY_STOP: must be true or false, got 1", "train_args.policies.EARLY_STOP");
+    mockApi({ ...ROUTES, "POST /train_jobs": () => answer });
+    renderForm();
+    const user = userEvent.setup();
+    await fillValidForm(user);
+    await user.click(screen.getByRole("checkbox", { name: /^EARLY_STOP/ }));
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    const policies = screen.getByRole("group", { name: "Policies" });
+    expect(await within(policies).findByRole("alert")).toHaveTextContent("must be true or false");
+    expect(screen.getByLabelText("Train args")).toHaveAttribute("aria-invalid", "false");
+
+    answer = apiError(400, "train_args.policies.final_trials: must be a whole number >= 1, got 0", "train_args.policies.final_trials");
+    await user.type(screen.getByLabelText("final_trials"), "0");
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    await waitFor(() => expect(screen.getByLabelText("final_trials")).toHaveAccessibleDescription(/whole number >= 1, got 0/));
+
+    answer = apiError(400, "train_args.early_stopping: asha option eta=1 must be a whole number >= 2", "train_args.early_stopping");
+    await user.selectOptions(screen.getByLabelText("Rule"), "asha");
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    const stopping = screen.getByRole("group", { name: "Early stopping" });
+    expect(await within(stopping).findByRole("alert")).toHaveTextContent("eta=1");
+    expect(within(policies).queryByRole("alert")).not.toBeInTheDocument();
+  });
+
+  it("says which chosen templates a policy is off for", async () => {
+    mockApi(ROUTES);
+    renderForm();
+    const user = userEvent.setup();
+    await fillValidForm(user);
+    await user.click(screen.getByRole("checkbox", { name: /mlp/ }));
+    await user.click(screen.getByRole("checkbox", { name: /^EARLY_STOP/ }));
+    await user.click(screen.getByRole("checkbox", { name: /^DOWNSCALE/ }));
+    const policies = screen.getByRole("group", { name: "Policies" });
+    expect(within(policies).getByText("off for forest: its template does not declare EARLY_STOP")).toBeInTheDocument();
+    expect(within(policies).getByText("off for forest, mlp: their templates do not declare DOWNSCALE")).toBeInTheDocument();
   });
 });

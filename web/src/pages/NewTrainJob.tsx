@@ -1,13 +1,15 @@
 import { useMemo, useState } from "react";
 import { Link, useNavigate } from "react-router";
 
-import { get, messageOf, post } from "../api/client";
+import { get, post } from "../api/client";
 import type { Dataset, Model, TrainJob } from "../api/types";
 import { ErrorBox } from "../components/ErrorBox";
 import { Field } from "../components/Field";
-import { FORM, type FieldErrors, formErrors, parseJsonObject } from "../lib/forms";
+import { FORM, type FieldErrors, formErrors, typedNumber } from "../lib/forms";
 import { useApiEnums } from "../lib/enums";
 import { useLoad } from "../lib/hooks";
+import { DEFAULT_JOB_OPTIONS, trainArgsFrom } from "../lib/jobOptions";
+import { JobOptionsFields, OPTION_FIELDS } from "./JobOptionsFields";
 
 /** The form fields, named as the API names the fields of a create request. */
 export const JOB_FIELDS = [
@@ -22,6 +24,7 @@ export const JOB_FIELDS = [
   "budget.MODEL_TRIAL_COUNT",
   "strategy",
   "train_args",
+  ...OPTION_FIELDS,
 ] as const;
 
 const BUDGET_KEYS = ["GPU_COUNT", "TIME_HOURS", "MODEL_TRIAL_COUNT"] as const;
@@ -35,13 +38,6 @@ const BUDGET_HINTS: Record<BudgetKey, string> = {
 
 function datasetFormat(task: string): Dataset["format"] {
   return task === "IMAGE_CLASSIFICATION" ? "IMAGE_FILES" : "TABULAR";
-}
-
-/** A typed number as the API should see it: left out when blank, a number when it is one, else the text. */
-function budgetValue(text: string): number | string | undefined {
-  if (!text.trim()) return undefined;
-  const value = Number(text);
-  return Number.isFinite(value) ? value : text;
 }
 
 export function NewTrainJob() {
@@ -58,6 +54,7 @@ export function NewTrainJob() {
   const [budget, setBudget] = useState<Record<BudgetKey, string>>({ GPU_COUNT: "0", TIME_HOURS: "", MODEL_TRIAL_COUNT: "10" });
   const [strategy, setStrategy] = useState("auto");
   const [trainArgs, setTrainArgs] = useState("{}");
+  const [options, setOptions] = useState(DEFAULT_JOB_OPTIONS);
   const [errors, setErrors] = useState<FieldErrors>({});
   const [busy, setBusy] = useState(false);
 
@@ -67,6 +64,7 @@ export function NewTrainJob() {
     [datasets.data, chosenTask],
   );
   const fittingModels = useMemo(() => (models.data?.models ?? []).filter((m) => m.task === chosenTask), [models.data, chosenTask]);
+  const chosenModels = fittingModels.filter((m) => modelIds.includes(m.id));
 
   const toggleModel = (id: number) =>
     setModelIds((ids) => (ids.includes(id) ? ids.filter((other) => other !== id) : [...ids, id]));
@@ -75,14 +73,14 @@ export function NewTrainJob() {
     event.preventDefault();
     let args: Record<string, unknown>;
     try {
-      args = parseJsonObject(trainArgs, "train args");
+      args = trainArgsFrom(trainArgs, options);
     } catch (e) {
-      setErrors({ train_args: messageOf(e) });
+      setErrors(formErrors(e, JOB_FIELDS));
       return;
     }
     const budgetBody: Record<string, number | string> = {};
     for (const key of BUDGET_KEYS) {
-      const value = budgetValue(budget[key]);
+      const value = typedNumber(budget[key]);
       if (value !== undefined) budgetBody[key] = value;
     }
     const body = {
@@ -206,10 +204,11 @@ export function NewTrainJob() {
               </select>
             )}
           </Field>
-          <Field label="Train args" error={errors.train_args} hint='keyword arguments of train(), as JSON, e.g. {"target": "label"}'>
+          <Field label="Train args" error={errors.train_args} hint='keyword arguments of train(), as JSON, e.g. {"target": "label"}; the job options below have their own controls'>
             {(props) => <textarea {...props} rows={3} value={trainArgs} onChange={(e) => setTrainArgs(e.target.value)} />}
           </Field>
         </div>
+        <JobOptionsFields options={options} setOptions={setOptions} errors={errors} templates={chosenModels} />
         <ErrorBox message={errors[FORM]} />
         <button type="submit" className="primary" disabled={busy}>
           {busy ? "Creating…" : "Create train job"}
