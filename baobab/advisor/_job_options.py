@@ -1,12 +1,13 @@
-"""A train job's search options: which policies and which early-stopping rule it asks for.
+"""A train job's search options: which policies, which early-stopping rule, how trials fuse.
 
-They travel in the job's ``train_args`` under two reserved keys, which the worker never
+They travel in the job's ``train_args`` under three reserved keys, which the worker never
 passes to ``train()`` (:data:`baobab.model.JOB_OPTION_KEYS`)::
 
     "train_args": {
         "lr": 0.01,                                   # passed to train()
         "early_stopping": {"rule": "asha", "eta": 3}, # or "median", "none"; the rule's options
-        "policies": {"EARLY_STOP": true, "DOWNSCALE": true, "SHARE_PARAMS": "best", "final_trials": 2}
+        "policies": {"EARLY_STOP": true, "DOWNSCALE": true, "SHARE_PARAMS": "best", "final_trials": 2},
+        "fusion": {"max_group": 8}                    # or "auto" (the default), "off"
     }
 
 ``early_stopping``: a rule of :data:`~baobab.advisor.STOPPING_RULES` fed with the interim
@@ -21,6 +22,9 @@ SKIP_TRAIN and QUICK_EVAL are the ENAS strategy's to set. The final phase starts
 trials left are the final ones, or when the time left is at most the larger of
 ``final_fraction`` of TIME_HOURS and ``final_factor`` times the median search trial
 (per round of final trials); it runs even when the time budget ends before it.
+
+``fusion``: whether same-shaped trials of a sub-job may train as one stacked computation
+(``"auto"``: where measured to pay; ``"off"``; ``{"max_group": K}``: groups of up to K).
 
 Everything is checked once, by :func:`parse_job_options` (the admin API calls it, so a
 bad value is a 400 naming the field); the driver trusts what it gets.
@@ -38,9 +42,9 @@ from baobab.advisor._stopping_factory import STOPPING_RULES, make_stopping_rule
 from baobab.exceptions import StrategyError
 from baobab.model import JOB_OPTION_KEYS, Policy
 
-__all__ = ["EARLY_STOPPING_KEY", "POLICIES_KEY", "JobOptions", "JobOptionsError", "parse_job_options"]
+__all__ = ["EARLY_STOPPING_KEY", "FUSION_KEY", "POLICIES_KEY", "JobOptions", "JobOptionsError", "parse_job_options"]
 
-EARLY_STOPPING_KEY, POLICIES_KEY = JOB_OPTION_KEYS
+EARLY_STOPPING_KEY, POLICIES_KEY, FUSION_KEY = JOB_OPTION_KEYS
 #: Policies a job may ask for; SKIP_TRAIN and QUICK_EVAL only make sense inside ENAS's cycle.
 _SEARCH_POLICIES = (Policy.EARLY_STOP, Policy.DOWNSCALE, Policy.SHARE_PARAMS)
 #: The policies that make a search trial cheaper than the final model it stands for.
@@ -67,6 +71,9 @@ class JobOptions:
     final_trials: int = 1
     final_factor: float = 4.0
     final_fraction: float = 0.2
+    #: "auto", "off", or "max_group" (then ``max_group`` is the largest group).
+    fusion: str = "auto"
+    max_group: int | None = None
 
     @property
     def reduced_search(self) -> frozenset[Policy]:
@@ -98,6 +105,18 @@ def _early_stopping(value: object) -> tuple[str, dict[str, Any]]:
     except StrategyError as e:
         raise JobOptionsError(str(e), field=where) from None
     return rule, options
+
+
+def _fusion(value: object) -> dict[str, Any]:
+    where = f"train_args.{FUSION_KEY}"
+    if value in ("auto", "off"):
+        return {"fusion": value}
+    if isinstance(value, Mapping) and set(value) == {"max_group"}:
+        k = value["max_group"]
+        if isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= 1024:
+            return {"fusion": "max_group", "max_group": k}
+        raise JobOptionsError(f"must be a whole number from 1 to 1024, got {k!r}", field=f"{where}.max_group")
+    raise JobOptionsError(f'must be "auto", "off" or an object like {{"max_group": 8}}, got {value!r}', field=where)
 
 
 def _policies(value: object, trial_count: int | None) -> dict[str, Any]:
@@ -162,4 +181,6 @@ def parse_job_options(train_args: Mapping[str, Any] | None, *, trial_count: int 
         parsed = _policies(train_args[POLICIES_KEY], trial_count)
         values["policies"] = frozenset(parsed.pop("policies"))
         values.update(parsed)
+    if train_args.get(FUSION_KEY) is not None:
+        values.update(_fusion(train_args[FUSION_KEY]))
     return JobOptions(**values)

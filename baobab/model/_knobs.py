@@ -60,7 +60,7 @@ class Policy(enum.StrEnum):
 #: The train arg that switches warm starting from the model zoo off (``{"warm_start": false}``); the
 #: platform reads it, and a TorchModel given it directly does too.
 WARM_START_ARG = "warm_start"
-JOB_OPTION_KEYS: tuple[str, str] = ("early_stopping", "policies")
+JOB_OPTION_KEYS: tuple[str, str, str] = ("early_stopping", "policies", "fusion")
 
 
 def _is_scalar(value: object) -> bool:

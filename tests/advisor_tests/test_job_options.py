@@ -31,6 +31,13 @@ def test_policies_and_rule_parse() -> None:
     assert parse_job_options({"early_stopping": "median"}).stopping_rule == "median"
 
 
+def test_fusion_parses() -> None:
+    assert parse_job_options({}).fusion == "auto"
+    assert parse_job_options({"fusion": "off"}).fusion == "off"
+    options = parse_job_options({"fusion": {"max_group": 16}})
+    assert (options.fusion, options.max_group) == ("max_group", 16)
+
+
 @pytest.mark.parametrize(
     ("train_args", "field", "words"),
     [
@@ -45,6 +52,10 @@ def test_policies_and_rule_parse() -> None:
         ({"policies": {"final_trials": 0}}, "train_args.policies.final_trials", ">= 1"),
         ({"policies": {"final_fraction": 1.5}}, "train_args.policies.final_fraction", "[0, 1)"),
         ({"policies": {"DOWNSCALE": True, "final_trials": 3}}, "budget.MODEL_TRIAL_COUNT", "no search trial"),
+        ({"fusion": "on"}, "train_args.fusion", '"auto", "off" or an object'),
+        ({"fusion": {"max_group": 0}}, "train_args.fusion.max_group", "from 1 to 1024"),
+        ({"fusion": {"max_group": True}}, "train_args.fusion.max_group", "whole number"),
+        ({"fusion": {"max_group": 4, "min_group": 2}}, "train_args.fusion", "max_group"),
     ],
 )
 def test_bad_options_name_their_field(train_args: dict, field: str, words: str) -> None:
