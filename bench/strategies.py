@@ -32,6 +32,8 @@ import argparse
 import datetime
 import functools
 import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch (Optuna's GPSampler) loads: one thread per run
 import platform
 import time
 from collections.abc import Callable, Mapping
@@ -57,13 +59,13 @@ OPTUNA = {
     "optuna-random": optuna.samplers.RandomSampler,
     "optuna-gp": optuna.samplers.GPSampler,
 }
-#: Run unless --methods says otherwise. Optuna's GPSampler takes seconds per proposal
-#: after fifty trials on these knobs (2 cores), too slow for 10 seeds x 200 evaluations
-#: of every table here; name it in --methods to include it.
+#: Run unless --methods says otherwise; name optuna-gp there to add Optuna's GPSampler.
 DEFAULT_METHODS = (*BAOBAB, "optuna-tpe", "optuna-random")
-#: On the regret tables: the TPEs and random search (``auto`` runs one of tpe and bayes,
-#: named in the report; bayes takes about ten times tpe's time per proposal).
-TABLE_METHODS = ("tpe", "optuna-tpe", "random")
+#: On the regret tables: the TPEs, Optuna's GPSampler and random search (``auto`` runs one of
+#: tpe and bayes, named in the report; bayes takes about ten times tpe's time per proposal).
+#: GPSampler takes 0.2 to 0.5 s per proposal with one torch thread, seconds with threads
+#: contending, so each run gets one thread (OMP_NUM_THREADS, set below before torch loads).
+TABLE_METHODS = ("tpe", "optuna-tpe", "random", "optuna-gp")
 CHECKPOINTS = (25, 50, 100, 200)
 RESULTS = Path(__file__).parent / "results"
 
@@ -373,8 +375,8 @@ def regret_report(pool: ProcessPoolExecutor, args: argparse.Namespace, methods: 
 
 Written by `bench/strategies.py --part regret` (part of `make bench-strategies`) on
 {datetime.date.today().isoformat()}, {os.cpu_count()} cores ({platform.machine()}, Python {platform.python_version()},
-Optuna {optuna.__version__}), {args.jobs} runs at a time, other work running beside it (proposal
-times are those of a shared machine).
+Optuna {optuna.__version__}), {args.jobs} runs at a time, one torch thread each, other work running beside it (proposal
+times are those of a shared machine). `optuna-gp` is Optuna's GPSampler with its defaults.
 
 ## Regret on more tables, {args.evals} evaluations, {args.table_seeds} seeds
 
