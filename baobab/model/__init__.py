@@ -1,7 +1,8 @@
 """The model template API: what a model developer writes against.
 
-``TorchModel`` is imported on first use: torch is an optional dependency (the API
-image has none) and importing it takes about a second.
+``TorchModel`` and the fused training of several (``train_fused``) are imported on first
+use: torch is an optional dependency (the API image has none) and importing it takes about
+a second.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from baobab.model._knobs import (
 from baobab.model._template import check_template, load_template, template_traceback
 
 if TYPE_CHECKING:
+    from baobab.model._fused import FusedOutcome, FusedStatus, fuse_check, train_fused
     from baobab.model._torch import TorchModel, module_state
 
 __all__ = [
@@ -47,6 +49,8 @@ __all__ = [
     "DatasetFormat",
     "FixedKnob",
     "FloatKnob",
+    "FusedOutcome",
+    "FusedStatus",
     "IntegerKnob",
     "InterimMetric",
     "KnobConfig",
@@ -59,6 +63,7 @@ __all__ = [
     "TrialContext",
     "check_params",
     "check_template",
+    "fuse_check",
     "get_trial_context",
     "knob_config_from_json",
     "knob_config_to_json",
@@ -67,6 +72,7 @@ __all__ = [
     "load_template",
     "searchable_knobs",
     "template_traceback",
+    "train_fused",
     "trial_context",
     "validate_knob_config",
     "validate_knobs",
@@ -79,4 +85,8 @@ def __getattr__(name: str) -> Any:
         from baobab.model import _torch
 
         return getattr(_torch, name)
+    if name in ("FusedOutcome", "FusedStatus", "fuse_check", "train_fused"):
+        from baobab.model import _fused
+
+        return getattr(_fused, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

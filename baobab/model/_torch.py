@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from baobab.model._base import BaseModel, Params, check_params
+from baobab.model._context import TrialContext
 from baobab.model._knobs import WARM_START_ARG, Policy
 
 __all__ = ["WARM_START_ARG", "TorchModel", "WarmStart", "module_state"]
@@ -74,9 +75,13 @@ class TorchModel(BaseModel):
     are JSON scalars are stored with the parameters, so a model loaded elsewhere reads
     its datasets the same way.
 
-    ``evaluate(path)`` calls :meth:`load_data`, :meth:`preprocess` and :meth:`score` on
-    the whole set, or under ``QUICK_EVAL`` on a seeded sample of
-    :attr:`quick_eval_fraction` of it. ``predict(queries)`` calls :meth:`preprocess` on
+    ``evaluate(path)`` calls :meth:`load_data` and :meth:`preprocess` on the whole set,
+    and :meth:`score` on it, or under ``QUICK_EVAL`` on a seeded sample of
+    :attr:`quick_eval_fraction` of it. A worker decodes and preprocesses each dataset once
+    per machine and shares the arrays with its other trials (``context.data_loader``): the
+    two hooks must be deterministic functions of the data and of what they read of the
+    model (knobs, train args, attributes), and may not run in every trial.
+    ``predict(queries)`` calls :meth:`preprocess` on
     ``np.asarray(queries)`` and :meth:`postprocess` on the outputs.
 
     Parameters are the module's state dict as NumPy arrays under ``module.<name>``,
@@ -102,6 +107,9 @@ class TorchModel(BaseModel):
     quick_eval_fraction: float = 0.1
     #: Rows per forward pass in evaluate and predict (no gradients, so larger than training batches).
     inference_batch_size: int = 1024
+    #: Set by a fused run (baobab.model._fused) around ``train()``: it receives the prepared
+    #: inputs and targets and trains this trial with others, in place of the loop here.
+    _loop_hook: Callable[[torch.Tensor, torch.Tensor], None] | None = None
 
     def __init__(self, **knobs: Any) -> None:
         super().__init__(**knobs)
@@ -202,8 +210,7 @@ class TorchModel(BaseModel):
         self.seed = torch.initial_seed() % 2**63 if seed is None else int(seed)
         self.train_args = dict(train_args)
         torch.manual_seed(self.seed)
-        raw_inputs, raw_targets = self.load_data(dataset_path)
-        inputs = self.preprocess(raw_inputs)
+        inputs, raw_targets = self._dataset(dataset_path)
         targets = _to_tensor(raw_targets)
         if len(inputs) != len(targets):
             raise ValueError(f"load_data() gave {len(inputs)} inputs but {len(targets)} targets")
@@ -221,7 +228,10 @@ class TorchModel(BaseModel):
         elif warm_start and not self.policy(Policy.SKIP_TRAIN):
             self._warm_start(module)
         self.fit_module(module, inputs, targets)
-        self._fit(module, inputs, targets)
+        if self._loop_hook is not None:
+            self._loop_hook(inputs, targets)
+        else:
+            self._fit(module, inputs, targets)
 
     def _warm_start(self, module: torch.nn.Module) -> None:
         starter = self.context.warm_starter
@@ -237,22 +247,18 @@ class TorchModel(BaseModel):
     def _fit(self, module: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> None:
         if self.policy(Policy.SKIP_TRAIN):
             return
-        epochs = self.early_stop_epochs() if self.policy(Policy.EARLY_STOP) else self.epochs()
         loss_fn = self.make_loss()
         optimizer = self.make_optimizer(module.parameters())
         generator = torch.Generator().manual_seed(self.seed)
         context = self.context
-        gentle = self.warm_start_epochs(epochs) if self._lr_scale != 1.0 else 0
         base_lrs = [group.get("lr") for group in optimizer.param_groups]
-        _scale_lrs(optimizer, base_lrs, self._lr_scale if gentle else 1.0)
-        for epoch in range(epochs):
-            if epoch == gentle and gentle:
-                _scale_lrs(optimizer, base_lrs, 1.0)
+        for epoch, lr_scale in enumerate(self._lr_scales()):
+            _scale_lrs(optimizer, base_lrs, lr_scale)
             module.train()
-            total_loss, total_score, seen = 0.0, 0.0, 0
+            meter = _EpochMeter()
             for batch in _batches(len(inputs), self.batch_size(), generator):
                 if context.should_stop:
-                    context.log(f"stopped in epoch {epoch}: {context.stop_reason}")
+                    _log_stop(context, "in", epoch)
                     return
                 x, y = inputs[batch].to(self.device), targets[batch].to(self.device)
                 optimizer.zero_grad()
@@ -260,23 +266,42 @@ class TorchModel(BaseModel):
                 loss = loss_fn(outputs, y)
                 loss.backward()
                 optimizer.step()
-                total_loss += loss.item() * len(batch)
-                total_score += self.score(outputs.detach(), y) * len(batch)
-                seen += len(batch)
-            if context.report(epoch, loss=total_loss / seen, train_score=total_score / seen):
-                context.log(f"stopped after epoch {epoch}: {context.stop_reason}")
+                meter.add(loss.item(), self.score(outputs.detach(), y), len(batch))
+            if meter.report(context, epoch):
+                _log_stop(context, "after", epoch)
                 return
+
+    def _lr_scales(self) -> list[float]:
+        """One learning-rate factor per epoch to train (by the policies): the warm start's for the first few."""
+        epochs = self.early_stop_epochs() if self.policy(Policy.EARLY_STOP) else self.epochs()
+        gentle = self.warm_start_epochs(epochs) if self._lr_scale != 1.0 else 0
+        return [self._lr_scale if epoch < gentle else 1.0 for epoch in range(epochs)]
 
     def evaluate(self, dataset_path: str) -> float:
         module = self._require_module()
-        raw_inputs, raw_targets = self.load_data(dataset_path)
-        targets = np.asarray(raw_targets)
+        inputs, targets = self._dataset(dataset_path)
         if self.policy(Policy.QUICK_EVAL):
             size = max(1, math.ceil(self.quick_eval_fraction * len(targets)))
             rows = np.sort(np.random.default_rng(self.seed).choice(len(targets), size, replace=False))
-            raw_inputs, targets = np.asarray(raw_inputs)[rows], targets[rows]
-        outputs = self._forward(module, self.preprocess(raw_inputs))
+            inputs, targets = inputs[torch.from_numpy(rows)], targets[rows]
+        outputs = self._forward(module, inputs)
         return self.score(outputs, _to_tensor(targets))
+
+    def _dataset(self, dataset_path: str) -> tuple[torch.Tensor, np.ndarray]:
+        """Preprocessed inputs and the targets of a dataset, through ``self.context.data_loader`` when the
+        platform set one (a worker maps them from a cache the trials of its machine share).
+
+        The whole set is preprocessed, and QUICK_EVAL samples rows afterwards: ``preprocess``
+        must treat rows independently, as ``predict`` on any batch of queries already needs.
+        """
+
+        def load() -> tuple[torch.Tensor | np.ndarray, np.ndarray]:
+            raw_inputs, raw_targets = self.load_data(dataset_path)
+            return _shareable(self.preprocess(raw_inputs)), np.asarray(raw_targets)
+
+        loader = self.context.data_loader
+        inputs, targets = load() if loader is None else loader(dataset_path, load)
+        return inputs if isinstance(inputs, torch.Tensor) else torch.from_numpy(inputs), targets
 
     def predict(self, queries: list[Any]) -> list[Any]:
         module = self._require_module()
@@ -346,6 +371,26 @@ def _batches(count: int, batch_size: int, generator: torch.Generator) -> list[to
     return batches
 
 
+class _EpochMeter:
+    """An epoch's mean loss and train score over its batches, weighted by their rows."""
+
+    def __init__(self) -> None:
+        self.loss, self.score, self.rows = 0.0, 0.0, 0
+
+    def add(self, loss: float, score: float, rows: int) -> None:
+        self.loss += loss * rows
+        self.score += score * rows
+        self.rows += rows
+
+    def report(self, context: TrialContext, epoch: int) -> bool:
+        """Report the epoch; True when the platform asks the trial to stop."""
+        return context.report(epoch, loss=self.loss / self.rows, train_score=self.score / self.rows)
+
+
+def _log_stop(context: TrialContext, where: str, epoch: int) -> None:
+    context.log(f"stopped {where} epoch {epoch}: {context.stop_reason}")
+
+
 def _scale_lrs(optimizer: torch.optim.Optimizer, base_lrs: list[Any], scale: float) -> None:
     for group, lr in zip(optimizer.param_groups, base_lrs, strict=True):
         if isinstance(lr, (int, float)):
@@ -359,6 +404,17 @@ def module_state(params: Params) -> dict[str, torch.Tensor]:
         for key, value in params.items()
         if key.startswith(_STATE_PREFIX) and isinstance(value, np.ndarray)
     }
+
+
+def _shareable(inputs: torch.Tensor) -> torch.Tensor | np.ndarray:
+    """Preprocessed inputs as a NumPy array on their memory (what a data loader can keep), where NumPy
+    can hold them; a GPU tensor, one that needs gradients or a dtype NumPy lacks stays a tensor."""
+    if not isinstance(inputs, torch.Tensor) or inputs.device.type != "cpu" or inputs.requires_grad:
+        return inputs
+    try:
+        return inputs.numpy()
+    except TypeError:  # bfloat16 and the like
+        return inputs
 
 
 def _to_tensor(values: Any, dtype: type | None = None) -> torch.Tensor:
