@@ -194,6 +194,13 @@ SETTINGS: tuple[Setting, ...] = (
         "memory limit of a local worker, one trial slot, in MiB (default: memory / cpu_slots, 2048 at least)",
         minimum=64,
     ),
+    Setting(
+        "data_cache_mb",
+        int,
+        4096,
+        "disk a worker machine's shared cache of preprocessed TorchModel datasets may use, in MiB (0: no cache)",
+        minimum=0,
+    ),
     Setting("api_url", str, None, "URL of the admin API that cluster workers report to; required by baobab worker"),
     Setting("heartbeat_s", float, 5.0, "seconds between the heartbeats of a cluster worker's trial", minimum=0.01),
     Setting(
@@ -260,6 +267,7 @@ class Settings:
     cpu_slots: int
     trial_timeout_s: float | None
     trial_memory_mb: int | None
+    data_cache_mb: int
     api_url: str | None
     heartbeat_s: float
     heartbeat_timeout_s: float

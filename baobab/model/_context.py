@@ -52,6 +52,10 @@ class TrialContext:
     #: ``(module, example_input) -> result or None``, set by the platform when the trial may
     #: start from the zoo; TorchModel calls it (see baobab.zoo.make_warm_starter).
     warm_starter: Callable[[Any, Any], Any] | None = None
+    #: ``(dataset_path, load) -> load()'s (inputs, targets)``, set by a worker that shares decoded,
+    #: preprocessed datasets between the trials of its machine (the result may then be arrays
+    #: mapped from its cache); TorchModel loads its datasets through it, else calls ``load`` itself.
+    data_loader: Callable[[str, Callable[[], tuple[Any, Any]]], tuple[Any, Any]] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def report(self, step: int, **metrics: float) -> bool:

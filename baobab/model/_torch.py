@@ -75,9 +75,13 @@ class TorchModel(BaseModel):
     are JSON scalars are stored with the parameters, so a model loaded elsewhere reads
     its datasets the same way.
 
-    ``evaluate(path)`` calls :meth:`load_data`, :meth:`preprocess` and :meth:`score` on
-    the whole set, or under ``QUICK_EVAL`` on a seeded sample of
-    :attr:`quick_eval_fraction` of it. ``predict(queries)`` calls :meth:`preprocess` on
+    ``evaluate(path)`` calls :meth:`load_data` and :meth:`preprocess` on the whole set,
+    and :meth:`score` on it, or under ``QUICK_EVAL`` on a seeded sample of
+    :attr:`quick_eval_fraction` of it. A worker decodes and preprocesses each dataset once
+    per machine and shares the arrays with its other trials (``context.data_loader``): the
+    two hooks must be deterministic functions of the data and of what they read of the
+    model (knobs, train args, attributes), and may not run in every trial.
+    ``predict(queries)`` calls :meth:`preprocess` on
     ``np.asarray(queries)`` and :meth:`postprocess` on the outputs.
 
     Parameters are the module's state dict as NumPy arrays under ``module.<name>``,
@@ -206,8 +210,7 @@ class TorchModel(BaseModel):
         self.seed = torch.initial_seed() % 2**63 if seed is None else int(seed)
         self.train_args = dict(train_args)
         torch.manual_seed(self.seed)
-        raw_inputs, raw_targets = self.load_data(dataset_path)
-        inputs = self.preprocess(raw_inputs)
+        inputs, raw_targets = self._dataset(dataset_path)
         targets = _to_tensor(raw_targets)
         if len(inputs) != len(targets):
             raise ValueError(f"load_data() gave {len(inputs)} inputs but {len(targets)} targets")
@@ -276,14 +279,29 @@ class TorchModel(BaseModel):
 
     def evaluate(self, dataset_path: str) -> float:
         module = self._require_module()
-        raw_inputs, raw_targets = self.load_data(dataset_path)
-        targets = np.asarray(raw_targets)
+        inputs, targets = self._dataset(dataset_path)
         if self.policy(Policy.QUICK_EVAL):
             size = max(1, math.ceil(self.quick_eval_fraction * len(targets)))
             rows = np.sort(np.random.default_rng(self.seed).choice(len(targets), size, replace=False))
-            raw_inputs, targets = np.asarray(raw_inputs)[rows], targets[rows]
-        outputs = self._forward(module, self.preprocess(raw_inputs))
+            inputs, targets = inputs[torch.from_numpy(rows)], targets[rows]
+        outputs = self._forward(module, inputs)
         return self.score(outputs, _to_tensor(targets))
+
+    def _dataset(self, dataset_path: str) -> tuple[torch.Tensor, np.ndarray]:
+        """Preprocessed inputs and the targets of a dataset, through ``self.context.data_loader`` when the
+        platform set one (a worker maps them from a cache the trials of its machine share).
+
+        The whole set is preprocessed, and QUICK_EVAL samples rows afterwards: ``preprocess``
+        must treat rows independently, as ``predict`` on any batch of queries already needs.
+        """
+
+        def load() -> tuple[torch.Tensor | np.ndarray, np.ndarray]:
+            raw_inputs, raw_targets = self.load_data(dataset_path)
+            return _shareable(self.preprocess(raw_inputs)), np.asarray(raw_targets)
+
+        loader = self.context.data_loader
+        inputs, targets = load() if loader is None else loader(dataset_path, load)
+        return inputs if isinstance(inputs, torch.Tensor) else torch.from_numpy(inputs), targets
 
     def predict(self, queries: list[Any]) -> list[Any]:
         module = self._require_module()
@@ -386,6 +404,17 @@ def module_state(params: Params) -> dict[str, torch.Tensor]:
         for key, value in params.items()
         if key.startswith(_STATE_PREFIX) and isinstance(value, np.ndarray)
     }
+
+
+def _shareable(inputs: torch.Tensor) -> torch.Tensor | np.ndarray:
+    """Preprocessed inputs as a NumPy array on their memory (what a data loader can keep), where NumPy
+    can hold them; a GPU tensor, one that needs gradients or a dtype NumPy lacks stays a tensor."""
+    if not isinstance(inputs, torch.Tensor) or inputs.device.type != "cpu" or inputs.requires_grad:
+        return inputs
+    try:
+        return inputs.numpy()
+    except TypeError:  # bfloat16 and the like
+        return inputs
 
 
 def _to_tensor(values: Any, dtype: type | None = None) -> torch.Tensor:

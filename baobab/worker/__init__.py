@@ -4,6 +4,8 @@
   :class:`WorkerResources` (caches) a worker keeps across trials, reporting through
   :class:`ApiGateway` (the admin API, with the trial's token); a local worker also
   reads its trial's artifacts through it (:class:`TrialArtifacts`).
+- :class:`DataCache` holds the preprocessed datasets of TorchModel templates in
+  memory-mapped files that the trials of a machine share, each decoded once.
 - :class:`LocalExecutor` runs trials in worker processes on this machine
   (``python -m baobab.worker._process``), with time limits, crash reports and
   cancellation, and implements :class:`baobab.advisor.Executor`.
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from baobab.worker._celery import CeleryExecutor, run_worker
     from baobab.worker._child_process import ChildOutcome, run_child
+    from baobab.worker._data_cache import DataCache
     from baobab.worker._docker import DockerPool, DockerPoolConfig
     from baobab.worker._gateway import ApiGateway, TrialArtifacts, TrialGateway
     from baobab.worker._inference import InferenceSpec, InferenceWorker, InferenceWorkerError
@@ -44,6 +47,7 @@ _NAMES = {
     "run_worker": "baobab.worker._celery",
     "ChildOutcome": "baobab.worker._child_process",
     "run_child": "baobab.worker._child_process",
+    "DataCache": "baobab.worker._data_cache",
     "TrialArtifacts": "baobab.worker._gateway",
     "DockerPool": "baobab.worker._docker",
     "DockerPoolConfig": "baobab.worker._docker",
@@ -68,6 +72,7 @@ __all__ = [
     "ApiGateway",
     "CeleryExecutor",
     "ChildOutcome",
+    "DataCache",
     "DockerPool",
     "DockerPoolConfig",
     "InferenceSpec",

@@ -136,7 +136,9 @@ def _register_task(app: Celery, settings: Settings) -> None:
             raise StoreError("baobab worker needs BAOBAB_API_URL: the admin API that trials report to")
         if state.resources is None:
             name = f"{self.request.hostname}:{os.getpid()}"
-            state.resources = WorkerResources(cache_dir=settings.home / "cache", name=name)
+            state.resources = WorkerResources(
+                cache_dir=settings.home / "cache", name=name, data_cache_mb=settings.data_cache_mb
+            )
             state.artifacts = ArtifactStore(settings.artifacts_url)
             state.http = api_session()
         gateway = ApiGateway(

@@ -138,6 +138,7 @@ class LocalExecutor:
             *("--api-url", self._api_url),
             *("--confinement", self._confinement.to_json()),
             *("--memory-mb", str(memory_mb)),
+            *("--data-cache-mb", str(settings.data_cache_mb)),
         ]
         self._owners: dict[int, int] = {}  # queued trial → the user whose job it is
         self._lock = threading.Lock()

@@ -64,13 +64,21 @@ _ORPHANED = 70
 
 class _Worker:
     def __init__(
-        self, commands: Connection, replies: Connection, *, name: str, api_url: str, confinement: Confinement
+        self,
+        commands: Connection,
+        replies: Connection,
+        *,
+        name: str,
+        api_url: str,
+        confinement: Confinement,
+        data_cache_mb: int,
     ) -> None:
         self._commands = commands
         self._replies = replies
         self._name = name
         self._api_url = api_url
         self._confinement = confinement
+        self._data_cache_mb = data_cache_mb
         self._http = api_session()
         self._resources: WorkerResources | None = None
         self._owner: int | None = None
@@ -99,7 +107,9 @@ class _Worker:
         os.environ.update(HOME=str(private), TMPDIR=str(private / "tmp"))
         tempfile.tempdir = None  # gettempdir() reads TMPDIR again
         self._owner = owner
-        self._resources = WorkerResources(cache_dir=private / "cache", name=self._name)
+        self._resources = WorkerResources(
+            cache_dir=private / "cache", name=self._name, data_cache_mb=self._data_cache_mb
+        )
         logger.info("worker %s serves user %d (disk confined: %s)", self._name, owner, confined)
 
     def _take(self, message: dict[str, Any]) -> None:
@@ -175,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--api-url", required=True, help="the admin API that trials report to")
     parser.add_argument("--confinement", required=True, help="JSON: the protected paths and the private root")
     parser.add_argument("--memory-mb", type=int, required=True, help="this worker's memory limit (one trial slot)")
+    parser.add_argument("--data-cache-mb", type=int, required=True, help="the budget of the shared dataset cache")
     args = parser.parse_args(argv)
     limit_memory(args.memory_mb)
     # Whole lines reach the log file at once: a crash report quotes its last lines.
@@ -194,7 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if confinement.private is None:
         parser.error("--confinement needs a private root: the folder of the users' folders")
     logger.info("worker %s ready", name)
-    _Worker(commands, replies, name=name, api_url=args.api_url, confinement=confinement).serve()
+    worker = _Worker(
+        commands, replies, name=name, api_url=args.api_url, confinement=confinement, data_cache_mb=args.data_cache_mb
+    )
+    worker.serve()
     return 0
 
 

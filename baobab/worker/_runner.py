@@ -57,6 +57,7 @@ from baobab.store import (
 )
 from baobab.worker._cache import ArtifactCache, LoadedTemplate, TemplateCache
 from baobab.worker._capture import capture_prints
+from baobab.worker._data_cache import DataCache
 from baobab.worker._gateway import TrialGateway
 from baobab.worker._queries import sample_queries
 from baobab.worker._recorder import RowWriter, TrialSink
@@ -118,12 +119,16 @@ class WorkerResources:
     Args:
         cache_dir: where artifacts that are not local files are downloaded.
         name: how the worker appears in ``Trial.worker``.
+        data_cache_mb: the budget of the preprocessed datasets that the worker processes
+            sharing ``cache_dir`` share (in ``cache_dir / "data"``, see
+            :mod:`baobab.worker._data_cache`); 0: each trial decodes its own.
     """
 
-    def __init__(self, *, cache_dir: Path, name: str | None = None) -> None:
+    def __init__(self, *, cache_dir: Path, name: str | None = None, data_cache_mb: int = 0) -> None:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.files = ArtifactCache(cache_dir)
         self.templates = TemplateCache(self.files)
+        self.data = DataCache(cache_dir / "data", budget_mb=data_cache_mb) if data_cache_mb else None
         #: The parameters the last trial here produced (artifact key, safetensors bytes): a
         #: SHARE_PARAMS trial that starts from them skips reading them back.
         self.last_params: tuple[str, bytes] | None = None
@@ -309,6 +314,13 @@ def _train(claim: TrialClaim, resources: WorkerResources, context: TrialContext,
                 from baobab.zoo import make_warm_starter
 
                 context.warm_starter = make_warm_starter(zoo, trial_id=claim.trial_id, seed=seed, model=model)
+            if resources.data is not None:
+                context.data_loader = resources.data.loader(
+                    model,
+                    template=f"{claim.template_checksum}:{claim.class_name}",
+                    datasets={train_path: claim.train_checksum, val_path: claim.val_checksum},
+                    log=context.log,
+                )
             call_template(path, "train()", model.train, train_path, **train_args)
             score = check_score(call_template(path, "evaluate()", model.evaluate, val_path))
             stop_reason = context.stop_reason

@@ -7,6 +7,7 @@ at them. Templates are the files in ``templates/``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 import uuid
@@ -167,11 +168,13 @@ def tabular_frame(rows: int, seed: int) -> pd.DataFrame:
 
 
 @contextmanager
-def driving(platform: Platform, events: LocalEventChannel, **options: Any) -> Iterator[JobDriver]:
-    """A real job driver in a thread, on one worker process (trials one after the other: each
-    proposal sees every earlier outcome); ``options`` go to the driver."""
-    with LocalExecutor(platform.settings, events, api_url=platform.api_url, workers=1) as executor:
-        driver = JobDriver(platform.engine, executor, events, platform.settings, stop_check_s=0.05, **options)
+def driving(platform: Platform, events: LocalEventChannel, *, workers: int = 1, **options: Any) -> Iterator[JobDriver]:
+    """A real job driver in a thread, on ``workers`` worker processes, which are the CPU slots of a job
+    (by default one: trials one after the other, each proposal sees every earlier outcome);
+    ``options`` go to the driver."""
+    settings = dataclasses.replace(platform.settings, cpu_slots=workers)
+    with LocalExecutor(settings, events, api_url=platform.api_url, workers=workers) as executor:
+        driver = JobDriver(platform.engine, executor, events, settings, stop_check_s=0.05, **options)
         stop = threading.Event()
         thread = threading.Thread(target=driver.run, args=(stop,), daemon=True)
         thread.start()
