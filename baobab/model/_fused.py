@@ -85,7 +85,7 @@ class FusedOutcome:
     error: BaseException | None = field(default=None, compare=False)
 
 
-@dataclass
+@dataclass(eq=False)  # members are told apart by identity
 class _Member:
     index: int
     model: TorchModel
@@ -279,9 +279,12 @@ def _plan(members: list[tuple[int, TorchModel, TrialContext | None]]) -> _Plan |
     losses, settings = [], []
     kinds: set[tuple[str, bool]] = set()
     for i, model, context in training:
-        with trial_context(context) if context is not None else contextlib.nullcontext():
-            loss_fn = model.make_loss()
-            optimizer = model.make_optimizer(model._require_module().parameters())
+        try:
+            with trial_context(context) if context is not None else contextlib.nullcontext():
+                loss_fn = model.make_loss()
+                optimizer = model.make_optimizer(model._require_module().parameters())
+        except Exception as e:  # trained alone, the member fails on its own
+            return f"member {i}: make_loss() or make_optimizer() raised {type(e).__name__}: {e}"
         read = _optimizer_settings(model._require_module(), optimizer)
         if isinstance(read, str):
             return f"member {i}: {read}"
@@ -302,7 +305,6 @@ def _signature(model: TorchModel) -> dict[str, list[str]]:
     """What the members of one stack must share, as lines to compare."""
     module = model._require_module()
     return {
-        "template": [type(model).__name__],
         "device": [str(model.device)],
         "batch size": [str(model.batch_size())],
         "parameters": _tensor_layout(module.named_parameters()),
@@ -548,7 +550,7 @@ class _Stack:
         params, buffers = stack_module_state(modules)
         self.params: dict[str, torch.Tensor] = dict(params)
         self.buffers: dict[str, torch.Tensor] = dict(buffers)
-        self.optimizer = _StackedOptimizer(plan, modules[0])
+        self.optimizer = _StackedOptimizer(plan)
         self.forward = _stacked_forward(modules[0])
         self.loss_fn = plan.loss_fn
         self.losses = vmap(self._loss)
@@ -601,7 +603,7 @@ class _StackedOptimizer:
     The members of a stack step together, so a step count is per parameter, as in torch.
     """
 
-    def __init__(self, plan: _Plan, module: torch.nn.Module) -> None:
+    def __init__(self, plan: _Plan) -> None:
         self.kind, self.decoupled = plan.kind, plan.decoupled
         # parameter name → one settings dict per member
         self.settings = {name: [s[name] for s in plan.settings] for name in plan.settings[0]}

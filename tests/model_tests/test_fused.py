@@ -268,6 +268,9 @@ class Net(TorchModel):
         with np.load(dataset_path) as data:
             return data["x"], data["y"]
 
+    def preprocess(self, inputs):
+        return super().preprocess(inputs) * self.knobs.get("input_scale", 1.0)
+
     def make_optimizer(self, params):
         settings = dict(self.knobs.get("optimizer", {"kind": "adam"}))
         kind = settings.pop("kind")
@@ -406,6 +409,26 @@ def test_a_group_that_cannot_be_stacked_trains_alone(table):
         single = alone(Mlp, knobs[i], table, i + 1)[0]
         for key, value in single.dump_parameters().items():  # the unfused loop itself: bit-equal
             np.testing.assert_array_equal(models[i].dump_parameters()[key], value)
+
+
+@pytest.mark.parametrize(
+    ("odd", "reason"),
+    [
+        ({"input_scale": 2.0}, "member 1's preprocessed inputs differ from member 0's"),
+        ({"optimizer": {"kind": "rmsprop"}}, "member 1: make_loss() or make_optimizer() raised KeyError: 'rmsprop'"),
+    ],
+)
+def test_members_that_differ_where_no_signature_shows_train_alone(blobs, odd, reason):
+    knobs = [{"epochs": 2}, {"epochs": 2, **odd}, {"epochs": 2}]
+    models, contexts, outcomes = fused(Net, knobs, blobs, [1, 2, 3])
+    assert all(c.logs[0] == f"not fused: {reason}; training alone" for c in contexts)
+    for i in (0, 2):
+        assert outcomes[i].status is FusedStatus.COMPLETED
+        single = alone(Net, knobs[i], blobs, i + 1)[0]
+        for key, value in single.dump_parameters().items():
+            np.testing.assert_array_equal(models[i].dump_parameters()[key], value)
+    # Alone, the odd member trains on its own data, or fails on its own hook.
+    assert outcomes[1].status is (FusedStatus.COMPLETED if "input_scale" in odd else FusedStatus.FAILED)
 
 
 def test_one_context_per_model_is_required(table):
