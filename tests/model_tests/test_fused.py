@@ -194,6 +194,22 @@ def test_a_diverging_member_fails_alone_and_the_others_train_on(table):
         assert_trains_as_alone(models[i], contexts[i], single, single_context, table)
 
 
+def test_dropout_draws_per_member_masks_reproducibly(table):
+    """Masks come from the stack's generator, not each trial's stream: not the unfused
+    values, but the same on every run of the same group, and different per member."""
+    knobs = [mlp_knobs(dropout=0.3, epochs=2)] * 2
+
+    def run():
+        models, _, outcomes = fused(Mlp, knobs, table, [4, 4])
+        assert all(o.status is FusedStatus.COMPLETED for o in outcomes)
+        return [m.dump_parameters()["module.1.weight"] for m in models]
+
+    first, again = run(), run()
+    np.testing.assert_array_equal(first[0], again[0])
+    np.testing.assert_array_equal(first[1], again[1])
+    assert not np.array_equal(first[0], first[1])  # one seed, one start, other masks
+
+
 class StopAfterChecks(TrialContext):
     """Asks to stop once training has looked at ``should_stop`` ``checks`` times (once a batch)."""
 
