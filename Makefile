@@ -10,7 +10,7 @@ WEB_DEPS := web/node_modules/.package-lock.json
 WEB_DIST := baobab/admin/web_dist/index.html
 WEB_SRC  := web/package.json web/index.html web/vite.config.ts web/tsconfig.json $(shell find web/src -type f 2>/dev/null)
 
-.PHONY: images docker-engine install test lint demo fashion-mnist chromium web web-test bench-strategies bench-spaces bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping clean
+.PHONY: images docker-engine install test lint demo fashion-mnist chromium web web-test bench-strategies bench-spaces bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping bench-shared-data clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -108,6 +108,10 @@ bench-enas: $(STAMP) fashion-mnist
 
 bench-early-stopping: $(STAMP) fashion-mnist
 	$(BIN)/python bench/early_stopping.py
+
+# Eight concurrent trials of one job on one machine, the shared data cache on and off (Fashion-MNIST as a CSV).
+bench-shared-data: $(STAMP) fashion-mnist
+	$(BIN)/python bench/shared_data.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info data web/node_modules baobab/admin/web_dist test-artifacts
