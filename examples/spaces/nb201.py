@@ -10,7 +10,9 @@ The network is NAS-Bench-201's: a 3x3 convolution stem, then three stages of
 ``cells`` cells at ``channels``, twice and four times as many channels, with a
 residual block of stride 2 between stages, then batch norm, ReLU, global average
 pooling and a linear classifier. The paper's is ``channels=16, cells=5``; the default
-here has one cell per stage, to train in minutes on a CPU.
+here has one cell per stage, to train in minutes on a CPU. ``DOWNSCALE`` halves the
+channels; ``SHARE_PARAMS`` starts a trial from its parent trial's weights for every
+module the two architectures have in common.
 
 The base holds a plain 3x3 convolution on every edge, a placeholder that one
 :class:`OperatorMutator` per edge position replaces by the chosen operation in every
@@ -40,6 +42,8 @@ from baobab.store import read_image_files
 OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 #: The cell's edges (from node i to node j), in the order of NAS-Bench-201's architecture strings.
 EDGES = ((0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3))
+#: Channels of the first stage, and cells per stage (the paper's network: 16 and 5).
+CHANNELS, CELLS = 16, 1
 
 
 class ReLUConvBN(nn.Sequential):
@@ -87,7 +91,7 @@ class Cell(nn.Module):
         return nodes[3]
 
 
-def nb201_space(**args: Any) -> ModelSpace:
+def make_space(*, channels: int = CHANNELS, cells: int = CELLS) -> ModelSpace:
     candidates = {
         "none": lambda conv: Zero(),
         "skip_connect": lambda conv: nn.Identity(),
@@ -96,13 +100,13 @@ def nb201_space(**args: Any) -> ModelSpace:
         "avg_pool_3x3": lambda conv: nn.AvgPool2d(3, 1, 1, count_include_pad=False),
     }
     mutators = [OperatorMutator(f"edge_{i}_{j}", f"*.edge_{i}_{j}", candidates, per_node=False) for i, j in EDGES]
-    return ModelSpace(Nb201Net, mutators, args=args)
+    return ModelSpace(Nb201Net, mutators, args={"channels": channels, "cells": cells})
 
 
 class Nb201Net(nn.Module):
     """Stem, three stages of cells with a reduction between them, and the classifier."""
 
-    def __init__(self, in_channels: int = 3, classes: int = 10, channels: int = 16, cells: int = 1) -> None:
+    def __init__(self, in_channels: int = 3, classes: int = 10, channels: int = CHANNELS, cells: int = CELLS) -> None:
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(in_channels, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels))
         layers: list[nn.Module] = []
@@ -138,7 +142,7 @@ def arch_string(choices: Mapping[str, Any]) -> str:
 class Nb201Cells(SpaceModel):
     @classmethod
     def space(cls) -> ModelSpace:
-        return nb201_space()
+        return make_space()
 
     @staticmethod
     def training_knobs():
@@ -148,11 +152,13 @@ class Nb201Cells(SpaceModel):
             "batch_size": FixedKnob(64),
             "early_stop": PolicyKnob("EARLY_STOP"),
             "quick_eval": PolicyKnob("QUICK_EVAL"),
+            "downscale": PolicyKnob("DOWNSCALE"),
             "share_params": PolicyKnob("SHARE_PARAMS"),
         }
 
     def base_args(self) -> dict[str, Any]:
-        return {"in_channels": self.input_shape[0], "classes": self.output_size}
+        channels = CHANNELS // 2 if self.downscaled else CHANNELS
+        return {"in_channels": self.input_shape[0], "classes": self.output_size, "channels": channels}
 
     def load_data(self, dataset_path: str) -> tuple[np.ndarray, np.ndarray]:
         dataset = read_image_files(dataset_path)

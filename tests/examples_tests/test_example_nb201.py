@@ -63,7 +63,7 @@ def test_the_decisions_are_the_six_edges_of_five_operations(example: ModuleType)
 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_arch_string_names_the_cell_every_cell_of_the_instance_is(example: ModuleType, seed: int) -> None:
-    space = example.nb201_space(cells=2)
+    space = example.make_space(cells=2)
     instance = space.instantiate(space.sample(seed=seed), device="meta")
     ops = ARCH.fullmatch(example.arch_string(instance.record.choices)).groups()
     cells = [m for m in instance.module.cells.children() if hasattr(m, "edge_0_1")]
@@ -83,14 +83,15 @@ def test_the_arch_string_of_knobs_and_a_missing_decision(example: ModuleType) ->
 
 @pytest.mark.parametrize(("channels", "size"), [(1, 28), (3, 15)])
 def test_instances_run_on_images_of_any_size(example: ModuleType, channels: int, size: int) -> None:
-    space = example.nb201_space()
+    space = example.make_space()
     for seed in range(3):
         instance = space.instantiate(space.sample(seed=seed), args={"in_channels": channels, "classes": 7})
         space.check(instance, torch.zeros(2, channels, size, size))
         assert instance.module(torch.zeros(2, channels, size, size)).shape == (2, 7)
 
 
-def test_the_template_trains_and_reloads(example: ModuleType, tmp_path: Path) -> None:
+@pytest.mark.parametrize("downscale", [False, True])
+def test_the_template_trains_and_reloads(example: ModuleType, tmp_path: Path, downscale: bool) -> None:
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 3, 60)
     images = rng.integers(0, 60, (60, 12, 12))
@@ -101,11 +102,13 @@ def test_the_template_trains_and_reloads(example: ModuleType, tmp_path: Path) ->
     config = check_template(template)
     choices = {"edge_0_1": "nor_conv_3x3", "edge_0_3": "avg_pool_3x3", "edge_2_3": "none"}
     fixed = {name: knob.value for name, knob in config.items() if isinstance(knob, FixedKnob)}
-    off = {"early_stop": False, "quick_eval": False, "share_params": False}
+    off = {"early_stop": False, "quick_eval": False, "downscale": downscale, "share_params": False}
     knobs = validate_knobs(config, {**template.model_space().defaults(), **choices, **fixed, **off})
     model = template(**knobs)
     model.train(str(data))
     assert ARCH.fullmatch(example.arch_string(model.record.choices)).group(1) == "nor_conv_3x3"
+    stem = model.module.get_submodule("stem.0")
+    assert stem.out_channels == (example.CHANNELS // 2 if downscale else example.CHANNELS)
     predictions = np.array(model.predict(list(images[:5].astype(np.uint8))))
     assert predictions.shape == (5, 3)
     fresh = template(**knobs)
