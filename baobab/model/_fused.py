@@ -4,7 +4,10 @@ A small network leaves most of a core (or a GPU) idle: each batch is a handful o
 small matrix products plus Python overhead. Trials of one sub-job that share the
 graph and the batch size can instead run as one computation over K stacked members
 (``torch.func.stack_module_state`` + ``functional_call`` under ``vmap``): one batched
-kernel per layer for all of them, one optimizer update per tensor.
+kernel per layer for all of them, one optimizer update per tensor. It pays where the
+per-batch overhead dominates (a small MLP on a CPU thread); on one CPU thread a
+BatchNorm CNN gains nothing, since vmap applies BatchNorm's per-member scale and shift
+as extra passes over the activations that cost what the grouped convolutions save.
 
 Each member stays its own trial. It is prepared by its own ``train()`` (seed, data,
 ``build_module``, shared parameters or warm start, ``fit_module``: the hook order of
