@@ -12,6 +12,8 @@ the rules are :mod:`baobab.store._db._trial_rows`'):
    sink stores interim metrics and log lines as they come; what the template prints
    becomes log lines too. ``evaluate()`` must return a finite number. Where the gateway
    asks for heartbeats, a thread beats while the trial runs and passes on stop requests.
+   With a data cache (``WorkerResources(data_cache_mb=...)``) the context's ``data_loader``
+   maps a TorchModel's datasets from it: decoded and preprocessed once per machine.
 3. the parameters go to the artifact store as ``params/trial-<id>.safetensors``; until
    one trial of the sub-job has a score (``claim.check_reload``), they are first reloaded
    into a fresh instance, which must predict the same on a few validation examples: a
