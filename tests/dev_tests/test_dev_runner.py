@@ -231,3 +231,25 @@ def test_trial_files_in_the_run_folder(iris: tuple[Path, Path], tmp_path: Path) 
     spec = json.loads((result.run_dir / "trial-001.json").read_text())
     assert spec["mode"] == "trial" and spec["knobs"] == result.trials[0].knobs
     assert (result.run_dir / "trial-001.params").is_file() and (result.run_dir / "reload.log").is_file()
+
+
+def test_a_model_space_is_searched_and_its_best_instance_reloads(iris: tuple[Path, Path], tmp_path: Path) -> None:
+    """`baobab dev test-model` takes a SpaceModel as it is: the decisions are searched, and the best
+    instance rebuilt from its knobs loads its parameters with the same predictions."""
+    result = run_dev(
+        Path(__file__).parents[1] / "worker_tests" / "templates" / "tiny_space.py",
+        "TinySpace",
+        task=Task.TABULAR_CLASSIFICATION,
+        train_path=iris[0],
+        val_path=iris[1],
+        run_dir=tmp_path / "run",
+        trials=4,
+        seed=3,
+        advisor="evolution",
+        train_args={"target": "target"},
+        echo=lambda line: None,
+    )
+    assert [t.status for t in result.trials] == [TrialStatus.COMPLETED] * 4
+    assert {frozenset(t.proposal) for t in result.trials} == {frozenset({"act_relu", "act_relu_1", "deep_fc2"})}
+    assert len({tuple(sorted(t.proposal.items())) for t in result.trials}) == 4  # four distinct instances
+    assert result.ok and result.reload_error is None and result.predictions == result.best.predictions
