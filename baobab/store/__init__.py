@@ -43,7 +43,7 @@ _DB_NAMES = frozenset(
         "add_inference_job", "add_train_job", "add_trial_records", "Base", "beat_trial", "check_schema",
         "claim_trial", "ClaimRefused", "create_engine_from_url", "current_revision", "Dataset", "describe_url",
         "end_trial", "end_unfinished_trials", "fail_inference_job", "fail_train_job", "finish_sub_job",
-        "finish_train_job", "finish_trial", "head_revision", "ID_BATCH", "id_batches", "InferenceJob",
+        "finish_train_job", "finish_trial", "fuse_trials", "head_revision", "ID_BATCH", "id_batches", "InferenceJob",
         "InferenceJobStatus", "InferenceMember", "insert_trial", "InterimMetric", "JobStatus", "Lease",
         "mark_inference_job_stopped", "ModelAccess", "ModelTemplate", "RELEASED", "request_train_job_stop",
         "request_trial_stop", "requeue_trial", "serve_inference_job", "session_scope", "set_trial_parent",

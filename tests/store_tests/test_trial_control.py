@@ -1,4 +1,4 @@
-"""The platform's side of a trial row: insert, ask to stop, end, requeue, note the parent."""
+"""The platform's side of a trial row: insert, fuse, ask to stop, end, requeue, note the parent."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from baobab.store._db import (
     Trial,
     end_trial,
     end_unfinished_trials,
+    fuse_trials,
     insert_trial,
     request_trial_stop,
     requeue_trial,
@@ -94,6 +95,25 @@ def test_a_lost_trial_is_requeued(engine: Engine) -> None:
         assert requeue_trial(session, trial_id, now=later)
     trial = _trial(engine, trial_id)
     assert (trial.status, trial.error, trial.finished_at, trial.submitted_at) == (TrialState.PENDING, None, None, later)
+
+
+def test_pending_trials_are_fused_into_a_group_and_a_requeued_member_leaves_it(engine: Engine) -> None:
+    states = [TrialState.PENDING, TrialState.PENDING, TrialState.PENDING, TrialState.RUNNING]
+    *pending, running = add_job(engine, trial_states=states).trial_ids
+    with session_scope(engine) as session:
+        group = fuse_trials(session, [pending[2], running, pending[0], pending[1]])
+    assert group == min(pending)
+    assert [_trial(engine, i).fused_group for i in pending] == [group] * 3
+    assert _trial(engine, running).fused_group is None  # no longer PENDING: not taken in
+    with session_scope(engine) as session:
+        assert requeue_trial(session, pending[1], now=NOW)  # it runs again alone
+    assert [_trial(engine, i).fused_group for i in pending] == [group, None, group]
+
+
+def test_a_group_of_one_is_refused(engine: Engine) -> None:
+    (trial_id,) = add_job(engine, trial_states=[TrialState.PENDING]).trial_ids
+    with session_scope(engine) as session, pytest.raises(ValueError, match=r"at least two trials, got \[\d+\]"):
+        fuse_trials(session, [trial_id, trial_id])
 
 
 def test_the_unfinished_trials_of_one_job_are_ended(engine: Engine) -> None:

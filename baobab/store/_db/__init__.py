@@ -44,6 +44,7 @@ from baobab.store._db._tables import (
 from baobab.store._db._trial_control import (
     end_trial,
     end_unfinished_trials,
+    fuse_trials,
     insert_trial,
     request_trial_stop,
     requeue_trial,
@@ -84,6 +85,7 @@ __all__ = [
     "InferenceJob",
     "InferenceJobStatus",
     "InferenceMember",
+    "fuse_trials",
     "insert_trial",
     "InterimMetric",
     "JobStatus",

@@ -218,6 +218,9 @@ class Trial(Base):
     # A SpaceModel trial that finished training: the instance's mutation record (its graph, the
     # nodes changed from the base). Deferred: lists of trials never read it.
     architecture: Mapped[dict[str, Any] | None] = mapped_column(deferred=True)
+    # The fused group it was submitted in: the id of the group's first trial (the same for every
+    # member), None for a trial run alone. Requeuing a trial clears it: it runs again alone.
+    fused_group: Mapped[int | None] = mapped_column(index=True)
 
     sub_job: Mapped[SubJob] = relationship(back_populates="trials")
 

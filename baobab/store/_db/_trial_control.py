@@ -1,6 +1,7 @@
-"""The platform's side of a trial row: insert it, ask it to stop, end it, requeue it, note its parent.
+"""The platform's side of a trial row: insert it, fuse it, ask it to stop, end it, requeue it, note its parent.
 
-The job driver inserts trials and requeues the ones a dead worker or a restart lost;
+The job driver inserts trials (and marks those it submits as one fused group) and
+requeues the ones a dead worker or a restart lost;
 executors end the ones they cancel or see fail; the zoo notes which model a trial was
 warm-started from. (The worker's side, claim, beat and finish, is in ``_trial_rows``.)
 Every change of state is conditional on the trial being unfinished, so a final state
@@ -10,7 +11,7 @@ overwritten: each operation says whether it changed the row.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +25,7 @@ from baobab.store._db._tables import SubJob, Trial
 __all__ = [
     "end_trial",
     "end_unfinished_trials",
+    "fuse_trials",
     "insert_trial",
     "request_trial_stop",
     "requeue_trial",
@@ -67,6 +69,27 @@ def insert_trial(
         .returning(Trial.id)
     )
     return session.execute(statement).scalar_one()
+
+
+def fuse_trials(session: Session, trial_ids: Sequence[int]) -> int:
+    """Mark the PENDING trials ``trial_ids`` as one fused group, submitted together; the group's id.
+
+    The id is the smallest of ``trial_ids`` (the group's first trial); a trial no longer
+    PENDING keeps what it has. Requeuing a member (:func:`requeue_trial`) takes it out again.
+
+    Raises:
+        ValueError: fewer than two trials: a group of one is a trial run alone.
+    """
+    if len(set(trial_ids)) < 2:
+        raise ValueError(f"a fused group has at least two trials, got {sorted(set(trial_ids))}")
+    group = min(trial_ids)
+    statement = (
+        update(_trials)
+        .where(_trials.c.id.in_(list(trial_ids)), _trials.c.status == TrialState.PENDING)
+        .values(fused_group=group)
+    )
+    session.execute(statement)
+    return group
 
 
 def request_trial_stop(session: Session, trial_id: int, reason: str) -> bool:
@@ -120,13 +143,14 @@ def end_unfinished_trials(
 def requeue_trial(session: Session, trial_id: int, *, now: datetime) -> bool:
     """Set an unfinished trial PENDING again, submitted at ``now`` (it was lost: to be submitted again).
 
-    The same row and knobs run again; the claim that follows counts one more attempt.
+    The same row and knobs run again, alone: a member of a fused group leaves it (whoever
+    requeues submits it by itself). The claim that follows counts one more attempt.
     False when it finished meanwhile: its own outcome counts, and its event follows.
     """
     statement = (
         update(_trials)
         .where(_trials.c.id == trial_id, _UNFINISHED)
-        .values(status=TrialState.PENDING, error=None, finished_at=None, submitted_at=now)
+        .values(status=TrialState.PENDING, error=None, finished_at=None, submitted_at=now, fused_group=None)
     )
     return session.execute(statement).rowcount == 1
 
