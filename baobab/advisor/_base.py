@@ -5,6 +5,7 @@ Who calls what, and when: the caller (the dev runner now, the job driver later) 
 the outcome back through :meth:`Strategy.observe`. Several trials may be proposed
 before any is observed (parallel workers); ``pending`` tells the strategy which
 proposals are still running so that it does not propose the same point again.
+:meth:`Strategy.propose_batch` proposes the trials of a fused group at once.
 
 Strategies are rebuilt, not pickled: a strategy's state is a function of its knob
 config, its seed and the records it has observed. Randomness for a proposal is drawn
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -145,6 +146,23 @@ class Strategy(ABC):
         Raises:
             StrategyError: the strategy cannot propose (its space is exhausted, say).
         """
+
+    def propose_batch(self, trial_ids: Sequence[int], pending: Iterable[Knobs] = ()) -> list[Knobs]:
+        """Knob values for several trials started at once (a fused group), one per id of ``trial_ids``.
+
+        Each is :meth:`propose`'s answer with ``pending`` and the batch's earlier proposals
+        pending, so the batch is what proposing one trial after the other would give.
+        Strategies that count pending trials as constant liars (bayes: the worst score
+        seen; tpe: Optuna's running trials) thereby spread a batch without an override;
+        the others keep a batch's points apart in a discrete space (see :meth:`taken`).
+        """
+        pending = list(pending)
+        proposals = []
+        for trial_id in trial_ids:
+            proposal = self.propose(trial_id, pending)
+            proposals.append(proposal)
+            pending.append(proposal)
+        return proposals
 
     def parent(self, trial_id: int, pending: Iterable[Knobs] = ()) -> int | None:
         """The earlier trial that :meth:`propose`'s answer for the same arguments derives from, if any.

@@ -1,15 +1,18 @@
 """The executor interface: what the job driver needs from whatever runs trials.
 
-The driver writes a trial row (PENDING) and then submits its id; it never learns
-where the trial runs. Whoever runs it stores the outcome in the trial row (RUNNING,
-then COMPLETED, STOPPED, ERRORED or CANCELLED with score, error and traceback) and
-then publishes ``TRIAL_FINISHED`` on the event channel. Implementations live in
+The driver writes a trial row (PENDING) and then submits its id, or the ids of a fused
+group (trials of one sub-job the worker trains as one stacked computation, see
+:func:`baobab.model.train_fused`) as one unit of work; it never learns where they run.
+Whoever runs a trial stores the outcome in its row (RUNNING, then COMPLETED, STOPPED,
+ERRORED or CANCELLED with score, error and traceback) and then publishes
+``TRIAL_FINISHED`` on the event channel. Implementations live in
 :mod:`baobab.worker` (local processes; Celery, Docker and Kubernetes later); they
 satisfy this protocol without importing it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 __all__ = ["Executor"]
@@ -26,8 +29,13 @@ class Executor(Protocol):
         """How many trials can run at once, over every job."""
         ...
 
-    def submit(self, trial_id: int) -> None:
-        """Run the PENDING trial ``trial_id`` as soon as a slot is free; returns at once."""
+    def submit(self, trials: int | Sequence[int]) -> None:
+        """Run the PENDING trial ``trials`` as soon as a slot is free; returns at once.
+
+        A sequence of ids is a fused group: one unit of work taking one slot, whose members
+        each keep their own row (claim, records, outcome) and may be stopped or cancelled
+        alone. A member requeued (its worker died) is submitted again by itself.
+        """
         ...
 
     def request_stop(self, trial_id: int, reason: str) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
 from baobab.advisor._job_options import JobOptions
-from baobab.advisor._plans import Next, Outcome, Plan, PlanStep, StopCause
+from baobab.advisor._plans import Next, Outcome, Plan, PlanStep, RetrainPhase, StopCause
 from baobab.advisor._stopping import StoppingRule
 from baobab.enums import JobStatus, TrialState
 from baobab.model import KnobConfig, Knobs, Policy
@@ -52,7 +52,8 @@ class ActiveTrial:
     """A trial the driver submitted and has not seen finish; ``proposal`` holds its searchable knobs.
 
     ``phase`` is its plan's phase (None: a plain trial); ``final`` trials run past the time budget;
-    ``shares`` says whether its parameters may be shared on (SHARE_PARAMS on, in a sharing phase).
+    ``shares`` says whether its parameters may be shared on (SHARE_PARAMS on, in a sharing phase);
+    ``group`` is the fused group it was submitted in (the id of the group's first trial), None alone.
     """
 
     id: int
@@ -61,6 +62,12 @@ class ActiveTrial:
     phase: str | None = None
     final: bool = False
     shares: bool = False
+    group: int | None = None
+
+    @property
+    def unit(self) -> int:
+        """The unit of work it runs in, which takes one slot: its group, or itself."""
+        return self.id if self.group is None else self.group
 
 
 @dataclass(eq=False)
@@ -117,6 +124,33 @@ class SubJobState:
         if self.plan is None:
             return Outcome.DONE if not self.wants_trials() or not job.may_start(now) else PlanStep(None)
         return self.plan.next(self, job, now)
+
+    def group_size(self, job: JobState, step: PlanStep, now: float) -> int:
+        """How many trials the unit of work that ``step`` starts may hold: 1, or a fused group's size.
+
+        Only under the job option ``fusion: {"max_group": K}`` ("auto" and "off" run every
+        trial alone), and only for trials whose knobs the strategy proposes (not a final
+        retraining of a best configuration, nor a phase of a strategy's own plan). The
+        members share ``step``: the group ends where the plan, counting each member as
+        started, would start another step (the final phase) or none (the trial count).
+        """
+        limit = self.options.max_group or 1
+        if self.options.fusion != "max_group" or step.proposal is not None or step.final:
+            return 1
+        if step.phase not in (None, RetrainPhase.SEARCH):
+            return 1
+        trials, started = self.trials, self.started.copy()
+        size = 1
+        try:
+            while size < limit:
+                self.trials += 1
+                self.started[step.phase] += 1
+                if self.next_step(job, now) != step:
+                    break
+                size += 1
+        finally:
+            self.trials, self.started = trials, started
+        return size
 
     def best_configs(self, n: int) -> list[Knobs]:
         """The proposals of the ``n`` best-scored searching trials, distinct, best first (ties: earlier trial)."""
@@ -253,6 +287,11 @@ class JobState:
         """Trials submitted and not finished (pending in the executor or running)."""
         return sum(len(sub.active) for sub in self.sub_jobs.values())
 
+    @property
+    def units(self) -> int:
+        """Units of work submitted and not finished: a fused group counts once (it takes one slot)."""
+        return len({trial.unit for sub in self.sub_jobs.values() for trial in sub.active.values()})
+
     def add_duration(self, seconds: float) -> None:
         if math.isfinite(seconds) and seconds >= 0:
             bisect.insort(self.durations, seconds)
@@ -324,15 +363,16 @@ def _pick_sub_job(job: JobState, now: float) -> SubJobState | None:
 
 
 def pick_next(jobs: Iterable[JobState], now: float, *, ahead: int = 0) -> tuple[JobState, SubJobState] | None:
-    """Who gets the next free slot: the job with the fewest running trials (ties: the oldest) among
-    those below their cap that may start trials, and within it the sub-job with the fewest running
-    trials, then the fewest trials. None when nobody wants one.
+    """Who gets the next free slot: the job with the fewest running units of work (ties: the oldest)
+    among those below their cap that may start trials, and within it the sub-job with the fewest
+    running trials, then the fewest trials. None when nobody wants one.
 
-    ``ahead``: trials per slot that may wait queued in the executor besides the one that runs
-    (a job's cap is then ``cap * (1 + ahead)`` submitted trials)."""
+    A unit is a trial, or a fused group of trials (one slot: see :attr:`JobState.units`).
+    ``ahead``: units per slot that may wait queued in the executor besides the one that runs
+    (a job's cap is then ``cap * (1 + ahead)`` submitted units)."""
     best: tuple[tuple[int, float, int], JobState, SubJobState] | None = None
     for job in jobs:
-        running = job.running
+        running = job.units
         if running >= job.cap * (1 + ahead):
             continue
         key = (running, job.created_at, job.id)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from baobab.model import FixedKnob, KnobConfig, Knobs, Policy, PolicyKnob, validate_knobs
+from baobab.model import FixedKnob, FloatKnob, KnobConfig, Knobs, Policy, PolicyKnob, validate_knobs
 
-__all__ = ["base_knobs", "trial_knobs", "trial_policies"]
+__all__ = ["base_knobs", "structural_knobs", "trial_knobs", "trial_policies"]
 
 
 def trial_policies(config: KnobConfig, chosen: Mapping[Policy, bool] | None = None) -> dict[Policy, bool]:
@@ -52,3 +52,14 @@ def trial_knobs(
             holds a value the knob cannot take.
     """
     return validate_knobs(config, {**proposal, **base_knobs(config, policies)})
+
+
+def structural_knobs(config: KnobConfig, knobs: Mapping[str, Any]) -> Knobs:
+    """The knob values that may shape a trial's model: every one but a ``FloatKnob``'s.
+
+    Trials of a fused group must build structurally identical modules; the driver cannot
+    see which knobs change shapes, so it takes every knob but a float one as structural
+    (a float knob is a value: a learning rate, a weight decay). The worker's
+    :func:`~baobab.model.fuse_check` still trains alone a member whose module differs.
+    """
+    return {name: value for name, value in knobs.items() if not isinstance(config.get(name), FloatKnob)}

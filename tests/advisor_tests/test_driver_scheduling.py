@@ -11,6 +11,8 @@ import math
 import pytest
 
 from baobab.advisor import TrialStatus, base_knobs, trial_knobs, trial_policies
+from baobab.advisor._job_options import parse_job_options
+from baobab.advisor._plans import PlanStep, RetrainPhase, options_plan
 from baobab.advisor._scheduling import (
     ActiveTrial,
     JobState,
@@ -20,8 +22,9 @@ from baobab.advisor._scheduling import (
     pick_next,
     record_for,
 )
+from baobab.advisor._trial_knobs import structural_knobs
 from baobab.exceptions import KnobConfigError
-from baobab.model import CategoricalKnob, FixedKnob, FloatKnob, PolicyKnob
+from baobab.model import CategoricalKnob, FixedKnob, FloatKnob, IntegerKnob, Policy, PolicyKnob
 from baobab.store import JobStatus, TrialState
 
 NOW = 1_000_000.0
@@ -89,6 +92,60 @@ def test_sub_jobs_that_want_no_trial_are_passed_over() -> None:
     assert picked(job(1, spent, failed, ended)) is None
     assert picked(job(1, spent, failed, ended), job(2, sub(21, running=3))) == (2, 21)
     assert picked(job(1, sub(11, trials=10_000, count=None))) == (1, 11)  # a TIME_HOURS-only budget
+
+
+def test_a_fused_group_takes_one_slot() -> None:
+    grouped = sub(11)
+    for i in range(3):
+        grouped.active[100 + i] = ActiveTrial(100 + i, i, {}, group=100)
+    assert job(1, grouped).running == 3 and job(1, grouped).units == 1
+    # Job 1 runs one unit (a group of three), job 2 two trials alone: job 1 gets the slot.
+    assert picked(job(1, grouped, created_at=2), job(2, sub(21, running=2), created_at=1)) == (1, 11)
+    assert picked(job(1, grouped, cap=1)) is None  # its one slot is taken by the group
+
+
+# -- fused groups ------------------------------------------------------------------------------------
+
+
+def fusing(fusion: object, *, count: int | None = 10, trials: int = 0, policies: dict | None = None) -> SubJobState:
+    options = parse_job_options({"fusion": fusion, "policies": policies or {}}, trial_count=count)
+    state = sub(11, count=count, trials=trials, options=options)
+    state.plan = options_plan(options, frozenset({Policy.EARLY_STOP}))
+    return state
+
+
+def test_groups_form_only_under_max_group_and_within_the_trial_count() -> None:
+    owner = job(1)
+    plain = PlanStep(None, {Policy.SHARE_PARAMS: False})
+    assert fusing({"max_group": 4}).group_size(owner, plain, NOW) == 4
+    assert fusing({"max_group": 4}, trials=8).group_size(owner, plain, NOW) == 2  # 2 trials left of 10
+    assert fusing("off").group_size(owner, plain, NOW) == 1
+    assert fusing("auto").group_size(owner, plain, NOW) == 1  # no profile says fusing pays: unfused
+    final = PlanStep(RetrainPhase.FINAL, {}, proposal={"lr": 0.1}, final=True)
+    assert fusing({"max_group": 4}).group_size(owner, final, NOW) == 1  # a retrained best configuration
+    assert fusing({"max_group": 4}).group_size(owner, PlanStep("train_shared", {}), NOW) == 1  # a strategy's phase
+
+
+def test_a_group_of_search_trials_leaves_the_final_trials_to_the_final_phase() -> None:
+    state = fusing({"max_group": 8}, trials=5, policies={"EARLY_STOP": True, "final_trials": 2})
+    state.started[RetrainPhase.SEARCH] = 5
+    step = state.next_step(job(1), NOW)
+    assert step == PlanStep(RetrainPhase.SEARCH, {Policy.EARLY_STOP: True})
+    assert state.group_size(job(1), step, NOW) == 3  # search trials 6 to 8; 9 and 10 are the final ones
+    assert (state.trials, state.started[RetrainPhase.SEARCH]) == (5, 5)  # counting ahead changed nothing
+
+
+def test_structural_knobs_are_every_knob_but_the_float_ones() -> None:
+    config = {
+        "lr": FloatKnob(1e-3, 1.0),
+        "width": IntegerKnob(1, 8),
+        "act": CategoricalKnob(["relu", "tanh"]),
+        "epochs": FixedKnob(3),
+        "short": PolicyKnob("EARLY_STOP"),
+    }
+    knobs = {"lr": 0.1, "width": 4, "act": "tanh", "epochs": 3, "short": False}
+    assert structural_knobs(config, knobs) == {"width": 4, "act": "tanh", "epochs": 3, "short": False}
+    assert structural_knobs(config, {**knobs, "lr": 0.5}) == structural_knobs(config, knobs)
 
 
 # -- time --------------------------------------------------------------------------------------------

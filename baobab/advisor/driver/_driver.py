@@ -49,13 +49,14 @@ import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from baobab.advisor._base import Strategy
 from baobab.advisor._factory import choose_strategy, make_strategy
 from baobab.advisor._plans import PlanStep, servable
 from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobState, pick_next
-from baobab.advisor._trial_knobs import trial_knobs, trial_policies
+from baobab.advisor._trial_knobs import structural_knobs, trial_knobs, trial_policies
 from baobab.advisor.driver import _rows
 from baobab.advisor.driver._reads import job_status, trial_rows
 from baobab.advisor.driver._sync import StoreSync
@@ -206,11 +207,12 @@ class JobDriver(StoreSync):
     # -- scheduling ----------------------------------------------------------------------------
 
     def schedule(self) -> int:
-        """Give free slots to the jobs that want them, one new trial per slot; returns how many started."""
+        """Give free slots to the jobs that want them, one unit of work per slot (a trial, or a fused
+        group of trials); returns how many units started."""
         if not self._jobs:
             return 0
         ahead = getattr(self.executor, "queue_ahead", 0)
-        free = self.executor.slots * (1 + ahead) - len(self._owners)
+        free = self.executor.slots * (1 + ahead) - sum(job.units for job in self._jobs.values())
         started = 0
         now = time.time()
         while free > 0:
@@ -246,61 +248,98 @@ class JobDriver(StoreSync):
         return strategy
 
     def _start_trial(self, job: JobState, sub: SubJobState, now: float) -> bool:
-        """Propose, insert (committed), submit. False when the sub-job's strategy failed instead."""
+        """Propose, insert (committed), submit: one trial, or a fused group of them (one unit of work).
+
+        False when the sub-job's strategy failed instead."""
         step = sub.next_step(job, now)
         if not isinstance(step, PlanStep):
             return False
         strategy = self._strategy(sub)
-        number = sub.next_number
-        parent: int | None = None
+        trials: list[_NewTrial] = []
         if strategy is not None:
             try:
-                pending = [t.proposal for t in sub.active.values()]
-                if step.proposal is not None:
-                    proposal = step.proposal
-                elif step.phase is not None:
-                    proposal = strategy.propose_for(step.phase, number, pending)
-                else:
-                    proposal = strategy.propose(number, pending)
-                    parent = strategy.parent(number, pending)
-                assert sub.knob_config is not None
-                policies = trial_policies(sub.knob_config, step.policies)
-                stored = _json_knobs(trial_knobs(sub.knob_config, proposal, policies))
+                trials = self._propose(sub, strategy, step, sub.group_size(job, step, now))
             except Exception as e:
+                number = sub.next_number
                 sub.failure = f"strategy {strategy.name!r} failed to propose trial {number}: {type(e).__name__}: {e}"
                 strategy = None
         if strategy is None:
             logger.warning("job %s, sub-job %s: %s", job.id, sub.id, sub.failure)
             self._check_end(job, now)
             return False
+        assert sub.knob_config is not None
+        policies = trial_policies(sub.knob_config, step.policies)
         sharing = bool(policies.get(Policy.SHARE_PARAMS))
-        trial_id = _rows.insert_trial(
-            self.engine,
-            sub_job_id=sub.id,
-            number=number,
-            knobs=stored,
-            policies=policies,
-            phase=step.phase,
-            servable=servable(policies),
-            shared_params_path=sub.shared_params(parent) if sharing else None,
-            now=now,
-        )
-        trial = ActiveTrial(
-            trial_id,
-            number,
-            {k: v for k, v in stored.items() if k in sub.searchable},
-            phase=step.phase,
-            final=step.final,
-            shares=sharing and sub.shares(step.phase),
-        )
-        sub.add_started(trial)
-        self._metrics.watch(sub, trial)
-        sub.next_number = number + 1
-        sub.trials += 1
-        sub.active[trial_id] = trial
-        self._owners[trial_id] = (job, sub)
-        self.executor.submit(trial_id)
+        rows = [
+            _rows.NewTrial(
+                sub_job_id=sub.id,
+                number=trial.number,
+                knobs=trial.knobs,
+                policies=policies,
+                phase=step.phase,
+                servable=servable(policies),
+                shared_params_path=sub.shared_params(trial.parent) if sharing else None,
+            )
+            for trial in trials
+        ]
+        trial_ids, group = _rows.insert_trials(self.engine, rows, now)
+        for trial_id, trial in zip(trial_ids, trials, strict=True):
+            active = ActiveTrial(
+                trial_id,
+                trial.number,
+                {k: v for k, v in trial.knobs.items() if k in sub.searchable},
+                phase=step.phase,
+                final=step.final,
+                shares=sharing and sub.shares(step.phase),
+                group=group,
+            )
+            sub.add_started(active)
+            self._metrics.watch(sub, active)
+            sub.next_number = trial.number + 1
+            sub.trials += 1
+            sub.active[trial_id] = active
+            self._owners[trial_id] = (job, sub)
+        self.executor.submit(trial_ids if group is not None else trial_ids[0])
         return True
+
+    def _propose(self, sub: SubJobState, strategy: Strategy, step: PlanStep, size: int) -> list[_NewTrial]:
+        """The knobs of the next ``size`` trials at most, all of one structure (see :func:`structural_knobs`).
+
+        A group's proposals come from one :meth:`~baobab.advisor.Strategy.propose_batch`; the
+        group is the longest run of them, from the first, whose structural knobs are the first's.
+        The proposals after it are dropped: their numbers are proposed again for the trials that
+        follow (a proposal depends on the number, the history and the pending trials only).
+        """
+        assert sub.knob_config is not None
+        config = sub.knob_config
+        number = sub.next_number
+        pending = [t.proposal for t in sub.active.values()]
+        policies = trial_policies(config, step.policies)
+        if step.proposal is not None:
+            proposals = [step.proposal]
+        elif step.phase is not None and size == 1:
+            proposals = [strategy.propose_for(step.phase, number, pending)]
+        else:
+            proposals = strategy.propose_batch(range(number, number + size), pending)
+        trials: list[_NewTrial] = []
+        for offset, proposal in enumerate(proposals):
+            knobs = _json_knobs(trial_knobs(config, proposal, policies))
+            if trials and structural_knobs(config, knobs) != structural_knobs(config, trials[0].knobs):
+                break
+            plain = step.proposal is None and step.phase is None  # a plan's phase derives from no one trial
+            parent = strategy.parent(number + offset, pending) if plain else None
+            trials.append(_NewTrial(number + offset, knobs, parent))
+            pending = [*pending, proposal]
+        return trials
+
+
+@dataclass(frozen=True)
+class _NewTrial:
+    """A proposed trial: its number, every knob value as stored, and the trial it derives from (SHARE_PARAMS)."""
+
+    number: int
+    knobs: dict[str, Any]
+    parent: int | None
 
 
 def _json_knobs(knobs: dict[str, Any]) -> dict[str, Any]:

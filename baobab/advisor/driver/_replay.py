@@ -5,8 +5,8 @@ Pure: the caller reads the rows and writes what the replay decided (lost trials)
 trials are accounted for by the same :func:`~baobab.advisor._scheduling.record_finished` as
 on the live path, so the rebuilt counts, durations and strategy history are those the
 driver had. A trial PENDING or RUNNING in the store that the executor does not hold was
-lost: it is to run again (same row and knobs) unless the job is stopping or it was tried
-``max_attempts`` times.
+lost: it is to run again (same row and knobs, alone: a lost member of a fused group leaves its
+group) unless the job is stopping or it was tried ``max_attempts`` times.
 """
 
 from __future__ import annotations
@@ -132,6 +132,7 @@ def replay_trials(job: JobState, trials: Sequence[Row[Any]], held: set[int], max
             phase=row.phase,
             final=sub.runs_past_deadline(row.phase),
             shares=bool((row.policies or {}).get(Policy.SHARE_PARAMS)) and sub.shares(row.phase),
+            group=row.fused_group,
         )
         sub.add_started(active)
         if row.status.is_finished():
@@ -152,6 +153,7 @@ def replay_trials(job: JobState, trials: Sequence[Row[Any]], held: set[int], max
             state, error = lost_outcome(job, row.attempts, max_attempts)
             lost.append(Lost(row, state, error))
             if state is TrialState.PENDING:
+                active.group = None  # requeued: it runs again alone
                 sub.active[row.id] = active
             else:
                 record_finished(job, sub, active, state, error=error)

@@ -6,7 +6,8 @@ session and datetimes. Each function here is one transaction of the driver's.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,6 +23,7 @@ from baobab.store import (
     fail_train_job,
     finish_sub_job,
     finish_train_job,
+    fuse_trials,
     request_train_job_stop,
     requeue_trial,
     session_scope,
@@ -32,8 +34,9 @@ from baobab.store import insert_trial as insert_trial_row
 __all__ = [
     "end_job",
     "end_lost_trials",
+    "NewTrial",
     "fail_job",
-    "insert_trial",
+    "insert_trials",
     "leasable",
     "release_leases",
     "renew_leases",
@@ -52,31 +55,28 @@ def _lease(driver: str, lease_s: float = 0.0) -> Lease:
     return Lease(TrainJob, driver, timedelta(seconds=lease_s))
 
 
-def insert_trial(
-    engine: Engine,
-    *,
-    sub_job_id: int,
-    number: int,
-    knobs: Mapping[str, Any],
-    policies: Mapping[Policy, bool],
-    phase: str | None,
-    servable: bool,
-    shared_params_path: str | None,
-    now: float,
-) -> int:
-    """A new PENDING trial, committed before it is submitted; returns its id."""
+@dataclass(frozen=True)
+class NewTrial:
+    """A trial row to insert (see :func:`baobab.store.insert_trial`)."""
+
+    sub_job_id: int
+    number: int
+    knobs: Mapping[str, Any]
+    policies: Mapping[Policy, bool]
+    phase: str | None
+    servable: bool
+    shared_params_path: str | None
+
+
+def insert_trials(engine: Engine, trials: Sequence[NewTrial], now: float) -> tuple[list[int], int | None]:
+    """New PENDING trials, committed (in one transaction) before they are submitted as one unit of work.
+
+    Returns their ids and, for more than one, the fused group they form (None for one trial).
+    """
     with session_scope(engine) as session:
-        return insert_trial_row(
-            session,
-            sub_job_id=sub_job_id,
-            number=number,
-            knobs=knobs,
-            policies=policies,
-            phase=phase,
-            servable=servable,
-            shared_params_path=shared_params_path,
-            now=utc(now),
-        )
+        ids = [insert_trial_row(session, **asdict(trial), now=utc(now)) for trial in trials]
+        group = fuse_trials(session, ids) if len(ids) > 1 else None
+    return ids, group
 
 
 class _FinishedMeanwhile(Exception):
