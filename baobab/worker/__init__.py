@@ -1,9 +1,9 @@
 """Workers: the trial runner, the inference runner, and the executors that place them.
 
-- :func:`run_trial` runs one trial in this process from its id, with the
-  :class:`WorkerResources` (caches) a worker keeps across trials, reporting through
-  :class:`ApiGateway` (the admin API, with the trial's token); a local worker also
-  reads its trial's artifacts through it (:class:`TrialArtifacts`).
+- :func:`run_trial` runs one trial in this process from its id (:func:`run_trials` a
+  fused group of them), with the :class:`WorkerResources` (caches) a worker keeps across
+  trials, reporting through :class:`ApiGateway` (the admin API, with the trial's token);
+  a local worker also reads its trial's artifacts through it (:class:`TrialArtifacts`).
 - :class:`DataCache` holds the preprocessed datasets of TorchModel templates in
   memory-mapped files that the trials of a machine share, each decoded once.
 - :class:`LocalExecutor` runs trials in worker processes on this machine
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from baobab.worker._kubernetes import KubernetesPool, KubernetesPoolConfig, kubernetes_api
     from baobab.worker._local import LocalExecutor
     from baobab.worker._queries import sample_queries
-    from baobab.worker._runner import TrialOutcome, WorkerResources, run_trial
+    from baobab.worker._runner import TrialOutcome, WorkerResources, run_trial, run_trials
     from baobab.worker._trial_process import TrialFailed, TrialSpec, trial_seed
 
 _NAMES = {
@@ -63,6 +63,7 @@ _NAMES = {
     "TrialOutcome": "baobab.worker._runner",
     "WorkerResources": "baobab.worker._runner",
     "run_trial": "baobab.worker._runner",
+    "run_trials": "baobab.worker._runner",
     "TrialFailed": "baobab.worker._trial_process",
     "TrialSpec": "baobab.worker._trial_process",
     "trial_seed": "baobab.worker._trial_process",
@@ -90,6 +91,7 @@ __all__ = [
     "kubernetes_api",
     "run_child",
     "run_trial",
+    "run_trials",
     "run_worker",
     "sample_queries",
     "trial_seed",

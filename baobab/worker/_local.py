@@ -1,8 +1,9 @@
 """The local executor: trials in worker processes on this machine (``baobab up``).
 
 :class:`LocalExecutor` owns N long-lived worker processes (:mod:`baobab.worker._process`)
-and a FIFO queue of submitted trial ids. A trial goes to the first idle worker; the
-worker stores the outcome itself and answers "done". The executor handles what a
+and a FIFO queue of submitted units of work: a trial, or a fused group of trials, which
+one worker runs in one process (:func:`~baobab.worker.run_trials`). A unit goes to the
+first idle worker; the worker stores each trial's outcome itself and answers "done". The executor handles what a
 worker cannot report about itself, each time writing the final state first
 (conditionally: only a PENDING or RUNNING trial changes) and then killing or
 respawning what is needed:
@@ -11,9 +12,13 @@ respawning what is needed:
   passes is killed with its process group: the trial is ERRORED "exceeded the
   per-trial time limit of N s";
 - a worker that dies mid-trial (a crash, ``os._exit``, SIGKILL from the OOM killer):
-  the trial is ERRORED with how the process ended and the last lines of its log;
+  the trial is ERRORED with how the process ended and the last lines of its log. A
+  fused group's unfinished members are requeued instead (PENDING again, out of their
+  group), each as a unit of its own: alone, a member that crashes its process ends
+  ERRORED, and the others are not held to account for it;
 - :meth:`LocalExecutor.cancel` drops a queued trial, or kills the worker running it;
-  the trial is CANCELLED.
+  the trial is CANCELLED. A member of a running group is let go and asked to stop
+  instead, so that its group-mates train on.
 
 A killed or dead worker is replaced at once (a worker that dies before it is ready is
 retried with a growing delay). After every final state, whoever wrote it, the executor
@@ -35,7 +40,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING
@@ -55,6 +60,7 @@ from baobab.store import (
     create_engine_from_url,
     end_trial,
     issue_trial_token,
+    requeue_trial,
     session_scope,
 )
 from baobab.worker._memory import default_memory_mb
@@ -142,7 +148,7 @@ class LocalExecutor:
         ]
         self._owners: dict[int, int] = {}  # queued trial → the user whose job it is
         self._lock = threading.Lock()
-        self._queue: deque[int] = deque()
+        self._queue: deque[list[int]] = deque()  # units of work: a trial, or a fused group's members
         self._active: set[int] = set()
         self._stops: dict[int, str] = {}  # stop requests for queued trials
         self._workers: list[WorkerProcess | None] = [None] * count
@@ -165,23 +171,26 @@ class LocalExecutor:
     def slots(self) -> int:
         return len(self._workers)
 
-    def submit(self, trial_id: int) -> None:
-        """Queue the PENDING trial ``trial_id``; it goes to a worker now if one is idle.
+    def submit(self, trials: int | Sequence[int]) -> None:
+        """Queue the PENDING trial ``trials`` (or the members of a fused group, as one unit of work);
+        it goes to a worker now if one is idle.
 
         Submitting a trial that is queued or running already does nothing.
 
         Raises:
             RuntimeError: the executor is closed.
         """
-        owner = self._owner_of(trial_id)
+        unit = [trials] if isinstance(trials, int) else list(trials)
+        owner = self._owner_of(unit[0])  # the members are trials of one job
         with self._lock:
             if self._closed:
                 raise RuntimeError("the local executor is closed; create a new one to run trials")
-            if trial_id in self._active:
+            unit = [trial_id for trial_id in unit if trial_id not in self._active]
+            if not unit:
                 return
-            self._active.add(trial_id)
-            self._owners[trial_id] = owner
-            self._queue.append(trial_id)
+            self._active.update(unit)
+            self._owners.update(dict.fromkeys(unit, owner))
+            self._queue.append(unit)
             if self._dispatch() and self._time_limit is not None:
                 self._wake()  # a new deadline
 
@@ -203,11 +212,18 @@ class LocalExecutor:
         finished: list[int] = []
         with self._lock:
             worker = self._worker_of(trial_id)
-            if worker is not None:
+            unit = next((u for u in self._queue if trial_id in u), None)
+            if worker is not None and len(worker.trials) > 1:
+                worker.trials.remove(trial_id)  # its group-mates train on; its answer is ignored
+                worker.send(op="stop", trial=trial_id, reason=reason)
+                self._end(trial_id, TrialState.CANCELLED, reason, None, finished)
+            elif worker is not None:
                 self._retire(worker, respawn_now=not self._closed)
                 self._end(trial_id, TrialState.CANCELLED, reason, None, finished)
-            elif trial_id in self._queue:
-                self._queue.remove(trial_id)
+            elif unit is not None:
+                unit.remove(trial_id)
+                if not unit:
+                    self._queue.remove(unit)
                 self._end(trial_id, TrialState.CANCELLED, reason, None, finished)
             elif self._write(trial_id, TrialState.CANCELLED, reason, None):
                 finished.append(trial_id)
@@ -249,7 +265,7 @@ class LocalExecutor:
     # -- bookkeeping (under the lock) ------------------------------------------------------
 
     def _worker_of(self, trial_id: int) -> WorkerProcess | None:
-        return next((w for w in self._workers if w is not None and w.trial == trial_id), None)
+        return next((w for w in self._workers if w is not None and trial_id in w.trials), None)
 
     def _owner_of(self, trial_id: int) -> int:
         """The user whose job the trial is (0 for a trial that does not exist: its claim fails anyway)."""
@@ -293,31 +309,32 @@ class LocalExecutor:
         return min(idle, key=lambda w: w.owner is None, default=None)
 
     def _dispatch(self) -> bool:
-        """Send queued trials, in order, to idle workers of their users; True if any was sent.
+        """Send queued units, in order, to idle workers of their users; True if any was sent.
 
         A worker serves one user (it is confined to that user's folder). When trials
         wait and the only idle workers serve users with nothing queued, those workers
         are replaced by fresh ones that will serve whoever comes first.
         """
         sent = False
-        for trial_id in list(self._queue):
-            owner = self._owners[trial_id]
+        for unit in list(self._queue):
+            owner = self._owners[unit[0]]
             worker = self._idle_worker(owner)
             if worker is None:
                 continue
-            worker.trial = trial_id
+            worker.trials, worker.fused = list(unit), len(unit) > 1
             worker.deadline = None if self._time_limit is None else time.monotonic() + self._time_limit
             worker.log_offset = worker.log_size()
-            token = issue_trial_token(self._secret, trial_id)
-            if not worker.send(op="run", trial=trial_id, token=token, owner=owner):
-                worker.trial = worker.deadline = None
+            tokens = [issue_trial_token(self._secret, trial_id) for trial_id in unit]
+            if not worker.send(op="run", trials=unit, tokens=tokens, owner=owner):
+                worker.trials, worker.deadline = [], None
                 continue  # the worker is gone; its death is handled below
             worker.owner = owner
-            self._queue.remove(trial_id)
-            del self._owners[trial_id]
-            reason = self._stops.pop(trial_id, None)
-            if reason is not None:
-                worker.send(op="stop", trial=trial_id, reason=reason)
+            self._queue.remove(unit)
+            for trial_id in unit:
+                del self._owners[trial_id]
+                reason = self._stops.pop(trial_id, None)
+                if reason is not None:
+                    worker.send(op="stop", trial=trial_id, reason=reason)
             sent = True
         starting = sum(1 for w in self._workers if w is None or (not w.ready and w.owner is None))
         waiting = len(self._queue) - starting
@@ -353,9 +370,11 @@ class LocalExecutor:
             self._start_failures[worker.index] = 0
             return
         trial_id = message.get("trial")
-        if worker.trial is None or trial_id != worker.trial:
+        if not isinstance(trial_id, int) or trial_id not in worker.trials:
             return  # a reply about a trial this executor let go already (cancelled, timed out)
-        worker.trial = worker.deadline = None
+        worker.trials.remove(trial_id)
+        if not worker.trials:
+            worker.deadline = None
         if op == "failed":
             error = f"the worker could not run the trial: {message.get('error')}"
             self._end(trial_id, TrialState.ERRORED, error, None, finished)
@@ -371,11 +390,17 @@ class LocalExecutor:
         self._workers[worker.index] = None
         how = worker.how_it_ended()
         tail = worker.log_tail()
-        if worker.trial is not None:
-            logger.warning("worker %d %s while running trial %d", worker.index, how, worker.trial)
+        if worker.fused and worker.trials:
+            logger.warning("worker %d %s while running the fused trials %s", worker.index, how, worker.trials)
+            assert worker.owner is not None  # it was sent trials
+            self._requeue_alone(worker.trials, worker.owner, finished)
+            self._respawn_at[worker.index] = time.monotonic()
+        elif worker.trials:
+            (trial_id,) = worker.trials
+            logger.warning("worker %d %s while running trial %d", worker.index, how, trial_id)
             error = f"the worker process {how} while running the trial"
             details = f"last lines of the worker's log ({worker.log_path}):\n{tail}" if tail else None
-            self._end(worker.trial, TrialState.ERRORED, error, details, finished)
+            self._end(trial_id, TrialState.ERRORED, error, details, finished)
             self._respawn_at[worker.index] = time.monotonic()
         elif not worker.ready:
             logger.error("worker %d %s while starting; last lines of its log:\n%s", worker.index, how, tail)
@@ -384,6 +409,23 @@ class LocalExecutor:
         else:
             logger.warning("worker %d %s while idle; starting another", worker.index, how)
             self._respawn_at[worker.index] = time.monotonic()
+
+    def _requeue_alone(self, trial_ids: list[int], owner: int, finished: list[int]) -> None:
+        """PENDING again, each as a unit of its own at the head of the queue (they waited longest)."""
+        for trial_id in reversed(trial_ids):
+            try:
+                with session_scope(self._engine) as session:
+                    requeued = requeue_trial(session, trial_id, now=_now())
+            except StoreError as e:  # the job driver finds it lost and submits it again
+                logger.error("trial %d: cannot requeue it: %s", trial_id, e)
+                requeued = False
+            if requeued:
+                self._queue.appendleft([trial_id])
+                self._owners[trial_id] = owner
+            else:  # finished meanwhile: its own outcome counts
+                self._active.discard(trial_id)
+                self._stops.pop(trial_id, None)
+                finished.append(trial_id)
 
     def _fail_queue_if_no_worker_starts(self, how: str, worker: WorkerProcess, tail: str, finished: list[int]) -> None:
         """When every worker failed to start again and again, the queue would wait forever: end it ERRORED.
@@ -396,19 +438,21 @@ class LocalExecutor:
         if min(self._start_failures) < _MAX_START_FAILURES:
             return
         error = f"no worker process can start: the last one {how} while starting (see {worker.log_path})"
-        for trial_id in list(self._queue):
-            self._end(trial_id, TrialState.ERRORED, error, tail or None, finished)
+        for unit in self._queue:
+            for trial_id in unit:
+                self._end(trial_id, TrialState.ERRORED, error, tail or None, finished)
         self._queue.clear()
 
     def _on_timeout(self, worker: WorkerProcess, finished: list[int]) -> None:
-        trial_id = worker.trial
-        if trial_id is None:
+        trial_ids = list(worker.trials)
+        if not trial_ids:
             return
         tail = worker.log_tail()
         self._retire(worker, respawn_now=False)
         error = f"exceeded the per-trial time limit of {self._time_limit:g} s"
         details = f"killed; last lines of the worker's log ({worker.log_path}):\n{tail}" if tail else "killed"
-        self._end(trial_id, TrialState.ERRORED, error, details, finished)
+        for trial_id in trial_ids:
+            self._end(trial_id, TrialState.ERRORED, error, details, finished)
 
     def _check(self, finished: list[int]) -> None:
         now = time.monotonic()

@@ -4,9 +4,10 @@
 as arguments), the admin API's URL and its confinement, in an environment with none of
 the platform's settings (:func:`baobab._sandbox.template_env`); its stdout and stderr
 are a log file under ``settings.home / "logs"``. Its memory is limited to one trial
-slot's share (:mod:`baobab.worker._memory`). It runs one trial at a time with
-:func:`run_trial`, reporting through the admin API with each trial's token, and keeps
-its caches (imported templates, fetched and decoded datasets) from trial to trial.
+slot's share (:mod:`baobab.worker._memory`). It runs one unit of work at a time with
+:func:`run_trials` (a trial, or the members of a fused group trained together),
+reporting through the admin API with each trial's token, and keeps its caches
+(imported templates, fetched and decoded datasets) from trial to trial.
 
 A worker serves one user. Its first trial says whose (``owner``): before it starts
 any thread it confines itself (:func:`baobab._sandbox.confine`) to that user's folder
@@ -17,14 +18,15 @@ sends it only that user's trials afterwards, and replaces it to serve another.
 Messages are JSON objects, one per :class:`multiprocessing.connection.Connection`
 message:
 
-- executor → worker: ``{"op": "run", "trial": N, "token": "...", "owner": U}``;
+- executor → worker: ``{"op": "run", "trials": [N, ...], "tokens": ["...", ...], "owner": U}``
+  (one trial, or a fused group with a token per member);
   ``{"op": "stop", "trial": N, "reason": "..."}`` asks trial N (running, or the next
   to run) to stop early.
 - worker → executor: ``{"op": "ready", "pid": P}`` once it can take its first trial;
   ``{"op": "done", "trial": N, "status": "COMPLETED"}`` once trial N's outcome is
-  stored (``status`` is what the trial is now, null if it does not exist);
-  ``{"op": "failed", "trial": N, "error": "..."}`` when the worker could not run it
-  (the admin API failed).
+  stored (``status`` is what the trial is now, null if it does not exist), one per
+  member of a group; ``{"op": "failed", "trial": N, "error": "..."}`` when the worker
+  could not run it (the admin API failed).
 
 A control thread reads the executor's messages while the main thread runs a trial,
 so a stop request reaches the running trial's context at once. The end of the
@@ -52,7 +54,7 @@ from baobab._sandbox import Confinement, confine
 from baobab.model import TrialContext
 from baobab.worker._gateway import ApiGateway
 from baobab.worker._memory import limit_memory
-from baobab.worker._runner import WorkerResources, run_trial
+from baobab.worker._runner import WorkerResources, run_trials
 
 __all__ = ["main"]
 
@@ -83,9 +85,9 @@ class _Worker:
         self._resources: WorkerResources | None = None
         self._owner: int | None = None
         self._tokens: dict[int, str] = {}
-        self._jobs: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[list[int]] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._running: tuple[int, TrialContext] | None = None
+        self._running: dict[int, TrialContext] = {}
         self._waiting: set[int] = set()  # received, not started
         self._early_stops: dict[int, str] = {}
 
@@ -113,15 +115,16 @@ class _Worker:
         logger.info("worker %s serves user %d (disk confined: %s)", self._name, owner, confined)
 
     def _take(self, message: dict[str, Any]) -> None:
-        trial_id = int(message["trial"])
+        trial_ids = [int(trial_id) for trial_id in message["trials"]]
         if int(message["owner"]) != self._owner:
             # The executor never does this; a worker of one user refuses another's trial all the same.
-            self._send(op="failed", trial=trial_id, error=f"this worker serves user {self._owner} only")
+            for trial_id in trial_ids:
+                self._send(op="failed", trial=trial_id, error=f"this worker serves user {self._owner} only")
             return
         with self._lock:
-            self._waiting.add(trial_id)
-            self._tokens[trial_id] = str(message["token"])
-        self._jobs.put(trial_id)
+            self._waiting.update(trial_ids)
+            self._tokens.update(zip(trial_ids, map(str, message["tokens"]), strict=True))
+        self._jobs.put(trial_ids)
 
     def _receive(self) -> dict[str, Any]:
         try:
@@ -131,28 +134,36 @@ class _Worker:
             # row stays RUNNING; whoever restarts the platform finds it lost.
             os._exit(_ORPHANED)
 
-    def _run(self, trial_id: int) -> None:
-        context = TrialContext()
+    def _run(self, trial_ids: list[int]) -> None:
+        contexts = [TrialContext() for _ in trial_ids]
         with self._lock:
-            self._running = (trial_id, context)
-            self._waiting.discard(trial_id)
-            reason = self._early_stops.pop(trial_id, None)
-        if reason is not None:
-            context.request_stop(reason)
+            self._running = dict(zip(trial_ids, contexts, strict=True))
+            self._waiting.difference_update(trial_ids)
+            reasons = [self._early_stops.pop(trial_id, None) for trial_id in trial_ids]
+        for context, reason in zip(contexts, reasons, strict=True):
+            if reason is not None:
+                context.request_stop(reason)
         assert self._resources is not None  # bound before the first trial
-        gateway = ApiGateway(self._api_url, trial_id, self._tokens.pop(trial_id), heartbeat_s=None, session=self._http)
+        gateways = [
+            ApiGateway(self._api_url, trial_id, self._tokens.pop(trial_id), heartbeat_s=None, session=self._http)
+            for trial_id in trial_ids
+        ]
         try:
-            outcome = run_trial(trial_id, self._resources, gateway=gateway, context=context)
+            outcomes = run_trials(trial_ids, self._resources, gateways=gateways, contexts=contexts)
         except Exception as e:
-            logger.exception("trial %d: the worker could not run it", trial_id)
-            reply: dict[str, Any] = {"op": "failed", "trial": trial_id, "error": f"{type(e).__name__}: {e}"}
+            logger.exception("trials %s: the worker could not run them", trial_ids)
+            error = f"{type(e).__name__}: {e}"
+            replies: list[dict[str, Any]] = [{"op": "failed", "trial": i, "error": error} for i in trial_ids]
         else:
-            status = None if outcome.status is None else outcome.status.value
-            reply = {"op": "done", "trial": trial_id, "status": status}
+            replies = [
+                {"op": "done", "trial": o.trial_id, "status": None if o.status is None else o.status.value}
+                for o in outcomes
+            ]
         finally:
             with self._lock:
-                self._running = None
-        self._send(**reply)
+                self._running = {}
+        for reply in replies:
+            self._send(**reply)
 
     def _listen(self) -> None:
         while True:
@@ -164,8 +175,8 @@ class _Worker:
 
     def _stop(self, trial_id: int, reason: str) -> None:
         with self._lock:
-            if self._running is not None and self._running[0] == trial_id:
-                self._running[1].request_stop(reason)
+            if trial_id in self._running:
+                self._running[trial_id].request_stop(reason)
             elif trial_id in self._waiting:
                 self._early_stops[trial_id] = reason
             # else: finished already (the request crossed its "done"); nothing to stop

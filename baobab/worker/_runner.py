@@ -29,10 +29,19 @@ the rules are :mod:`baobab.store._db._trial_rows`'):
 The trial's steps (seeding, calls into the template, score and parameter checks) are
 the dev runner's (:mod:`baobab.worker._trial_process`), so a template behaves the same
 under ``baobab dev test-model`` and on the platform.
+
+:func:`run_trials` runs a fused group (a unit of work of several trials of one sub-job,
+see :meth:`baobab.advisor.Executor.submit`) the same way, member by member, except step
+2: the members of a TorchModel template train as one stacked computation
+(:func:`baobab.model.train_fused`), each in its own context. A member whose loss stops
+being finite ends ERRORED with that reason while the others train on; a stop request
+reaches its member only.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import gc
 import logging
 import os
@@ -41,14 +50,24 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from baobab.enums import Task
 from baobab.exceptions import ArtifactError, KnobConfigError, StoreError
-from baobab.model import WARM_START_ARG, BaseModel, TrialContext, knobs_from_json, trial_context, validate_knobs
+from baobab.model import (
+    WARM_START_ARG,
+    BaseModel,
+    InterimMetric,
+    TrialContext,
+    get_trial_context,
+    knobs_from_json,
+    template_traceback,
+    trial_context,
+    validate_knobs,
+)
 from baobab.store import (
     ClaimRefused,
     ParamsFormatError,
@@ -74,7 +93,7 @@ from baobab.worker._trial_process import (
     trial_seed,
 )
 
-__all__ = ["TrialOutcome", "WorkerResources", "run_trial"]
+__all__ = ["TrialOutcome", "WorkerResources", "run_trial", "run_trials"]
 
 logger = logging.getLogger("baobab.worker")
 
@@ -134,6 +153,107 @@ class WorkerResources:
         #: The parameters the last trial here produced (artifact key, safetensors bytes): a
         #: SHARE_PARAMS trial that starts from them skips reading them back.
         self.last_params: tuple[str, bytes] | None = None
+
+
+class _Trial:
+    """One claimed trial on its way to a final state: its context, the writer of its records, its heartbeat."""
+
+    def __init__(
+        self,
+        claim: TrialClaim,
+        resources: WorkerResources,
+        gateway: TrialGateway,
+        context: TrialContext,
+        *,
+        time_limit_s: float | None,
+        on_overrun: Callable[[], None] | None,
+    ) -> None:
+        self.claim = claim
+        self.resources = resources
+        self.gateway = gateway
+        self.context = context
+        self.writer = RowWriter(gateway.records)
+        context.sink = TrialSink(self.writer, claim.trial_id)
+        self.heartbeat: _Heartbeat | None = None
+        if gateway.heartbeat_s is not None:
+            self.heartbeat = _Heartbeat(
+                gateway,
+                claim,
+                context,
+                interval_s=gateway.heartbeat_s,
+                time_limit_s=time_limit_s,
+                grace_s=max(5.0, 2 * gateway.heartbeat_s),
+                on_overrun=on_overrun,
+            )
+
+    def failed(self, error: str, details: str, state: TrialState = TrialState.ERRORED) -> TrialOutcome:
+        """End the trial unscored: ERRORED, or INVALID (its architecture cannot be built)."""
+        self.writer.close()
+        status = self.gateway.finish(self.claim, state, error=error, traceback=details or None)
+        gc.collect()  # what a failed template left in reference cycles (a MemoryError's arrays) goes now
+        return TrialOutcome(self.claim.trial_id, status, ran=True, error=error)
+
+    def ended_by(self, error: Exception) -> TrialOutcome:
+        """End the trial for ``error``: the template's (a :class:`TrialFailed`), or the worker's own."""
+        if isinstance(error, TrialFailed):
+            return self.failed(error.error, error.details, TrialState.INVALID if error.invalid else TrialState.ERRORED)
+        # Not the template's fault (its errors are TrialFailed): a bug here, or the
+        # artifact store failing. The trial still ends, with the whole traceback.
+        logger.error("trial %d: the worker failed", self.claim.trial_id, exc_info=error)
+        summary = f"the worker failed: {type(error).__name__}: {error}".splitlines()[0]
+        return self.failed(summary, "".join(traceback.format_exception(error)))
+
+    def settle(self, work: Callable[[], _Trained]) -> TrialOutcome:
+        """Run ``work`` (training's end) and store what it gives, or how it failed."""
+        try:
+            trained = work()
+        except Exception as e:
+            return self.ended_by(e)
+        return self.succeeded(trained)
+
+    def succeeded(self, trained: _Trained) -> TrialOutcome:
+        trial_id = self.claim.trial_id
+        key = params_key(trial_id)
+        artifacts = self.gateway.artifacts
+        try:
+            artifacts.put_bytes(key, trained.params)
+        except (ArtifactError, OSError) as e:
+            logger.exception("trial %d: cannot store its parameters", trial_id)
+            return self.failed(f"cannot store the parameters in {artifacts.url}: {e}", "")
+        self.writer.close()
+        stored = {"score": trained.score, "params_path": key, "architecture": trained.architecture}
+        if trained.stop_reason is None:
+            status = self.gateway.finish(self.claim, TrialState.COMPLETED, **stored)
+        else:
+            line = f"stopped early: {trained.stop_reason}"
+            status = self.gateway.finish(self.claim, TrialState.STOPPED, **stored, log_line=line)
+        if not status.is_scored():  # cancelled or taken over: keep no orphan
+            artifacts.delete(key)
+            return TrialOutcome(trial_id, status, ran=True)
+        self.resources.last_params = (key, trained.params)
+        if trained.zoo_entry is not None:  # stored: the zoo reads score, parameters and owner from the row
+            from baobab.zoo import register_trial_model
+
+            register_trial_model(trained.zoo_entry[0], trial_id, trained.zoo_entry[1])
+        return TrialOutcome(trial_id, status, ran=True, score=trained.score)
+
+
+class _GroupLog:
+    """Where a fused group's prints go outside any one member's calls: into every member's log."""
+
+    def __init__(self, contexts: Sequence[TrialContext]) -> None:
+        self._contexts = contexts
+
+    def on_report(self, metric: InterimMetric) -> bool:
+        return False
+
+    def on_log(self, message: str) -> None:
+        for context in self._contexts:
+            context.log(message)
+
+
+def _log_to_current(line: str) -> None:
+    get_trial_context().log(line)
 
 
 class _Heartbeat:
@@ -265,10 +385,7 @@ def _zoo_for(claim: TrialClaim, template: LoadedTemplate, gateway: TrialGateway)
     Only TorchModel templates take part (the platform owns their training loop), so a
     worker whose templates never import torch never imports the zoo either.
     """
-    torch_model = sys.modules.get("baobab.model._torch")
-    if torch_model is None or not issubclass(template.cls, torch_model.TorchModel):
-        return None
-    return gateway.zoo()
+    return gateway.zoo() if _is_torch_model(template.cls) else None
 
 
 def _warm_starts(claim: TrialClaim) -> bool:
@@ -291,99 +408,161 @@ def _architecture(model: BaseModel) -> dict[str, Any] | None:
     return dict(model.record.to_json())
 
 
-def _train(claim: TrialClaim, resources: WorkerResources, context: TrialContext, gateway: TrialGateway) -> _Trained:
-    """Build, train, evaluate and dump."""
-    with capture_prints(context.log), trial_context(context):
-        store = gateway.artifacts
-        template = resources.templates.get(store, claim.template_key, claim.template_checksum, claim.class_name)
-        train_path = _local_file(resources, store, "training dataset", claim.train_key, claim.train_checksum)
-        val_path = _local_file(resources, store, "validation dataset", claim.val_key, claim.val_checksum)
-        knobs = _knobs(claim, template)
-        seed = trial_seed(claim.seed, claim.number)
-        seed_globals(seed)
-        zoo = _zoo_for(claim, template, gateway)
-        graph = None
-        path = template.path
-        model = call_template(path, f"{claim.class_name}(**knobs)", template.cls, **knobs)
-        try:
-            # The runner decides about warm starts (above): no template sees the switch.
-            given = {k: v for k, v in claim.train_args.items() if k != WARM_START_ARG}
-            train_args = train_kwargs(template.cls, given, seed)
-            shared = _shared_params(claim, resources, store, context)
-            if shared is not None:
-                train_args["shared_params"] = shared
-            if zoo is not None and _warm_starts(claim):
-                from baobab.zoo import make_warm_starter
+@dataclass
+class _Built:
+    """A member's model, built for its claim and ready to train (see :func:`_build`)."""
 
-                context.warm_starter = make_warm_starter(zoo, trial_id=claim.trial_id, seed=seed, model=model)
-            if resources.data is not None:
-                context.data_loader = resources.data.loader(
-                    model,
-                    template=f"{claim.template_checksum}:{claim.class_name}",
-                    datasets={train_path: claim.train_checksum, val_path: claim.val_checksum},
-                    log=context.log,
-                )
-            call_template(path, "train()", model.train, train_path, **train_args)
-            score = check_score(call_template(path, "evaluate()", model.evaluate, val_path))
-            stop_reason = context.stop_reason
-            data = params_bytes(path, model)
-            if claim.check_reload:
-                target = str(claim.train_args.get("target", "target"))
-                queries = sample_queries(Task(claim.task), val_path, count=_RELOAD_QUERIES, target=target)
-                check_reload(path, template.cls, knobs, model, data, queries)
-            if zoo is not None:
-                from baobab.zoo import model_graph
-
-                graph = model_graph(model)  # before teardown(), which may free the module
-            architecture = _architecture(model)
-        except BaseException:
-            _teardown(path, model, context, failing=True)
-            raise
-        _teardown(path, model, context, failing=False)
-    return _Trained(score, data, stop_reason, None if graph is None else (zoo, graph), architecture)
+    model: BaseModel
+    knobs: dict[str, Any]
+    train_args: dict[str, Any]  # train()'s keyword arguments but the shared parameters
+    shared: dict[str, Any] | None
+    zoo: Any
 
 
-class _Trial:
-    """One claimed trial on its way to a final state."""
+def _inputs(claim: TrialClaim, resources: WorkerResources, gateway: TrialGateway) -> tuple[LoadedTemplate, str, str]:
+    """The template class and the local paths of the training and validation datasets."""
+    store = gateway.artifacts
+    template = resources.templates.get(store, claim.template_key, claim.template_checksum, claim.class_name)
+    train_path = _local_file(resources, store, "training dataset", claim.train_key, claim.train_checksum)
+    val_path = _local_file(resources, store, "validation dataset", claim.val_key, claim.val_checksum)
+    return template, train_path, val_path
 
-    def __init__(self, claim: TrialClaim, resources: WorkerResources, gateway: TrialGateway) -> None:
-        self.claim = claim
-        self.resources = resources
-        self.gateway = gateway
-        self.writer = RowWriter(gateway.records)
 
-    def failed(self, error: str, details: str, state: TrialState = TrialState.ERRORED) -> TrialOutcome:
-        """End the trial unscored: ERRORED, or INVALID (its architecture cannot be built)."""
-        self.writer.close()
-        status = self.gateway.finish(self.claim, state, error=error, traceback=details or None)
-        gc.collect()  # what a failed template left in reference cycles (a MemoryError's arrays) goes now
-        return TrialOutcome(self.claim.trial_id, status, ran=True, error=error)
+def _build(
+    trial: _Trial, template: LoadedTemplate, train_path: str, val_path: str, resources: WorkerResources
+) -> _Built:
+    """Seed, instantiate, and gather what ``train()`` takes (shared parameters, warm start, data cache)."""
+    claim, context, gateway = trial.claim, trial.context, trial.gateway
+    knobs = _knobs(claim, template)
+    seed = trial_seed(claim.seed, claim.number)
+    seed_globals(seed)
+    zoo = _zoo_for(claim, template, gateway)
+    path = template.path
+    model = call_template(path, f"{claim.class_name}(**knobs)", template.cls, **knobs)
+    with _torn_down_on_error(path, model, context):
+        # The runner decides about warm starts (above): no template sees the switch.
+        given = {k: v for k, v in claim.train_args.items() if k != WARM_START_ARG}
+        train_args = train_kwargs(template.cls, given, seed)
+        shared = _shared_params(claim, resources, gateway.artifacts, context)
+        if zoo is not None and _warm_starts(claim):
+            from baobab.zoo import make_warm_starter
 
-    def succeeded(self, trained: _Trained) -> TrialOutcome:
-        trial_id = self.claim.trial_id
-        key = params_key(trial_id)
-        artifacts = self.gateway.artifacts
-        try:
-            artifacts.put_bytes(key, trained.params)
-        except (ArtifactError, OSError) as e:
-            logger.exception("trial %d: cannot store its parameters", trial_id)
-            return self.failed(f"cannot store the parameters in {artifacts.url}: {e}", "")
-        self.writer.close()
-        stored = {"score": trained.score, "params_path": key, "architecture": trained.architecture}
-        if trained.stop_reason is None:
-            status = self.gateway.finish(self.claim, TrialState.COMPLETED, **stored)
+            context.warm_starter = make_warm_starter(zoo, trial_id=claim.trial_id, seed=seed, model=model)
+        if resources.data is not None:
+            context.data_loader = resources.data.loader(
+                model,
+                template=f"{claim.template_checksum}:{claim.class_name}",
+                datasets={train_path: claim.train_checksum, val_path: claim.val_checksum},
+                log=context.log,
+            )
+    return _Built(model, knobs, train_args, shared, zoo)
+
+
+def _conclude(trial: _Trial, built: _Built, template: LoadedTemplate, val_path: str) -> _Trained:
+    """Evaluate, dump and check a trained model, then tear it down."""
+    claim, context, model, path = trial.claim, trial.context, built.model, template.path
+    graph = None
+    with _torn_down_on_error(path, model, context):
+        score = check_score(call_template(path, "evaluate()", model.evaluate, val_path))
+        stop_reason = context.stop_reason
+        data = params_bytes(path, model)
+        if claim.check_reload:
+            target = str(claim.train_args.get("target", "target"))
+            queries = sample_queries(Task(claim.task), val_path, count=_RELOAD_QUERIES, target=target)
+            check_reload(path, template.cls, built.knobs, model, data, queries)
+        if built.zoo is not None:
+            from baobab.zoo import model_graph
+
+            graph = model_graph(model)  # before teardown(), which may free the module
+        architecture = _architecture(model)
+    _teardown(path, model, context, failing=False)
+    return _Trained(score, data, stop_reason, None if graph is None else (built.zoo, graph), architecture)
+
+
+@contextlib.contextmanager
+def _torn_down_on_error(path: Path, model: BaseModel, context: TrialContext) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        _teardown(path, model, context, failing=True)
+        raise
+
+
+def _train(trial: _Trial, resources: WorkerResources) -> _Trained:
+    """Build, train, evaluate and dump one trial."""
+    with trial_context(trial.context):
+        template, train_path, val_path = _inputs(trial.claim, resources, trial.gateway)
+        built = _build(trial, template, train_path, val_path, resources)
+        with _torn_down_on_error(template.path, built.model, trial.context):
+            shared = {} if built.shared is None else {"shared_params": built.shared}
+            call_template(template.path, "train()", built.model.train, train_path, **built.train_args, **shared)
+        return _conclude(trial, built, template, val_path)
+
+
+def _is_torch_model(cls: type[BaseModel]) -> bool:
+    torch_model = sys.modules.get("baobab.model._torch")  # imported by the template if it is one
+    return torch_model is not None and issubclass(cls, torch_model.TorchModel)
+
+
+def _train_fused(
+    trials: list[_Trial], resources: WorkerResources, template: LoadedTemplate, train_path: str, val_path: str
+) -> dict[int, TrialOutcome]:
+    """Train the members of a fused group as one stacked computation (:func:`baobab.model.train_fused`).
+
+    Each member is built as :func:`_train` builds a trial (its seed, knobs, shared
+    parameters, warm start; the global generators are seeded for it before it is built,
+    not again before its ``train()``), and evaluated, dumped and stored as its own trial.
+    One whose building fails, or that ``train_fused`` ends FAILED (its loss not finite, an
+    error in its own hook), ends ERRORED alone.
+    """
+    from baobab.model import FusedStatus, train_fused
+
+    outcomes: dict[int, TrialOutcome] = {}
+    built: dict[int, _Built] = {}
+    for trial in trials:
+        with trial_context(trial.context):
+            result = _attempt(trial, functools.partial(_build, trial, template, train_path, val_path, resources))
+        if isinstance(result, _Built):
+            built[trial.claim.trial_id] = result
         else:
-            line = f"stopped early: {trained.stop_reason}"
-            status = self.gateway.finish(self.claim, TrialState.STOPPED, **stored, log_line=line)
-        if not status.is_scored():  # cancelled or taken over: keep no orphan
-            artifacts.delete(key)
-            return TrialOutcome(trial_id, status, ran=True)
-        self.resources.last_params = (key, trained.params)
-        if trained.zoo_entry is not None:  # stored: the zoo reads score, parameters and owner from the row
-            from baobab.zoo import register_trial_model
+            outcomes[trial.claim.trial_id] = result
+    members = [t for t in trials if t.claim.trial_id in built]
+    if not members:
+        return outcomes
+    ready = [built[t.claim.trial_id] for t in members]
+    try:
+        ends = train_fused(
+            [b.model for b in ready],
+            train_path,
+            [t.context for t in members],
+            shared_params=[b.shared for b in ready],
+            train_args=[b.train_args for b in ready],
+        )
+    except Exception as e:  # not a member's doing (train_fused ends those itself): every member fails
+        logger.exception("fused trials %s: train_fused failed", [t.claim.trial_id for t in members])
+        summary = f"the fused training failed: {type(e).__name__}: {e}".splitlines()[0]
+        for trial, member in zip(members, ready, strict=True):
+            _teardown(template.path, member.model, trial.context, failing=True)
+            outcomes[trial.claim.trial_id] = trial.failed(summary, traceback.format_exc())
+        return outcomes
+    for trial, member, end in zip(members, ready, ends, strict=True):
+        with trial_context(trial.context):
+            if end.status is FusedStatus.FAILED:
+                _teardown(template.path, member.model, trial.context, failing=True)
+                details = "" if end.error is None else template_traceback(end.error, template.path)
+                outcomes[trial.claim.trial_id] = trial.failed(end.reason or "the fused training failed", details)
+            else:
+                conclude = functools.partial(_conclude, trial, member, template, val_path)
+                outcomes[trial.claim.trial_id] = trial.settle(conclude)
+    return outcomes
 
-            register_trial_model(trained.zoo_entry[0], trial_id, trained.zoo_entry[1])
-        return TrialOutcome(trial_id, status, ran=True, score=trained.score)
+
+def _attempt(trial: _Trial, step: Callable[[], _Built]) -> _Built | TrialOutcome:
+    """``step()``'s result, or the trial's outcome (ERRORED or INVALID) when it failed."""
+    try:
+        return step()
+    except Exception as e:
+        return trial.ended_by(e)
 
 
 def run_trial(
@@ -417,42 +596,70 @@ def run_trial(
     Raises:
         StoreError: the gateway failed (the trial may be left RUNNING).
     """
-    claim = gateway.claim(trial_id, resources.name)
-    if isinstance(claim, ClaimRefused):
-        logger.info("trial %d not run: %s", trial_id, claim.reason)
-        return TrialOutcome(trial_id, claim.status, ran=False, retry_after_s=claim.retry_after_s)
-    context = TrialContext() if context is None else context
-    trial = _Trial(claim, resources, gateway)
-    context.sink = TrialSink(trial.writer, trial_id)
-    started = time.perf_counter()
-    heartbeat = None
-    if gateway.heartbeat_s is not None:
-        heartbeat = _Heartbeat(
-            gateway,
-            claim,
-            context,
-            interval_s=gateway.heartbeat_s,
-            time_limit_s=time_limit_s,
-            grace_s=max(5.0, 2 * gateway.heartbeat_s),
-            on_overrun=on_overrun,
-        )
-    try:
-        if heartbeat is not None:
-            heartbeat.__enter__()
-        trained = _train(claim, resources, context, gateway)
-    except TrialFailed as e:
-        outcome = trial.failed(e.error, e.details, TrialState.INVALID if e.invalid else TrialState.ERRORED)
-    except Exception as e:
-        # Not the template's fault (its errors are TrialFailed): a bug here, or the
-        # artifact store failing. The trial still ends, with the whole traceback.
-        logger.exception("trial %d: the worker failed", trial_id)
-        summary = f"the worker failed: {type(e).__name__}: {e}".splitlines()[0]
-        outcome = trial.failed(summary, traceback.format_exc())
-    else:
-        outcome = trial.succeeded(trained)
-    finally:
-        if heartbeat is not None:
-            heartbeat.__exit__()
-        trial.writer.close()
-    logger.info("trial %d %s in %.3f s", trial_id, outcome.status, time.perf_counter() - started)
+    contexts = None if context is None else [context]
+    (outcome,) = run_trials(
+        [trial_id], resources, gateways=[gateway], contexts=contexts, time_limit_s=time_limit_s, on_overrun=on_overrun
+    )
     return outcome
+
+
+def run_trials(
+    trial_ids: Sequence[int],
+    resources: WorkerResources,
+    *,
+    gateways: Sequence[TrialGateway],
+    contexts: Sequence[TrialContext] | None = None,
+    time_limit_s: float | None = None,
+    on_overrun: Callable[[], None] | None = None,
+) -> list[TrialOutcome]:
+    """Run a unit of work: one trial as :func:`run_trial` does, or the members of a fused group.
+
+    Each member is claimed through its own gateway (``gateways[i]`` for ``trial_ids[i]``,
+    with that trial's token) and keeps its own context, records, heartbeat and outcome. The
+    members claimed train together (:func:`baobab.model.train_fused`) when there are two or
+    more of a TorchModel template; else each runs alone, one after the other. A member that
+    cannot be claimed is not run: finished or cancelled, or held by a worker that beats,
+    which is the case of a group delivered again after its worker died; the job driver
+    requeues such a member by itself once its heartbeat is stale.
+
+    Returns:
+        One outcome per trial id, in order.
+
+    Raises:
+        StoreError: the gateway failed (the members claimed may be left RUNNING).
+    """
+    outcomes: dict[int, TrialOutcome] = {}
+    trials: list[_Trial] = []
+    for index, (trial_id, gateway) in enumerate(zip(trial_ids, gateways, strict=True)):
+        claim = gateway.claim(trial_id, resources.name)
+        if isinstance(claim, ClaimRefused):
+            logger.info("trial %d not run: %s", trial_id, claim.reason)
+            outcomes[trial_id] = TrialOutcome(trial_id, claim.status, ran=False, retry_after_s=claim.retry_after_s)
+            continue
+        context = TrialContext() if contexts is None else contexts[index]
+        trials.append(_Trial(claim, resources, gateway, context, time_limit_s=time_limit_s, on_overrun=on_overrun))
+    started = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        for trial in trials:
+            stack.callback(trial.writer.close)
+            if trial.heartbeat is not None:
+                stack.enter_context(trial.heartbeat)
+        group = TrialContext(sink=_GroupLog([t.context for t in trials]))
+        with capture_prints(_log_to_current), trial_context(group):
+            outcomes.update(_run_claimed(trials, resources))
+    for trial in trials:
+        trial_id = trial.claim.trial_id
+        logger.info("trial %d %s in %.3f s", trial_id, outcomes[trial_id].status, time.perf_counter() - started)
+    return [outcomes[trial_id] for trial_id in trial_ids]
+
+
+def _run_claimed(trials: list[_Trial], resources: WorkerResources) -> dict[int, TrialOutcome]:
+    if len(trials) > 1:
+        first = trials[0]
+        try:
+            template, train_path, val_path = _inputs(first.claim, resources, first.gateway)
+        except Exception as e:  # the members' inputs are one sub-job's: none can run
+            return {t.claim.trial_id: t.ended_by(e) for t in trials}
+        if _is_torch_model(template.cls):
+            return _train_fused(trials, resources, template, train_path, val_path)
+    return {t.claim.trial_id: t.settle(functools.partial(_train, t, resources)) for t in trials}

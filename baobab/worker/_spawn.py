@@ -46,9 +46,10 @@ def _rotate(log_path: Path) -> None:
 class WorkerProcess:
     """A started worker process.
 
-    The executor keeps the bookkeeping here: whether it said it is ready, the trial it
-    runs (``trial``), when that trial must end (``deadline``, :func:`time.monotonic`),
-    and where that trial's output starts in the log (``log_offset``).
+    The executor keeps the bookkeeping here: whether it said it is ready, the trials it
+    runs (``trials``: one, or the members of a fused group not finished yet; ``fused``
+    when it was given a group), when they must end (``deadline``, :func:`time.monotonic`),
+    and where their output starts in the log (``log_offset``).
 
     Raises:
         OSError: the process cannot be started.
@@ -59,7 +60,8 @@ class WorkerProcess:
         self.log_path = log_path
         self.ready = False
         self.broken = False
-        self.trial: int | None = None
+        self.trials: list[int] = []
+        self.fused = False
         #: The user whose trials it runs, from its first trial on (it is confined to their folder).
         self.owner: int | None = None
         self.deadline: float | None = None
@@ -108,7 +110,7 @@ class WorkerProcess:
 
     @property
     def idle(self) -> bool:
-        return self.ready and not self.broken and self.trial is None
+        return self.ready and not self.broken and not self.trials
 
     def waitables(self) -> list[Any]:
         """What :func:`multiprocessing.connection.wait` should watch for this worker."""
@@ -191,7 +193,7 @@ class WorkerProcess:
             return 0
 
     def log_tail(self) -> str:
-        """The last lines the worker wrote since ``log_offset`` (its current trial's start)."""
+        """The last lines the worker wrote since ``log_offset`` (the start of its current trials)."""
         try:
             with open(self.log_path, "rb") as log:
                 size = log.seek(0, os.SEEK_END)

@@ -54,15 +54,16 @@ class Platform:
     owner_id: int = 0
     api_url: str = ""
     datasets: tuple[int, int] = (0, 0)
-    _templates: dict[str, int] = field(default_factory=dict)
+    _templates: dict[tuple[str, str], int] = field(default_factory=dict)
     _sub_jobs: dict[tuple[str, str], int] = field(default_factory=dict)
     _numbers: dict[int, int] = field(default_factory=dict)
 
     def template(self, file: str = "probe.py", class_name: str | None = None) -> int:
-        """The id of a ModelTemplate row for ``templates/<file>`` (stored once); the class is named after the file."""
-        if file in self._templates:
-            return self._templates[file]
+        """The id of a ModelTemplate row for class ``class_name`` of ``templates/<file>`` (stored once); by
+        default the class named after the file."""
         class_name = class_name or Path(file).stem.title().replace("_", "")
+        if (file, class_name) in self._templates:
+            return self._templates[file, class_name]
         source = (TEMPLATES / file).read_bytes()
         checksum = hashlib.sha256(source).hexdigest()
         key = f"templates/{checksum}.py"
@@ -84,8 +85,8 @@ class Platform:
             )
             session.add(row)
             session.flush()
-            self._templates[file] = row.id
-        return self._templates[file]
+            self._templates[file, class_name] = row.id
+        return self._templates[file, class_name]
 
     def sub_job(self, file: str = "probe.py", train_args: dict[str, Any] | None = None) -> int:
         """A sub-job of the template ``file`` in a train job with ``train_args`` (one per pair)."""

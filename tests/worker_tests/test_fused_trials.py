@@ -1,0 +1,229 @@
+"""Fused trials on a real store (SQLite and PostgreSQL), with real worker processes.
+
+A job with ``train_args.fusion = {"max_group": K}`` trains its trials in groups of up to K,
+each group in one worker process as one stacked computation
+(:func:`baobab.model.train_fused`), and each member stays a trial of its own: its claim,
+metrics, logs, parameters, score and outcome, and its stop requests. The template is
+``templates/tiny_torch.py``: a learning rate is its only searched knob, so a group's
+members share their structure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+import uuid
+from collections import Counter
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+from worker_world import Platform, driving
+
+from baobab.model import Task
+from baobab.store import (
+    Event,
+    EventKind,
+    LocalEventChannel,
+    SubJob,
+    TrainJob,
+    Trial,
+    TrialState,
+    add_train_job,
+    fuse_trials,
+    insert_trial,
+    params_from_bytes,
+    session_scope,
+)
+from baobab.testing import wait_until
+from baobab.worker import LocalExecutor
+
+TINY = ("tiny_torch.py", "TinyTorch")
+WIDE = ("tiny_torch.py", "WideTinyTorch")
+#: Rows of the validation set (worker_world): scores are accuracies in steps of 1/40.
+VAL_ROWS = 40
+#: test_fused.py's tolerances: parameters with a gradient, per-epoch losses, scores (two examples).
+ATOL, LOSS_ATOL, SCORE_ATOL = 3e-6, 1e-6, 2 / VAL_ROWS
+DIVERGED = (
+    r"the training loss is (nan|inf) in epoch \d+, batch \d+: training diverged \(is the learning rate too high\?\)"
+)
+
+
+def _job(platform: Platform, fusion: object, *, trials: int = 6, template: tuple[str, str] = TINY) -> int:
+    """A PENDING train job of ``trials`` trials of ``template``, seeded 1 (every such job proposes alike)."""
+    with session_scope(platform.engine) as session:
+        job = add_train_job(
+            session,
+            owner_id=platform.owner_id,
+            app=f"fused-{uuid.uuid4().hex[:8]}",
+            app_version=1,
+            task=Task.TABULAR_CLASSIFICATION,
+            train_dataset_id=platform.datasets[0],
+            val_dataset_id=platform.datasets[1],
+            budget={"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0},
+            train_args={"target": "y", "signal_dir": str(platform.signal_dir), "warm_start": False, "fusion": fusion},
+            seed=1,
+            sub_jobs=[(platform.template(*template), "random")],
+        )
+        return job.id
+
+
+def _trials(platform: Platform, job_id: int) -> list[Trial]:
+    query = select(Trial.id).join(SubJob, Trial.sub_job_id == SubJob.id).where(SubJob.train_job_id == job_id)
+    with session_scope(platform.engine) as session:
+        ids = list(session.scalars(query.order_by(Trial.number)))
+    return [platform.trial(i) for i in ids]
+
+
+def _job_status(platform: Platform, job_id: int):
+    with session_scope(platform.engine) as session:
+        return session.get_one(TrainJob, job_id).status
+
+
+def _params(platform: Platform, trial: Trial) -> dict:
+    assert trial.params_path is not None
+    return params_from_bytes(platform.artifacts.get_bytes(trial.params_path))
+
+
+def test_a_job_trains_its_trials_in_groups_each_as_it_would_alone(platform: Platform) -> None:
+    events = LocalEventChannel()
+    with driving(platform, events, workers=1):
+        fused_job, alone_job = _job(platform, {"max_group": 3}), _job(platform, "off")
+        for job_id in (fused_job, alone_job):
+            events.publish(Event(EventKind.JOB_CREATED, job_id))
+        for job_id in (fused_job, alone_job):
+            wait_until(lambda j=job_id: _job_status(platform, j).is_finished(), timeout=300, what="the jobs to end")
+
+    fused, alone = _trials(platform, fused_job), _trials(platform, alone_job)
+    assert [t.status for t in fused + alone] == [TrialState.COMPLETED] * 12, [(t.status, t.error) for t in fused]
+    sizes = Counter(t.fused_group for t in fused)
+    assert None not in sizes and sorted(sizes.values()) == [3, 3]  # one slot: two groups of three
+    assert {t.worker for t in fused if t.fused_group == min(sizes)} == {fused[0].worker}  # one process a group
+    assert all(t.fused_group is None for t in alone)
+    assert not [line for t in fused for line in platform.logs(t.id) if line.startswith("not fused")]  # stacked
+    for mine, theirs in zip(fused, alone, strict=True):
+        assert mine.knobs == theirs.knobs  # the same proposal for the same trial number, fused or not
+        assert mine.score == pytest.approx(theirs.score, abs=SCORE_ATOL)
+        ours, reference = _params(platform, mine), _params(platform, theirs)
+        assert ours.keys() == reference.keys()
+        for key, value in reference.items():
+            if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+                np.testing.assert_allclose(ours[key], value, rtol=0, atol=ATOL, err_msg=key)
+        mine_metrics, their_metrics = platform.metrics(mine.id), platform.metrics(theirs.id)
+        assert [step for step, _ in mine_metrics] == [step for step, _ in their_metrics] == [0, 1, 2, 3]
+        for (_, ours_m), (_, theirs_m) in zip(mine_metrics, their_metrics, strict=True):
+            assert ours_m["loss"] == pytest.approx(theirs_m["loss"], abs=LOSS_ATOL)
+
+
+# -- a group handed straight to the executor -------------------------------------------------------
+
+
+def _group(platform: Platform, learning_rates: list[float], template: tuple[str, str] = TINY) -> list[int]:
+    """PENDING trials of a fresh sub-job, one per learning rate, fused into one group."""
+    job_id = _job(platform, {"max_group": len(learning_rates)}, template=template)
+    knobs = {"width": 8, "epochs": 4, "batch_size": 8}
+    with session_scope(platform.engine) as session:
+        sub_job_id = session.scalars(select(SubJob.id).where(SubJob.train_job_id == job_id)).one()
+        ids = [
+            insert_trial(
+                session,
+                sub_job_id=sub_job_id,
+                number=number,
+                knobs={**knobs, "learning_rate": lr},
+                policies={},
+                phase=None,
+                servable=True,
+                shared_params_path=None,
+                now=datetime.now(UTC),
+            )
+            for number, lr in enumerate(learning_rates)
+        ]
+        fuse_trials(session, ids)
+    return ids
+
+
+@pytest.fixture
+def executor(platform: Platform):
+    events = LocalEventChannel()
+    finished = events.subscribe(EventKind.TRIAL_FINISHED)
+    settings = dataclasses.replace(platform.settings, cpu_slots=1)
+    with LocalExecutor(settings, events, api_url=platform.api_url, workers=1) as executor:
+        executor.finished = finished  # type: ignore[attr-defined]
+        yield executor
+    finished.close()
+
+
+def _finished(executor: LocalExecutor, trial_ids: list[int], timeout: float = 120) -> Counter[int]:
+    """Wait until every trial's TRIAL_FINISHED came; how many times each came (waiting a little for repeats)."""
+    seen: Counter[int] = Counter()
+    wait_until(
+        lambda: _drain(executor, seen) and set(trial_ids) <= set(seen), timeout=timeout, what="the trials to end"
+    )
+    wait_until(lambda: not executor.active(), what="the executor to let them go")
+    _drain(executor, seen)
+    return seen
+
+
+def _drain(executor: LocalExecutor, seen: Counter[int]) -> bool:
+    event = executor.finished.get(timeout=0)
+    while event is not None:
+        seen[event.id] += 1
+        event = executor.finished.get(timeout=0)
+    return True
+
+
+def test_a_diverging_member_ends_errored_alone_and_its_group_mates_complete(platform: Platform, executor) -> None:
+    ids = _group(platform, [3e-2, 1e6, 1e-1], template=WIDE)
+    executor.submit(ids)
+    assert _finished(executor, ids) == Counter(ids)
+    ok, diverged, also_ok = (platform.trial(i) for i in ids)
+    assert diverged.status is TrialState.ERRORED and re.fullmatch(DIVERGED, diverged.error), diverged.error
+    assert diverged.score is None and diverged.params_path is None
+    assert re.fullmatch(DIVERGED, platform.logs(diverged.id)[-1])
+    for trial in (ok, also_ok):
+        assert trial.status is TrialState.COMPLETED and trial.score is not None
+        assert [step for step, _ in platform.metrics(trial.id)] == [0, 1, 2, 3]
+        assert trial.fused_group == ids[0] and trial.worker == ok.worker
+
+
+def test_a_stop_request_stops_only_its_member(platform: Platform, executor) -> None:
+    ids = _group(platform, [3e-2, 5e-2, 1e-1])
+    hold = platform.signal_dir / "hold"
+    hold.touch()
+    executor.submit(ids)
+    wait_until(lambda: list(platform.signal_dir.glob("training-*")), timeout=60, what="the group to train")
+    executor.request_stop(ids[0], "stopped by a user")
+    wait_until((platform.signal_dir / "stop-seen").exists, what="the stop to reach the member")
+    hold.unlink()
+    _finished(executor, ids)
+    stopped, *others = (platform.trial(i) for i in ids)
+    assert stopped.status is TrialState.STOPPED and stopped.score is not None and stopped.params_path is not None
+    assert platform.logs(stopped.id)[-1] == "stopped early: stopped by a user"
+    assert len(platform.metrics(stopped.id)) < 4
+    for trial in others:
+        assert trial.status is TrialState.COMPLETED
+        assert [step for step, _ in platform.metrics(trial.id)] == [0, 1, 2, 3]
+
+
+def test_a_group_whose_process_dies_mid_step_is_requeued_as_separate_trials(platform: Platform, executor) -> None:
+    ids = _group(platform, [3e-2, 5e-2, 1e-1])
+    hold = platform.signal_dir / "hold"
+    hold.touch()
+    executor.submit(ids)
+    (training,) = wait_until(
+        lambda: list(platform.signal_dir.glob("training-*")), timeout=60, what="the group to train"
+    )
+    assert [platform.trial(i).status for i in ids] == [TrialState.RUNNING] * 3
+    pid = int(training.name.removeprefix("training-"))
+    os.kill(pid, signal.SIGKILL)  # the OOM killer, say
+    hold.unlink()
+    assert _finished(executor, ids) == Counter(ids)  # each member accounted for once
+    trials = [platform.trial(i) for i in ids]
+    assert [t.status for t in trials] == [TrialState.COMPLETED] * 3, [(t.status, t.error) for t in trials]
+    assert [t.attempts for t in trials] == [2, 2, 2]  # the group's claim, then its own
+    assert all(t.fused_group is None for t in trials)  # it ran again alone
+    assert len({t.worker for t in trials}) == 1 and not trials[0].worker.endswith(f":{pid}")
+    assert len(list(platform.signal_dir.glob("training-*"))) == 2  # the dead process, then the one that replaced it
