@@ -43,7 +43,6 @@ from baobab.admin._body import json_object, string_field
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._query import INCLUDE_STOPPED, MAX_ID, check_query_args
 from baobab.admin._state import admin_state
-from baobab.admin._train_job_json import trial_json
 from baobab.admin._train_job_lookups import OWNER_QUERY, best_trials, find_train_job, trial_query
 from baobab.exceptions import ConflictError, NotFoundError, PermissionDeniedError, RequestError
 from baobab.model import Task
@@ -143,8 +142,7 @@ def hash_api_key(api_key: str) -> str:
 
 def inference_job_json(job: InferenceJob, members: list[Trial]) -> dict[str, Any]:
     """An inference job as the API shows it (never the key or its hash); ``members`` are its trials."""
-    shown = [trial_json(trial) for trial in members]
-    shown.sort(key=lambda t: (t["score"] is None, -(t["score"] or 0.0), t["id"]))  # best first
+    shown = sorted(members, key=lambda t: (t.score is None, -(t.score or 0.0), t.id))  # best first
     return {
         "id": job.id,
         "app": job.train_job.app,
@@ -157,7 +155,7 @@ def inference_job_json(job: InferenceJob, members: list[Trial]) -> dict[str, Any
         "owner_id": job.owner_id,
         "created_at": job.created_at.isoformat(),
         "stopped_at": job.stopped_at.isoformat() if job.stopped_at is not None else None,
-        "members": [{"trial_id": t["id"], "model_name": t["model_name"], "score": t["score"]} for t in shown],
+        "members": [{"trial_id": t.id, "model_name": t.sub_job.model_template.name, "score": t.score} for t in shown],
     }
 
 
@@ -401,7 +399,7 @@ def _get_visible(session: Session, job_id: int) -> InferenceJob:
 
 
 def _members(session: Session, job_ids: list[int]) -> dict[int, list[Trial]]:
-    """The member trials of each job in ``job_ids``, loaded for :func:`trial_json`."""
+    """The member trials of each job in ``job_ids``, loaded with their sub-job's template."""
     if not job_ids:
         return {}
     rows = session.execute(

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from baobab.admin._openapi import register_schema
 from baobab.admin._state import admin_state
@@ -19,12 +19,43 @@ from baobab.admin._trial_lineage import LINEAGE_SCHEMA
 from baobab.model import Task
 from baobab.store import JobStatus, ModelTemplate, SubJob, TrainJob, Trial, TrialState, session_scope
 
-__all__ = ["TRAIN_JOB_SCHEMA", "TRIAL_SCHEMA", "iso", "jobs_json", "train_job_json", "trial_json"]
+__all__ = [
+    "TRAIN_JOB_SCHEMA",
+    "TRIAL_SCHEMA",
+    "fused_group_members",
+    "iso",
+    "jobs_json",
+    "train_job_json",
+    "trial_json",
+    "trials_json",
+]
 
 _TIME = {"type": "string", "format": "date-time"}
 _OPTIONAL_TIME = {"type": ["string", "null"], "format": "date-time"}
 _TEXT = {"type": ["string", "null"]}
 _SCORE = {"type": ["number", "null"]}
+_FUSED_GROUP = {
+    "type": ["object", "null"],
+    "description": (
+        "the fused group the trial was submitted in (trials of one sub-job that one worker process trained "
+        "together, as one stacked computation where their modules allow it: the trial's log says 'not fused' "
+        "where they did not), null for a trial run alone; a member requeued alone leaves its group"
+    ),
+    "required": ["id", "size"],
+    "properties": {
+        "id": {"type": "integer", "description": "the id of the group's first trial"},
+        "size": {"type": "integer", "minimum": 1, "description": "how many trials the group holds"},
+        "members": {
+            "type": "array",
+            "description": "GET /trials/<id> only: the group's trials, by id",
+            "items": {
+                "type": "object",
+                "required": ["id", "number"],
+                "properties": {"id": {"type": "integer"}, "number": {"type": "integer"}},
+            },
+        },
+    },
+}
 _COUNTS = {
     "type": "object",
     "description": "trials per state",
@@ -39,7 +70,7 @@ TRIAL_SCHEMA = register_schema(
         "required": [
             "id", "train_job_id", "sub_job_id", "model_id", "model_name", "number", "knobs", "policies", "status",
             "score", "created_at", "started_at", "finished_at", "duration_s", "worker", "attempts", "error",
-            "has_params", "parent_zoo_model_id", "similarity",
+            "has_params", "parent_zoo_model_id", "similarity", "fused_group",
         ],
         "properties": {
             "id": {"type": "integer"},
@@ -62,6 +93,7 @@ TRIAL_SCHEMA = register_schema(
             "has_params": {"type": "boolean"},
             "parent_zoo_model_id": {"type": ["integer", "null"]},
             "similarity": {"type": ["number", "null"]},
+            "fused_group": _FUSED_GROUP,
             "traceback": {"type": ["string", "null"], "description": "GET /trials/<id> only"},
             "phase": {
                 "type": ["string", "null"],
@@ -137,14 +169,43 @@ def iso(value: Any) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def trial_json(trial: Trial, *, traceback: bool = False) -> dict[str, Any]:
+def trials_json(session: Session, trials: Sequence[Trial]) -> list[dict[str, Any]]:
+    """Trials as the API shows them (see :func:`trial_json`), their fused groups' sizes read in one query."""
+    sizes = _group_sizes(session, {t.fused_group for t in trials if t.fused_group is not None})
+    return [trial_json(trial, group_sizes=sizes) for trial in trials]
+
+
+def _group_sizes(session: Session, groups: set[int]) -> dict[int, int]:
+    if not groups:
+        return {}
+    query = select(Trial.fused_group, func.count(Trial.id)).where(Trial.fused_group.in_(groups))
+    return {group: n for group, n in session.execute(query.group_by(Trial.fused_group)).all()}
+
+
+def fused_group_members(session: Session, group: int) -> list[dict[str, int]]:
+    """The trials of a fused group, by id (the detail of one trial lists them)."""
+    query = select(Trial.id, Trial.number).where(Trial.fused_group == group).order_by(Trial.id)
+    return [{"id": trial_id, "number": number} for trial_id, number in session.execute(query).all()]
+
+
+def trial_json(
+    trial: Trial, *, traceback: bool = False, group_sizes: Mapping[int, int] | None = None
+) -> dict[str, Any]:
     """A trial as the API shows it; ``traceback`` adds the full text of an error (``GET /trials/<id>``).
 
     ``trial.sub_job.model_template`` must be loaded (see ``trial_query``) or the session open.
     ``duration_s`` is null until the trial has both started and finished. Where the parameters
-    are stored stays hidden: ``has_params`` says whether there are any.
+    are stored stays hidden: ``has_params`` says whether there are any. ``group_sizes`` (see
+    :func:`trials_json`) holds the size of the trial's fused group; without it, the trial's
+    open session is asked.
     """
     sub_job = trial.sub_job
+    group = trial.fused_group
+    if group is not None and (group_sizes is None or group not in group_sizes):
+        session = object_session(trial)
+        assert session is not None, "trial_json of a fused trial needs its session, or group_sizes"
+        group_sizes = _group_sizes(session, {group})
+    assert group is None or group_sizes is not None
     data: dict[str, Any] = {
         "id": trial.id,
         "train_job_id": sub_job.train_job_id,
@@ -170,6 +231,7 @@ def trial_json(trial: Trial, *, traceback: bool = False) -> dict[str, Any]:
         "has_params": trial.params_path is not None,
         "parent_zoo_model_id": trial.parent_zoo_model_id,
         "similarity": trial.similarity,
+        "fused_group": None if group is None else {"id": group, "size": group_sizes[group]},
     }
     if traceback:
         data["traceback"] = trial.traceback

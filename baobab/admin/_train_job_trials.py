@@ -17,7 +17,7 @@ from baobab.admin._auth import require_roles
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._query import INCLUDE_STOPPED, MAX_ID, bool_query_arg, check_query_args, int_query_arg
 from baobab.admin._state import admin_state
-from baobab.admin._train_job_json import TRIAL_SCHEMA, iso, trial_json
+from baobab.admin._train_job_json import TRIAL_SCHEMA, iso, trials_json
 from baobab.admin._train_job_lookups import OWNER_ARG, OWNER_QUERY, best_trials, find_train_job, owner_arg, trial_query
 from baobab.exceptions import RequestError
 from baobab.store import SubJob, Trial, TrialState, session_scope
@@ -97,7 +97,7 @@ def list_trials(app: str, app_version: int) -> dict[str, Any]:
             order = _order(sort, session.get_bind().dialect.name)
             query = trial_query().join(Trial.sub_job).where(*conditions).order_by(*order)
             trials = session.scalars(query.offset(offset).limit(per_page)).unique().all()
-        return {"trials": [trial_json(t) for t in trials], "total": total, "page": page, "per_page": per_page}
+        return {"trials": trials_json(session, trials), "total": total, "page": page, "per_page": per_page}
 
 
 _TRIAL_POINT_SCHEMA = register_schema(
@@ -225,7 +225,7 @@ def get_best_trials(app: str, app_version: int) -> dict[str, Any]:
     include_stopped = bool_query_arg(INCLUDE_STOPPED)
     with session_scope(admin_state().engine) as session:
         job = find_train_job(session, app, app_version, owner_id=owner_arg())
-        return {"trials": [trial_json(t) for t in best_trials(session, job, k, include_stopped=include_stopped)]}
+        return {"trials": trials_json(session, best_trials(session, job, k, include_stopped=include_stopped))}
 
 
 def _trial_point(row: Any) -> dict[str, Any]:

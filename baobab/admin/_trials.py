@@ -19,7 +19,7 @@ from baobab.admin._downloads import send_artifact
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._query import MAX_ID, check_query_args, int_query_arg
 from baobab.admin._state import admin_state
-from baobab.admin._train_job_json import TRIAL_SCHEMA, trial_json
+from baobab.admin._train_job_json import TRIAL_SCHEMA, fused_group_members, trial_json
 from baobab.admin._train_job_lookups import trial_query
 from baobab.admin._trial_lineage import lineage_json
 from baobab.exceptions import ConflictError, NotFoundError
@@ -85,11 +85,14 @@ def get_trial(trial_id: int) -> dict[str, Any]:
     epochs (hidden ones included); ``truncated`` says the chain was cut at 50 ancestors.
     Only this answer carries them: lists of trials leave them out (a recursive query each).
     ``has_architecture`` says whether ``/trials/<id>/architecture`` answers a record.
+    ``fused_group`` lists the group's ``members`` here (trials of the same job, like it).
     """
     check_query_args(())
     with session_scope(admin_state().engine) as session:
         trial = find_trial(session, trial_id)
         data = trial_json(trial, traceback=True)
+        if trial.fused_group is not None:
+            data["fused_group"]["members"] = fused_group_members(session, trial.fused_group)
         data["phase"] = trial.phase
         data["lineage"] = lineage_json(session, trial.id, current_user())
         data["has_architecture"] = trial.architecture is not None

@@ -7,14 +7,20 @@ trial safe, however many there are:
 
 - A trial is one task message, ``baobab.run_trial(trial_id, token)``, acknowledged only
   when the trial is over (``acks_late``), one at a time per worker process
-  (``prefetch_multiplier=1``). A worker process that dies mid-trial (``kill -9``, a
-  segfault in a template) has its message put back at once
-  (``reject_on_worker_lost``); a whole worker machine that dies has its messages
-  delivered again after ``BAOBAB_REDELIVERY_S`` (the Redis visibility timeout).
+  (``prefetch_multiplier=1``). A fused group is one message too,
+  ``baobab.run_trials(trial_ids, tokens)``, run by one pool process
+  (:func:`~baobab.worker.run_trials`: each member claimed with its own token). A
+  worker process that dies mid-trial (``kill -9``, a segfault in a template) has its
+  message put back at once (``reject_on_worker_lost``); a whole worker machine that
+  dies has its messages delivered again after ``BAOBAB_REDELIVERY_S`` (the Redis
+  visibility timeout).
 - A delivery claims the trial through the API. A trial still RUNNING on a worker that
   beats is refused, and the task retries (Celery's ``retry``) after the time by which
   that worker's silence would make it stale; then it takes the trial over. A finished
-  trial's delivery is dropped.
+  trial's delivery is dropped. A group's delivery runs the members it can claim (those
+  stale are taken over) and never retries for the others: a group put back as its pool
+  process died finds them still RUNNING with a fresh heartbeat and leaves them, and once
+  that heartbeat is stale the job driver requeues each member alone.
 - Workers hold no database credentials: they report through the admin API with the
   trial's token (:class:`~baobab.worker.ApiGateway`), and read and write artifacts at
   the shared ``BAOBAB_ARTIFACTS_URL``.
@@ -45,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 from celery import Celery, signals
 from celery.utils import worker_direct
 from kombu import Queue
-from sqlalchemy import Engine, and_, or_, select
+from sqlalchemy import Engine, Row, and_, or_, select
 
 from baobab._http import api_session
 from baobab._sandbox import THREAD_VARIABLES
@@ -67,7 +73,7 @@ from baobab.store import (
 )
 from baobab.worker._affinity import affinity_view, choose_node
 from baobab.worker._gateway import ApiGateway
-from baobab.worker._runner import WorkerResources, run_trial
+from baobab.worker._runner import TrialOutcome, WorkerResources, run_trials
 
 if TYPE_CHECKING:
     from baobab import Settings
@@ -78,7 +84,7 @@ logger = logging.getLogger("baobab.worker")
 
 #: Trials of jobs with GPU_COUNT = 0, and of jobs that ask for GPUs.
 CPU_QUEUE, GPU_QUEUE = "baobab.cpu", "baobab.gpu"
-_TASK = "baobab.run_trial"
+_TASK, _GROUP_TASK = "baobab.run_trial", "baobab.run_trials"
 #: The exit status of a worker process that gave up a trial which would not stop.
 _OVERRUN_EXIT = 75
 #: How often the executor asks the workers how many trials they can run at once (and sees the broker live).
@@ -130,39 +136,51 @@ class _WorkerProcess:
 def _register_task(app: Celery, settings: Settings) -> None:
     state = _WorkerProcess()
 
-    @app.task(name=_TASK, bind=True, max_retries=None)
-    def run_trial_task(self: Any, trial_id: int, token: str) -> None:
+    def run(task: Any, trial_ids: list[int], tokens: list[str]) -> list[TrialOutcome]:
         if settings.api_url is None:
             raise StoreError("baobab worker needs BAOBAB_API_URL: the admin API that trials report to")
         if state.resources is None:
-            name = f"{self.request.hostname}:{os.getpid()}"
+            name = f"{task.request.hostname}:{os.getpid()}"
             state.resources = WorkerResources(
                 cache_dir=settings.home / "cache", name=name, data_cache_mb=settings.data_cache_mb
             )
             state.artifacts = ArtifactStore(settings.artifacts_url)
             state.http = api_session()
-        gateway = ApiGateway(
-            settings.api_url,
-            trial_id,
-            token,
-            heartbeat_s=settings.heartbeat_s,
-            session=state.http,
-            artifacts=state.artifacts,
-        )
-        try:
-            outcome = run_trial(
+        api_url = settings.api_url
+        gateways = [
+            ApiGateway(
+                api_url,
                 trial_id,
+                token,
+                heartbeat_s=settings.heartbeat_s,
+                session=state.http,
+                artifacts=state.artifacts,
+            )
+            for trial_id, token in zip(trial_ids, tokens, strict=True)
+        ]
+        try:
+            return run_trials(
+                trial_ids,
                 state.resources,
-                gateway=gateway,
+                gateways=gateways,
                 time_limit_s=settings.trial_timeout_s,
                 on_overrun=lambda: os._exit(_OVERRUN_EXIT),
             )
         except StoreError as e:
-            # The API stayed unreachable through the gateway's retries: deliver the trial again later.
-            logger.warning("trial %d: %s; retrying", trial_id, e)
-            raise self.retry(countdown=settings.heartbeat_s, exc=e) from None
+            # The API stayed unreachable through the gateway's retries: deliver the trials again later
+            # (a member this process claimed is its own again: the claim of the same worker is given back).
+            logger.warning("trials %s: %s; retrying", trial_ids, e)
+            raise task.retry(countdown=settings.heartbeat_s, exc=e) from None
+
+    @app.task(name=_TASK, bind=True, max_retries=None)
+    def run_trial_task(self: Any, trial_id: int, token: str) -> None:
+        (outcome,) = run(self, [trial_id], [token])
         if not outcome.ran and outcome.retry_after_s is not None:
             raise self.retry(countdown=outcome.retry_after_s + settings.heartbeat_s)
+
+    @app.task(name=_GROUP_TASK, bind=True, max_retries=None)
+    def run_trials_task(self: Any, trial_ids: list[int], tokens: list[str]) -> None:
+        run(self, trial_ids, tokens)  # members held elsewhere are left to the job driver (module docstring)
 
 
 def run_worker(
@@ -270,7 +288,7 @@ class CeleryExecutor:
         self._routed: dict[int, str] = {}
         #: trials to send to the shared queue whatever holds their data (their worker went)
         self._shared_only: set[int] = set()
-        self._outbox: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[list[int] | None] = queue.SimpleQueue()  # units of work
         self._unsent: set[int] = set()
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -283,11 +301,12 @@ class CeleryExecutor:
     def slots(self) -> int:
         return self._fixed_slots if self._fixed_slots is not None else self._slots
 
-    def submit(self, trial_id: int) -> None:
-        # The driver wrote ``submitted_at`` with the row; publishing happens in the sender thread.
+    def submit(self, trials: int | Sequence[int]) -> None:
+        # The driver wrote ``submitted_at`` with the rows; publishing happens in the sender thread.
+        unit = [trials] if isinstance(trials, int) else list(trials)
         with self._lock:
-            self._unsent.add(trial_id)
-        self._outbox.put(trial_id)
+            self._unsent.update(unit)
+        self._outbox.put(unit)
 
     def request_stop(self, trial_id: int, reason: str) -> None:
         with session_scope(self.engine) as session:
@@ -353,28 +372,29 @@ class CeleryExecutor:
         self._watcher.join(timeout=5)
 
     def _send_loop(self) -> None:
-        """Publishes submitted trials; while the broker is down, keeps them and tries again."""
+        """Publishes submitted units of work; while the broker is down, keeps them and tries again."""
         while not self._closed.is_set():
-            trial_id = self._outbox.get()
-            if trial_id is None:
+            unit = self._outbox.get()
+            if unit is None:
                 return
-            token = issue_trial_token(self.settings.signing_key(), trial_id)
+            tokens = [issue_trial_token(self.settings.signing_key(), trial_id) for trial_id in unit]
+            task, args = (_TASK, [unit[0], tokens[0]]) if len(unit) == 1 else (_GROUP_TASK, [unit, tokens])
             delay = 0.1
             while not self._closed.is_set():
                 try:
-                    queue_, node = self.destination(trial_id)
-                    self.app.send_task(_TASK, args=[trial_id, token], queue=queue_, retry=False)
+                    queue_, node = self.destination(unit[0])  # the members are trials of one job
+                    self.app.send_task(task, args=args, queue=queue_, retry=False)
                     with self._lock:
-                        self._shared_only.discard(trial_id)
+                        self._shared_only.difference_update(unit)
                         if node is not None:
-                            self._routed[trial_id] = node
+                            self._routed.update(dict.fromkeys(unit, node))
                     break
                 except Exception as e:
-                    logger.warning("trial %d: cannot reach the broker (%s); trying again in %.1f s", trial_id, e, delay)
+                    logger.warning("trials %s: cannot reach the broker (%s); trying again in %.1f s", unit, e, delay)
                     self._closed.wait(delay)
                     delay = min(5.0, delay * 2)
             with self._lock:
-                self._unsent.discard(trial_id)
+                self._unsent.difference_update(unit)
 
     def _watch_loop(self) -> None:
         """Counts the workers' slots; after a broker outage, sends every PENDING trial again."""
@@ -406,35 +426,47 @@ class CeleryExecutor:
             return
         try:
             with session_scope(self.engine) as session:
-                pending = set(
-                    session.scalars(select(Trial.id).where(Trial.id.in_(routed), Trial.status == TrialState.PENDING))
-                )
+                rows = session.execute(
+                    select(Trial.id, Trial.fused_group).where(Trial.id.in_(routed), Trial.status == TrialState.PENDING)
+                ).all()
         except StoreError as e:
             logger.warning("cannot read the routed trials: %s", e)
             return
+        pending = {row.id for row in rows}
         with self._lock:
-            orphans = [t for t in pending if routed[t] not in self._nodes]
+            orphans = [row for row in rows if routed[row.id] not in self._nodes]
             for trial_id in routed.keys() - pending:
                 self._routed.pop(trial_id, None)
-            for trial_id in orphans:
-                del self._routed[trial_id]
-                self._shared_only.add(trial_id)
-                self._unsent.add(trial_id)
-        for trial_id in orphans:
+            for row in orphans:
+                del self._routed[row.id]
+                self._shared_only.add(row.id)
+                self._unsent.add(row.id)
+        for unit in _units(orphans):
             logger.warning(
-                "trial %d waited for worker %s, which is gone: sending it to any worker", trial_id, routed[trial_id]
+                "trials %s waited for worker %s, which is gone: sending them to any worker", unit, routed[unit[0]]
             )
-            self._outbox.put(trial_id)
+            self._outbox.put(unit)
 
     def _resend_pending(self) -> None:
         try:
             with session_scope(self.engine) as session:
-                pending = list(session.scalars(select(Trial.id).where(Trial.status == TrialState.PENDING)))
+                pending = session.execute(
+                    select(Trial.id, Trial.fused_group).where(Trial.status == TrialState.PENDING)
+                ).all()
         except StoreError as e:
             logger.warning("cannot read the PENDING trials to send them again: %s", e)
             return
         logger.warning("the broker is back: sending %d PENDING trials again", len(pending))
-        for trial_id in pending:
+        for unit in _units(pending):
             with self._lock:
-                self._unsent.add(trial_id)
-            self._outbox.put(trial_id)
+                self._unsent.update(unit)
+            self._outbox.put(unit)
+
+
+def _units(rows: Sequence[Row[Any]]) -> list[list[int]]:
+    """Trial rows (``id``, ``fused_group``) as units of work: the members of a group together, in id order."""
+    units: dict[tuple[str, int], list[int]] = {}
+    for row in sorted(rows, key=lambda r: r.id):
+        key = ("trial", row.id) if row.fused_group is None else ("group", row.fused_group)
+        units.setdefault(key, []).append(row.id)
+    return list(units.values())

@@ -16,11 +16,14 @@ from train_job_world import T0, add_model, add_trial, job_body, upload_dataset
 from baobab.store import (
     InterimMetric,
     ModelAccess,
+    Trial,
     TrialLog,
     TrialState,
     UserRole,
+    fuse_trials,
     params_from_bytes,
     params_to_bytes,
+    requeue_trial,
     session_scope,
 )
 
@@ -77,8 +80,9 @@ def test_trial_traceback_logs_metrics_and_params(
         "policies": {"EARLY_STOP": False}, "status": "ERRORED", "score": None, "created_at": T0.isoformat(),
         "started_at": T0.isoformat(), "finished_at": (T0 + timedelta(seconds=3)).isoformat(), "duration_s": 3.0,
         "worker": "local-1", "attempts": 2, "error": "ValueError: bad lr", "has_params": False,
-        "parent_zoo_model_id": None, "similarity": None, "traceback": "Traceback (most recent...)\n",
-        "phase": None, "lineage": {"from": "scratch", "chain": [], "inherited_epochs": 0, "truncated": False},
+        "parent_zoo_model_id": None, "similarity": None, "fused_group": None,
+        "traceback": "Traceback (most recent...)\n", "phase": None,
+        "lineage": {"from": "scratch", "chain": [], "inherited_epochs": 0, "truncated": False},
         "has_architecture": False,
     }  # fmt: skip
     ok = client.get(f"/api/v1/trials/{done}", headers=dev).json
@@ -177,3 +181,32 @@ def test_trials_are_visible_when_their_job_is(
                 listed = client.get(f"/api/v1/trials/{trial_id}/logs", headers=headers).json["logs"]
                 assert [entry["line"] for entry in listed] == ([] if trial_id == public_trial else ["hello"])
     assert client.get(f"/api/v1/trials/{public_trial}", headers=users[UserRole.MODEL_DEVELOPER][1]).status_code == 404
+
+
+def test_a_fused_group_shows_on_its_members_with_its_size(
+    app: Flask, client: FlaskClient, developer: tuple[int, Headers]
+) -> None:
+    owner_id, dev = developer
+    engine = app.extensions["baobab"].engine
+    job = _job(app, client, owner_id, dev)
+    sub_job = job["sub_jobs"][0]["id"]
+    first, *rest = [add_trial(engine, sub_job, number, TrialState.PENDING) for number in range(3)]
+    add_trial(engine, sub_job, 3, TrialState.COMPLETED, 0.4, params_path="params/alone")  # run alone
+    with session_scope(engine) as session:
+        assert fuse_trials(session, [first, *rest]) == first  # as the job driver marks a group it submits
+        for trial_id in (first, *rest):
+            trial = session.get_one(Trial, trial_id)
+            trial.status, trial.score, trial.params_path = TrialState.COMPLETED, 0.5, f"params/{trial_id}"
+    listed = client.get(f"/api/v1/train_jobs/{job['app']}/{job['app_version']}/trials?sort=number", headers=dev)
+    assert [t["fused_group"] for t in listed.json["trials"]] == [{"id": first, "size": 3}] * 3 + [None]
+    best = client.get(f"/api/v1/train_jobs/{job['app']}/{job['app_version']}/best_trials?k=4", headers=dev)
+    assert [t["fused_group"] for t in best.json["trials"]] == [{"id": first, "size": 3}] * 3 + [None]
+    detail = client.get(f"/api/v1/trials/{rest[1]}", headers=dev).json["fused_group"]
+    members = [{"id": trial_id, "number": number} for number, trial_id in enumerate([first, *rest])]
+    assert detail == {"id": first, "size": 3, "members": members}
+    with session_scope(engine) as session:
+        session.get_one(Trial, rest[0]).status = TrialState.RUNNING
+    with session_scope(engine) as session:
+        assert requeue_trial(session, rest[0], now=T0)  # lost and run again alone: it leaves the group
+    assert client.get(f"/api/v1/trials/{first}", headers=dev).json["fused_group"]["size"] == 2
+    assert client.get(f"/api/v1/trials/{rest[0]}", headers=dev).json["fused_group"] is None
