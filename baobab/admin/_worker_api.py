@@ -57,7 +57,19 @@ _FINAL = sorted(TrialState.RUN_OUTCOMES)
 #: Rows one records request may carry; a worker sends what piled up since its last request.
 _MAX_RECORDS = 10_000
 _TIME = {"type": "string", "format": "date-time", "description": "ISO 8601 with a UTC offset"}
-_CLAIM_BODY = {"type": "object", "required": ["worker"], "properties": {"worker": {"type": "string", "minLength": 1}}}
+_CLAIM_BODY = {
+    "type": "object",
+    "required": ["worker"],
+    "properties": {
+        "worker": {"type": "string", "minLength": 1},
+        "take_over": {
+            "type": "boolean",
+            "default": True,
+            "description": "take over a trial whose worker went silent; false for a fused group's member, which "
+            "the job driver requeues alone instead",
+        },
+    },
+}
 _BEAT_BODY = {"type": "object", "required": ["attempt"], "properties": {"attempt": {"type": "integer"}}}
 _RECORDS_BODY = {
     "type": "object",
@@ -193,13 +205,16 @@ def claim(trial_id: int) -> dict[str, Any]:
     check_trial_token(trial_id)
     body = json_object(fields=_CLAIM_BODY["properties"])
     worker = string_field(body, "worker")
+    take_over = body.get("take_over", True)
+    if not isinstance(take_over, bool):
+        raise RequestError("'take_over' must be true or false", field="take_over")
     state = admin_state()
     result = claim_trial(
         state.engine,
         trial_id,
         worker,
         now=datetime.now(UTC),
-        stale_after_s=state.settings.heartbeat_timeout_s,
+        stale_after_s=state.settings.heartbeat_timeout_s if take_over else None,
     )
     if isinstance(result, ClaimRefused):
         status = None if result.status is None else result.status.value

@@ -17,10 +17,10 @@ trial safe, however many there are:
 - A delivery claims the trial through the API. A trial still RUNNING on a worker that
   beats is refused, and the task retries (Celery's ``retry``) after the time by which
   that worker's silence would make it stale; then it takes the trial over. A finished
-  trial's delivery is dropped. A group's delivery runs the members it can claim (those
-  stale are taken over) and never retries for the others: a group put back as its pool
-  process died finds them still RUNNING with a fresh heartbeat and leaves them, and once
-  that heartbeat is stale the job driver requeues each member alone.
+  trial's delivery is dropped. A group's delivery runs the members it can claim, takes
+  over none and never retries for the others: a group delivered again after its worker
+  died finds them still RUNNING and leaves them, and once their heartbeat is stale the
+  job driver requeues each member alone.
 - Workers hold no database credentials: they report through the admin API with the
   trial's token (:class:`~baobab.worker.ApiGateway`), and read and write artifacts at
   the shared ``BAOBAB_ARTIFACTS_URL``.
@@ -390,7 +390,7 @@ class CeleryExecutor:
                             self._routed.update(dict.fromkeys(unit, node))
                     break
                 except Exception as e:
-                    logger.warning("trials %s: cannot reach the broker (%s); trying again in %.1f s", unit, e, delay)
+                    logger.warning("%s: cannot reach the broker (%s); trying again in %.1f s", _named(unit), e, delay)
                     self._closed.wait(delay)
                     delay = min(5.0, delay * 2)
             with self._lock:
@@ -443,7 +443,7 @@ class CeleryExecutor:
                 self._unsent.add(row.id)
         for unit in _units(orphans):
             logger.warning(
-                "trials %s waited for worker %s, which is gone: sending them to any worker", unit, routed[unit[0]]
+                "%s waited for worker %s, which is gone: sending it to any worker", _named(unit), routed[unit[0]]
             )
             self._outbox.put(unit)
 
@@ -461,6 +461,10 @@ class CeleryExecutor:
             with self._lock:
                 self._unsent.update(unit)
             self._outbox.put(unit)
+
+
+def _named(unit: Sequence[int]) -> str:
+    return f"trial {unit[0]}" if len(unit) == 1 else f"fused group {list(unit)}"
 
 
 def _units(rows: Sequence[Row[Any]]) -> list[list[int]]:

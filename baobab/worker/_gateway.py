@@ -29,7 +29,9 @@ class TrialGateway(Protocol):
     #: Seconds between heartbeats; None: this gateway needs none (a local executor watches its workers).
     heartbeat_s: float | None
 
-    def claim(self, trial_id: int, worker: str) -> TrialClaim | ClaimRefused: ...
+    def claim(self, trial_id: int, worker: str, *, take_over: bool = True) -> TrialClaim | ClaimRefused:
+        """Claim the trial; ``take_over`` a trial whose worker went silent (see ``claim_trial``)."""
+        ...
 
     def beat(self, claim: TrialClaim) -> tuple[bool, str | None]: ...
 
@@ -104,8 +106,8 @@ class ApiGateway:
             raise StoreError(f"the admin API refused {action} of trial {trial_id} (404): {message}")
         return dict(response.json())
 
-    def claim(self, trial_id: int, worker: str) -> TrialClaim | ClaimRefused:
-        answer = self._post(trial_id, "claim", {"worker": worker})
+    def claim(self, trial_id: int, worker: str, *, take_over: bool = True) -> TrialClaim | ClaimRefused:
+        answer = self._post(trial_id, "claim", {"worker": worker, **({} if take_over else {"take_over": False})})
         if answer.get("claim") is not None:
             return TrialClaim.from_json(answer["claim"])
         refused = answer["refused"]

@@ -618,9 +618,10 @@ def run_trials(
     with that trial's token) and keeps its own context, records, heartbeat and outcome. The
     members claimed train together (:func:`baobab.model.train_fused`) when there are two or
     more of a TorchModel template; else each runs alone, one after the other. A member that
-    cannot be claimed is not run: finished or cancelled, or held by a worker that beats,
-    which is the case of a group delivered again after its worker died; the job driver
-    requeues such a member by itself once its heartbeat is stale.
+    cannot be claimed is not run: finished or cancelled, or RUNNING, which is the case of a
+    group delivered again after its worker died. A group takes over no member (however
+    silent its worker): the job driver requeues such a member alone once its heartbeat is
+    stale.
 
     Returns:
         One outcome per trial id, in order.
@@ -631,7 +632,7 @@ def run_trials(
     outcomes: dict[int, TrialOutcome] = {}
     trials: list[_Trial] = []
     for index, (trial_id, gateway) in enumerate(zip(trial_ids, gateways, strict=True)):
-        claim = gateway.claim(trial_id, resources.name)
+        claim = gateway.claim(trial_id, resources.name, take_over=len(trial_ids) == 1)
         if isinstance(claim, ClaimRefused):
             logger.info("trial %d not run: %s", trial_id, claim.reason)
             outcomes[trial_id] = TrialOutcome(trial_id, claim.status, ran=False, retry_after_s=claim.retry_after_s)

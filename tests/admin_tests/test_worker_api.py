@@ -140,6 +140,17 @@ def test_a_silent_workers_trial_is_taken_over_and_the_old_claim_can_no_longer_fi
     assert _row(app, trial).score == 0.9
 
 
+def test_a_fused_groups_member_is_not_taken_over(app: Flask, client: FlaskClient, trial: int) -> None:
+    """A group asks for no take-over: the job driver requeues a silent member alone instead."""
+    timeout = app.extensions["baobab"].settings.heartbeat_timeout_s
+    assert _post(client, app, trial, "claim", {"worker": "old"}).json["claim"]["attempt"] == 1
+    _go_silent(app, trial, timeout + 1)
+    refused = _post(client, app, trial, "claim", {"worker": "group", "take_over": False}).json["refused"]
+    assert refused == {"status": "RUNNING", "reason": f"trial {trial} is RUNNING", "retry_after_s": None}
+    assert _row(app, trial).worker == "old"
+    assert _post(client, app, trial, "claim", {"worker": "alone"}).json["claim"]["attempt"] == 2
+
+
 def test_a_trial_silent_on_its_last_attempt_ends_errored_saying_so(app: Flask, client: FlaskClient, trial: int) -> None:
     timeout = app.extensions["baobab"].settings.heartbeat_timeout_s
     for attempt in (1, 2, 3):
@@ -222,6 +233,7 @@ def test_a_token_opens_its_own_trial_only_and_a_user_token_opens_none(
         ("finish", {"attempt": 1, "status": "COMPLETED", "score": 0.5,
                     "architecture": _architecture(_node("x", changed="yes"))}, "architecture",
          "architecture.nodes[0].changed must be a boolean"),
+        ("claim", {"worker": "w", "take_over": "no"}, "take_over", "must be true or false"),
         ("records", {"metrics": {}}, "metrics", "must be a list of objects"),
         ("records", {"metrics": [{"step": "1", "metrics": {}, "time": "2030-01-01T00:00:00+00:00"}]},
          "metrics[0]", "step must be an integer"),

@@ -1,0 +1,66 @@
+"""Fused trials on a cluster: a group is one Celery task run by one pool process; killed mid-step, its
+members are requeued by the job driver, each alone, and every trial is accounted for once."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from cluster_jobs import account
+from conftest import Cluster, StartCluster
+
+from baobab.testing import wait_until
+
+#: A small TorchModel whose only searched knob is its learning rate; ``score()`` holds while ``hold`` exists.
+TINY_TORCH = Path(__file__).parents[1] / "worker_tests" / "templates" / "tiny_torch.py"
+TRIALS = 6
+
+
+def _start(cluster: Cluster, data: Path, signals: Path, app: str) -> dict[str, Any]:
+    client = cluster.client
+    dataset = client.create_dataset(f"{app} data", data / "train.csv", format="TABULAR", target="target")
+    model = client.create_model(TINY_TORCH, task="TABULAR_CLASSIFICATION", class_name="TinyTorch")
+    return client.create_train_job(
+        app,
+        "TABULAR_CLASSIFICATION",
+        train_dataset_id=dataset["id"],
+        val_dataset_id=dataset["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
+        train_args={"target": "target", "signal_dir": str(signals), "warm_start": False, "fusion": {"max_group": 3}},
+    )
+
+
+def test_a_fused_group_runs_in_one_pool_process_and_is_requeued_alone_when_it_dies(
+    start_cluster: StartCluster, breast_cancer: Path, tmp_path: Path
+) -> None:
+    cluster = start_cluster(workers=1, slots=1)
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    hold = signals / "hold"
+    hold.touch()
+    job = _start(cluster, breast_cancer, signals, "fused")
+    (training,) = wait_until(lambda: list(signals.glob("training-*")), timeout=120, what="the first group to train")
+    running = cluster.client.get_trials("fused", status="RUNNING")["trials"]
+    assert len(running) == 3 and len({t["worker"] for t in running}) == 1  # one group, one pool process
+    assert {t["fused_group"]["size"] for t in running} == {3}
+    pid = int(training.name.removeprefix("training-"))
+    assert running[0]["worker"].endswith(f":{pid}")
+    os.kill(pid, signal.SIGKILL)
+    hold.unlink()
+
+    done = cluster.client.wait_for_train_job("fused", job["app_version"], timeout=180, progress=False)
+    assert done["status"] == "COMPLETED", done
+    books = account(cluster, "fused", job["app_version"], TRIALS)
+    assert books.lost == 0 and books.proposed == TRIALS and books.finished == TRIALS, books
+    killed = {t["id"] for t in running}
+    for trial in books.trials:
+        if trial["id"] in killed:  # requeued by the job driver, and run alone
+            assert (trial["attempts"], trial["fused_group"]) == (2, None), trial
+        else:  # the other group ran as one
+            assert trial["attempts"] == 1 and trial["fused_group"]["size"] == 3, trial
+    others = [t for t in books.trials if t["id"] not in killed]
+    assert Counter(t["worker"] for t in others).most_common(1)[0][1] == 3
