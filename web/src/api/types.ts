@@ -114,6 +114,8 @@ export interface Trial {
   /** The zoo model this trial's model was initialised from (warm start), and how alike they are. */
   parent_zoo_model_id: number | null;
   similarity: number | null;
+  /** The fused group it was submitted in (trained in one process with its group-mates), null when run alone. */
+  fused_group: FusedGroup | null;
   traceback?: string | null;
   /** GET /trials/<id> only: the search phase it ran in ("final": the retrain of a best configuration). */
   phase?: string | null;
@@ -121,6 +123,15 @@ export interface Trial {
   lineage?: Lineage;
   /** GET /trials/<id> only: GET /trials/<id>/architecture has the record of the SpaceModel instance it trained. */
   has_architecture?: boolean;
+}
+
+/** Trials of one sub-job that one worker process trained together (train_args.fusion). */
+export interface FusedGroup {
+  /** The id of the group's first trial. */
+  id: number;
+  size: number;
+  /** GET /trials/<id> only: the group's trials. */
+  members?: { id: number; number: number }[];
 }
 
 /** One node of a SpaceModel instance's graph (GET /trials/<id>/architecture). */

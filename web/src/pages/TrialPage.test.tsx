@@ -1,4 +1,4 @@
-import { render, screen } from "@testing-library/react";
+import { render, screen, within } from "@testing-library/react";
 import { MemoryRouter, Route, Routes } from "react-router";
 import { describe, expect, it, vi } from "vitest";
 
@@ -38,6 +38,7 @@ function trial(overrides: Partial<Trial>): Trial {
     has_params: true,
     parent_zoo_model_id: null,
     similarity: null,
+    fused_group: null,
     ...overrides,
   };
 }
@@ -65,6 +66,24 @@ describe("TrialPage", () => {
   it("shows the zoo model a warm-started trial came from, and how alike they are", async () => {
     renderTrial(trial({ parent_zoo_model_id: 12, similarity: 0.8347 }));
     expect(await screen.findByTestId("warm-start")).toHaveTextContent("zoo model #12, similarity 0.83");
+  });
+
+  it("shows a fused trial's group with links to its group-mates", async () => {
+    const members = [{ id: 6, number: 2 }, { id: 7, number: 3 }, { id: 8, number: 4 }];
+    renderTrial(trial({ fused_group: { id: 6, size: 3, members } }));
+    expect(await screen.findByRole("link", { name: "fused ×3" })).toHaveAttribute("href", "/jobs/cifar/1/trials/6");
+    const mates = screen.getByTestId("fused-with");
+    expect(within(mates).getAllByRole("link").map((link) => [link.textContent, link.getAttribute("href")])).toEqual([
+      ["#2", "/jobs/cifar/1/trials/6"],
+      ["#4", "/jobs/cifar/1/trials/8"],
+    ]);
+  });
+
+  it("shows no group for a trial run alone", async () => {
+    renderTrial(trial({}));
+    await screen.findByTestId("warm-start");
+    expect(screen.queryByText(/fused/)).not.toBeInTheDocument();
+    expect(screen.queryByTestId("fused-with")).not.toBeInTheDocument();
   });
 
   it("says a trial trained from scratch had no warm start", async () => {

@@ -6,6 +6,7 @@ import type { Architecture, LogLine, MetricRow, Trial } from "../api/types";
 import { isTrialOpen } from "../api/types";
 import { Chart } from "../components/Chart";
 import { ErrorBox } from "../components/ErrorBox";
+import { FusedBadge } from "../components/FusedBadge";
 import { StatusBadge } from "../components/StatusBadge";
 import { trialMetricsOption } from "../lib/charts";
 import { formatDuration, formatScore, formatTime, formatValue } from "../lib/format";
@@ -90,6 +91,7 @@ export function TrialPage() {
           / trial #{trial.number}
         </h1>
         <StatusBadge status={trial.status} />
+        {trial.fused_group && <FusedBadge group={trial.fused_group} app={app} version={version} />}
         <span className="spacer" />
         {trial.has_params && (
           <button type="button" onClick={() => act(() => download(`/trials/${trial.id}/params`, `trial-${trial.id}.safetensors`))}>
@@ -119,6 +121,20 @@ export function TrialPage() {
             <dd>{trial.worker ?? "—"}</dd>
             <dt>Attempts</dt>
             <dd>{trial.attempts}</dd>
+            {trial.fused_group?.members && (
+              <>
+                <dt>Fused with</dt>
+                <dd data-testid="fused-with">
+                  {trial.fused_group.members
+                    .filter((member) => member.id !== trial.id)
+                    .map((member) => (
+                      <Link key={member.id} className="chip" to={`/jobs/${encodeURIComponent(app)}/${version}/trials/${member.id}`}>
+                        #{member.number}
+                      </Link>
+                    ))}
+                </dd>
+              </>
+            )}
             <dt>Warm start</dt>
             <dd data-testid="warm-start">
               {trial.parent_zoo_model_id === null

@@ -29,6 +29,7 @@ function trial(id: number, status: Trial["status"], score: number | null): Trial
     has_params: score !== null,
     parent_zoo_model_id: null,
     similarity: null,
+    fused_group: null,
   };
 }
 
@@ -100,6 +101,20 @@ describe("TrialsTable", () => {
     await userEvent.setup().click(within(running).getByRole("button", { name: "Stop" }));
     expect(calls.some((c) => c.method === "POST" && c.path === "/trials/2/stop")).toBe(true);
     expect(await screen.findByText(/only a PENDING or RUNNING trial can be stopped/)).toBeInTheDocument();
+  });
+
+  it("marks the trials that trained fused, linking to their group's first trial", async () => {
+    const group = { id: 1, size: 2 };
+    const rows = [{ ...trial(1, "COMPLETED", 0.5), fused_group: group }, { ...trial(2, "COMPLETED", 0.6), fused_group: group }, trial(3, "COMPLETED", 0.4)];
+    mockApi({ [`GET ${BASE}`]: [200, { trials: rows, total: 3, page: 1, per_page: 25 }] });
+    renderTable();
+    const table = await screen.findByRole("table", { name: "trials table" });
+    await waitFor(() => expect(within(table).getAllByRole("row")).toHaveLength(4));
+    const [, first, second, alone] = within(table).getAllByRole("row");
+    for (const row of [first, second]) {
+      expect(within(row).getByRole("link", { name: "fused ×2" })).toHaveAttribute("href", "/jobs/fraud/2/trials/1");
+    }
+    expect(within(alone).queryByText(/fused/)).not.toBeInTheDocument();
   });
 
   it("selects trials for the metric chart, keeping the latest few", async () => {

@@ -5,6 +5,7 @@ import { get, messageOf, post } from "../api/client";
 import type { SubJob, Trial, TrialPage, TrialStatus } from "../api/types";
 import { TRIAL_STATUSES, isTrialOpen } from "../api/types";
 import { ErrorBox } from "../components/ErrorBox";
+import { FusedBadge } from "../components/FusedBadge";
 import { Pager } from "../components/Pager";
 import { StatusBadge } from "../components/StatusBadge";
 import { formatDuration, formatKnobs, formatScore } from "../lib/format";
@@ -164,6 +165,12 @@ export function TrialsTable({ app, version, subJobs, revision, selected, onSelec
                 <td className="num">{formatDuration(trial.duration_s)}</td>
                 <td>
                   <StatusBadge status={trial.status} />
+                  {trial.fused_group && (
+                    <>
+                      {" "}
+                      <FusedBadge group={trial.fused_group} app={app} version={version} />
+                    </>
+                  )}
                 </td>
                 <td>{trial.worker ?? "—"}</td>
                 <td className="actions">
