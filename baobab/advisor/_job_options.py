@@ -24,7 +24,9 @@ trials left are the final ones, or when the time left is at most the larger of
 (per round of final trials); it runs even when the time budget ends before it.
 
 ``fusion``: whether same-shaped trials of a sub-job may train as one stacked computation
-(``"auto"``: where measured to pay; ``"off"``; ``{"max_group": K}``: groups of up to K).
+(``{"max_group": K}``: groups of up to K, see :meth:`SubJobState.group_size
+<baobab.advisor._scheduling.SubJobState.group_size>`; ``"off"``; ``"auto"``, the default,
+runs every trial alone until a stored profile can say where fusing pays).
 
 Everything is checked once, by :func:`parse_job_options` (the admin API calls it, so a
 bad value is a 400 naming the field); the driver trusts what it gets.

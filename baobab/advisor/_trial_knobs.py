@@ -59,7 +59,8 @@ def structural_knobs(config: KnobConfig, knobs: Mapping[str, Any]) -> Knobs:
 
     Trials of a fused group must build structurally identical modules; the driver cannot
     see which knobs change shapes, so it takes every knob but a float one as structural
-    (a float knob is a value: a learning rate, a weight decay). The worker's
-    :func:`~baobab.model.fuse_check` still trains alone a member whose module differs.
+    (a float knob is a value: a learning rate, a weight decay). Where one shapes the model
+    all the same (a dropout rate shows in the module), the worker's
+    :func:`~baobab.model.fuse_check` finds the difference and the members train one by one.
     """
     return {name: value for name, value in knobs.items() if not isinstance(config.get(name), FloatKnob)}

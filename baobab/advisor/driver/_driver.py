@@ -258,7 +258,8 @@ class JobDriver(StoreSync):
         trials: list[_NewTrial] = []
         if strategy is not None:
             try:
-                trials = self._propose(sub, strategy, step, sub.group_size(job, step, now))
+                policies = trial_policies(sub.knob_config, step.policies)
+                trials = self._propose(sub, strategy, step, policies, sub.group_size(job, step, now))
             except Exception as e:
                 number = sub.next_number
                 sub.failure = f"strategy {strategy.name!r} failed to propose trial {number}: {type(e).__name__}: {e}"
@@ -267,8 +268,6 @@ class JobDriver(StoreSync):
             logger.warning("job %s, sub-job %s: %s", job.id, sub.id, sub.failure)
             self._check_end(job, now)
             return False
-        assert sub.knob_config is not None
-        policies = trial_policies(sub.knob_config, step.policies)
         sharing = bool(policies.get(Policy.SHARE_PARAMS))
         rows = [
             _rows.NewTrial(
@@ -302,7 +301,9 @@ class JobDriver(StoreSync):
         self.executor.submit(trial_ids if group is not None else trial_ids[0])
         return True
 
-    def _propose(self, sub: SubJobState, strategy: Strategy, step: PlanStep, size: int) -> list[_NewTrial]:
+    def _propose(
+        self, sub: SubJobState, strategy: Strategy, step: PlanStep, policies: dict[Policy, bool], size: int
+    ) -> list[_NewTrial]:
         """The knobs of the next ``size`` trials at most, all of one structure (see :func:`structural_knobs`).
 
         A group's proposals come from one :meth:`~baobab.advisor.Strategy.propose_batch`; the
@@ -314,7 +315,6 @@ class JobDriver(StoreSync):
         config = sub.knob_config
         number = sub.next_number
         pending = [t.proposal for t in sub.active.values()]
-        policies = trial_policies(config, step.policies)
         if step.proposal is not None:
             proposals = [step.proposal]
         elif step.phase is not None and size == 1:
