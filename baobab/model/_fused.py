@@ -14,7 +14,21 @@ Each member stays its own trial. It is prepared by its own ``train()`` (seed, da
 :meth:`TorchModel.train`, which runs up to its loop and hands the data over), draws its
 own shuffling from its own seed, takes its own batch each step (``vmap`` over members
 for the parameters, the buffers and the batch), keeps its own optimizer settings and
-epochs, reports to its own context, and may be stopped or fail alone.
+epochs, reports to its own context, and may be stopped or fail alone. Whatever only
+changes values may differ between members: the optimizer's settings, the epochs, the
+seed (initial weights, data order) and the rate of each dropout layer (``nn.Dropout``,
+``Dropout1d``, ``2d`` and ``3d``: the stacked forward drops each member's activations
+at its own rate; a rate passed to ``F.dropout`` in ``forward`` is a constant of the
+code, compared as such).
+
+A frozen base is kept once. Trials that train adapters on one pre-trained network
+hold the same frozen weights K times over; stacked, the stack's memory would grow
+with the base. A parameter that no member trains (``requires_grad`` False) and that is
+equal in all of them (``torch.equal``, compared once when the stack is built) is passed
+to the stacked forward unbatched: one copy for the stack (the first member's own
+tensor, which nothing writes, and which the other members' modules are pointed at as
+well, freeing their copies), so the group grows only with what trains, its optimizer
+state and the buffers. A frozen parameter that differs between members is stacked.
 
 What a member gets is what an unfused trial gets, up to rounding: the optimizer
 update below follows torch.optim's single-tensor Adam/AdamW/SGD step operation by
@@ -35,10 +49,11 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
-from torch.func import functional_call, stack_module_state, vmap
+from torch.func import functional_call, vmap
+from torch.nn.modules.dropout import _DropoutNd
 
 from baobab.model._base import Params
 from baobab.model._context import TrialContext, trial_context
@@ -58,6 +73,14 @@ _LOSSES = (
     torch.nn.HuberLoss,
     torch.nn.BCEWithLogitsLoss,
 )
+#: Dropout layers whose rate may differ per member, by exact class (a subclass may drop otherwise): the
+#: spatial dimensions one draw covers (None: one draw per element; else one per channel).
+_DROPOUTS: dict[type[_DropoutNd], int | None] = {
+    torch.nn.Dropout: None,
+    torch.nn.Dropout1d: 1,
+    torch.nn.Dropout2d: 2,
+    torch.nn.Dropout3d: 3,
+}
 #: Optimizers whose update _StackedOptimizer reproduces, by exact class (a subclass may step otherwise).
 _OPTIMIZERS: dict[type[torch.optim.Optimizer], str] = {
     torch.optim.Adam: "adam",
@@ -68,6 +91,7 @@ _OPTIMIZERS: dict[type[torch.optim.Optimizer], str] = {
 _UNSUPPORTED_FLAGS = ("amsgrad", "maximize", "differentiable")
 
 _Settings = dict[str, float]  # one member's optimizer settings for one parameter
+_Tensors = dict[str, torch.Tensor]  # by parameter or buffer name
 
 
 class FusedStatus(Enum):
@@ -132,7 +156,8 @@ def fuse_check(models: Sequence[TorchModel]) -> str | None:
     device, :meth:`~TorchModel.batch_size`, the names, shapes, dtypes and
     ``requires_grad`` of parameters and buffers, the module's traced graph (torch.fx
     code, which holds the constants of ``forward``) and its repr (which holds the
-    settings of its layers, a dropout rate or a stride), the loss and the optimizer
+    settings of its layers, a stride or a dropout layer's ``inplace``, but not its rate:
+    that may differ per member), the loss and the optimizer
     (:meth:`~TorchModel.make_loss` and :meth:`~TorchModel.make_optimizer` are called).
     Then one stacked forward pass on the first rows of the training data checks that
     ``vmap`` can batch the module. Members under ``SKIP_TRAIN`` need no loss or optimizer.
@@ -313,7 +338,7 @@ def _signature(model: TorchModel) -> dict[str, list[str]]:
         "parameters": _tensor_layout(module.named_parameters()),
         "buffers": _tensor_layout(module.named_buffers()),
         "traced graph": _traced(module).splitlines(),
-        "module": repr(module).splitlines(),
+        "module": repr(_structure(module)).splitlines(),  # dropout rates left out
     }
 
 
@@ -422,25 +447,115 @@ def _vmap_probe(models: list[TorchModel]) -> str | None:
         return None
     modules = [m._require_module() for m in models]
     device = models[0].device
-    params, buffers = stack_module_state(modules)
+    params, shared, buffers = _stack_state(modules, device)
     run = _stacked_forward(modules[0])
     devices = [torch.cuda.current_device()] if device.type == "cuda" else []
     x = example.to(device).expand(len(models), *example.shape)
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=devices):
-            run(params, buffers, x)
+            run(params, shared, buffers, x)
     except Exception as e:  # vmap and the module's own ops raise many kinds
         return f"one stacked forward pass fails: {type(e).__name__}: {e}"
     return None
 
 
+def _stack_state(modules: list[torch.nn.Module], device: torch.device) -> tuple[_Tensors, _Tensors, _Tensors]:
+    """The members' state as the stacked forward takes it: the parameters stacked (one row
+    per member), the parameters shared (frozen and equal in every member: kept once), and
+    the buffers stacked, with each dropout layer's rates."""
+    first = modules[0]
+    stacked, shared = {}, {}
+    for name, param in first.named_parameters():
+        tensors: list[torch.Tensor] = [m.get_parameter(name) for m in modules]  # requires_grad alike (signatures)
+        if not param.requires_grad and all(torch.equal(param, t) for t in tensors[1:]):
+            shared[name] = param.detach()
+        else:
+            stacked[name] = torch.stack(tensors).detach().requires_grad_(param.requires_grad)
+    buffers = {name: torch.stack([m.get_buffer(name) for m in modules]) for name, _ in first.named_buffers()}
+    for name, layer in first.named_modules():
+        if name and _is_dropout(layer):  # as _structure replaces them
+            rates = [_rate(m, name) for m in modules]
+            buffers[f"{name}.rate"] = torch.tensor(rates, dtype=torch.float64, device=device)
+    return stacked, shared, buffers
+
+
 def _stacked_forward(module: torch.nn.Module) -> Callable[..., torch.Tensor]:
-    base = copy.deepcopy(module).to("meta").train()  # the structure; the tensors come from the stack
+    """``module``'s forward over the stack, called with :func:`_stack_state`'s three dicts and
+    the stacked input: batched over the members, but for the shared parameters."""
+    structure = _structure(module).train()
 
-    def forward(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        return functional_call(base, (params, buffers), (x,))
+    def forward(params: _Tensors, shared: _Tensors, buffers: _Tensors, x: torch.Tensor) -> torch.Tensor:
+        return functional_call(structure, (params, shared, buffers), (x,))
 
-    return vmap(forward, randomness="different")
+    return vmap(forward, in_dims=(0, None, 0, 0), randomness="different")
+
+
+def _structure(module: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``module`` on the meta device (no data: the tensors come from the stack), each
+    dropout layer in it replaced by a :class:`_MemberDropout`, whose rate comes from the stack too."""
+    memo: dict[int, Any] = {id(t): _on_meta(t) for t in (*module.parameters(), *module.buffers())}
+    copied = copy.deepcopy(module, memo)
+    replacements: dict[int, _MemberDropout] = {}  # one per layer, should a layer sit in two places
+    for parent in list(copied.modules()):
+        for name, child in list(parent.named_children()):
+            if _is_dropout(child):
+                parent._modules[name] = replacements.setdefault(id(child), _MemberDropout(child))
+    return copied
+
+
+def _is_dropout(module: torch.nn.Module) -> TypeGuard[_DropoutNd]:
+    return type(module) in _DROPOUTS
+
+
+def _rate(module: torch.nn.Module, name: str) -> float:
+    layer = module.get_submodule(name)
+    assert _is_dropout(layer)  # the members' structures are alike
+    return layer.p
+
+
+def _on_meta(tensor: torch.Tensor) -> torch.Tensor:
+    empty = torch.empty_like(tensor, device="meta")
+    return torch.nn.Parameter(empty, tensor.requires_grad) if isinstance(tensor, torch.nn.Parameter) else empty
+
+
+class _MemberDropout(torch.nn.Module):
+    """A dropout layer of the stacked forward: its rate is a buffer, one value per member under vmap.
+
+    It draws as torch's layer of the class it stands for (one draw per element, or per
+    channel for Dropout1d, 2d and 3d), keeps with probability ``1 - p`` and scales what it
+    keeps by ``1 / (1 - p)``: all zero at ``p == 1``; at ``p == 0`` and in eval mode the
+    input itself. Out of place whatever ``inplace`` says (the values are the same). Its
+    repr is the layer's but for the rate, which the members' signatures leave out.
+    """
+
+    rate: torch.Tensor
+
+    def __init__(self, layer: _DropoutNd) -> None:
+        super().__init__()
+        self.kind, self.inplace = type(layer), layer.inplace
+        self.register_buffer("rate", torch.empty((), device="meta"))
+
+    def _get_name(self) -> str:
+        return self.kind.__name__
+
+    def extra_repr(self) -> str:
+        return f"p=per member, inplace={self.inplace}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return x
+        p = self.rate.to(x.dtype)
+        keep = torch.rand(self._draws(x), dtype=x.dtype, device=x.device) >= p
+        return x * (keep.to(x.dtype) * torch.where(p < 1, 1 / (1 - p), 0))
+
+    def _draws(self, x: torch.Tensor) -> tuple[int, ...]:
+        """The shape of one member's draws, as torch's layer draws them."""
+        spatial = _DROPOUTS[self.kind]
+        if spatial is None:
+            return tuple(x.shape)
+        # One per channel of (N, C, ...); Dropout1d and 3d also take (C, ...), Dropout2d reads 3 dims as (N, C, L).
+        channel = 1 if self.kind is not torch.nn.Dropout2d and x.dim() == spatial + 1 else 2
+        return (*x.shape[:channel], *[1] * (x.dim() - channel))
 
 
 # -- training -------------------------------------------------------------------------
@@ -550,10 +665,11 @@ class _Stack:
     def __init__(self, members: list[_Member], plan: _Plan) -> None:
         self.members = list(members)
         modules = [m.module for m in members]
-        params, buffers = stack_module_state(modules)
-        self.params: dict[str, torch.Tensor] = dict(params)
-        self.buffers: dict[str, torch.Tensor] = dict(buffers)
-        self.optimizer = _StackedOptimizer(plan)
+        self.params, self.shared, self.buffers = _stack_state(modules, members[0].model.device)
+        for name, tensor in self.shared.items():  # the members' own copies go too: the group holds one
+            for module in modules[1:]:
+                module.get_parameter(name).data = tensor
+        self.optimizer = _StackedOptimizer(plan, self.params)
         self.forward = _stacked_forward(modules[0])
         self.loss_fn = plan.loss_fn
         self.losses = vmap(self._loss)
@@ -565,22 +681,24 @@ class _Stack:
         """One batch per member (``x`` and ``y`` stacked): the losses and the outputs, detached."""
         for param in self.params.values():
             param.grad = None
-        outputs = self.forward(self.params, self.buffers, x)
+        outputs = self.forward(self.params, self.shared, self.buffers, x)
         losses = self.losses(outputs, y)
         torch.autograd.backward(losses.sum())  # members are independent: each row's gradient is its own loss's
         self.optimizer.step(self.params, lr_scales)
         return losses.detach(), outputs.detach()
 
     def release(self, leaving: list[_Member]) -> None:
-        """Hand the leaving members their rows (into their modules) and restack the others."""
+        """Hand the leaving members their rows (into their modules) and restack the others.
+
+        Shared parameters are not handed: each member's module holds those values already."""
         if not leaving:
             return
         rows = {id(m): i for i, m in enumerate(self.members)}
         with torch.no_grad():
             for member in leaving:
                 row = rows[id(member)]
-                for name, param in member.module.named_parameters():
-                    param.copy_(self.params[name][row])
+                for name, stacked in self.params.items():
+                    member.module.get_parameter(name).copy_(stacked[row])
                 for name, buffer in member.module.named_buffers():
                     buffer.copy_(self.buffers[name][row])
         keep = [i for i, m in enumerate(self.members) if m not in leaving]
@@ -606,10 +724,10 @@ class _StackedOptimizer:
     The members of a stack step together, so a step count is per parameter, as in torch.
     """
 
-    def __init__(self, plan: _Plan) -> None:
+    def __init__(self, plan: _Plan, stacked: Mapping[str, torch.Tensor]) -> None:
         self.kind, self.decoupled = plan.kind, plan.decoupled
-        # parameter name → one settings dict per member
-        self.settings = {name: [s[name] for s in plan.settings] for name in plan.settings[0]}
+        # parameter name → one settings dict per member; the stack's shared parameters are frozen, never stepped
+        self.settings = {name: [s[name] for s in plan.settings] for name in plan.settings[0] if name in stacked}
         self.steps = dict.fromkeys(self.settings, 0)
         self.state: dict[str, dict[str, torch.Tensor]] = {name: {} for name in self.settings}
 
