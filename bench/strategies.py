@@ -158,6 +158,23 @@ def run_baobab(name: str, config: KnobConfig, objective: Objective, seed: int, e
     return scores, latency
 
 
+def optuna_knobs(trial: optuna.Trial, config: KnobConfig) -> dict[str, Any]:
+    """Values for the searchable knobs of ``config``, suggested one by one as Optuna's users write a search space."""
+    knobs: dict[str, Any] = {}
+    for knob_name, knob in config.items():
+        if isinstance(knob, ArchKnob):
+            knobs[knob_name] = [
+                trial.suggest_categorical(f"{knob_name}{i}", list(choices)) for i, choices in enumerate(knob.items)
+            ]
+        elif isinstance(knob, CategoricalKnob):
+            knobs[knob_name] = trial.suggest_categorical(knob_name, list(knob.values))
+        else:
+            low, high = knob.value_min, knob.value_max
+            suggest = trial.suggest_int if isinstance(low, int) and isinstance(high, int) else trial.suggest_float
+            knobs[knob_name] = suggest(knob_name, low, high, log=knob.is_exp)
+    return knobs
+
+
 def run_optuna(name: str, config: KnobConfig, objective: Objective, seed: int, evals: int) -> tuple[list, list]:
     """Optuna used as its users use it: ask, suggest each parameter, tell."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -166,18 +183,7 @@ def run_optuna(name: str, config: KnobConfig, objective: Objective, seed: int, e
     for _ in range(evals):
         start = time.perf_counter()
         trial = study.ask()
-        knobs = {}
-        for knob_name, knob in config.items():
-            if isinstance(knob, ArchKnob):
-                knobs[knob_name] = [
-                    trial.suggest_categorical(f"{knob_name}{i}", list(choices)) for i, choices in enumerate(knob.items)
-                ]
-            elif isinstance(knob, CategoricalKnob):
-                knobs[knob_name] = trial.suggest_categorical(knob_name, list(knob.values))
-            else:
-                low, high = knob.value_min, knob.value_max
-                suggest = trial.suggest_int if isinstance(low, int) and isinstance(high, int) else trial.suggest_float
-                knobs[knob_name] = suggest(knob_name, low, high, log=knob.is_exp)
+        knobs = optuna_knobs(trial, config)
         latency.append(time.perf_counter() - start)
         scores.append(objective(knobs))
         study.tell(trial, scores[-1])

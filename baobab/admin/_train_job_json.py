@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, object_session
 
+from baobab.admin._fusion_profile import FUSION_PROFILE_SCHEMA
 from baobab.admin._openapi import register_schema
 from baobab.admin._state import admin_state
 from baobab.admin._trial_lineage import LINEAGE_SCHEMA
@@ -70,7 +71,7 @@ TRIAL_SCHEMA = register_schema(
         "required": [
             "id", "train_job_id", "sub_job_id", "model_id", "model_name", "number", "knobs", "policies", "status",
             "score", "created_at", "started_at", "finished_at", "duration_s", "worker", "attempts", "error",
-            "has_params", "parent_zoo_model_id", "similarity", "fused_group",
+            "has_params", "parent_zoo_model_id", "similarity", "fused_group", "fusion_profile",
         ],
         "properties": {
             "id": {"type": "integer"},
@@ -94,6 +95,7 @@ TRIAL_SCHEMA = register_schema(
             "parent_zoo_model_id": {"type": ["integer", "null"]},
             "similarity": {"type": ["number", "null"]},
             "fused_group": _FUSED_GROUP,
+            "fusion_profile": {"anyOf": [FUSION_PROFILE_SCHEMA, {"type": "null"}]},
             "traceback": {"type": ["string", "null"], "description": "GET /trials/<id> only"},
             "phase": {
                 "type": ["string", "null"],
@@ -232,6 +234,7 @@ def trial_json(
         "parent_zoo_model_id": trial.parent_zoo_model_id,
         "similarity": trial.similarity,
         "fused_group": None if group is None else {"id": group, "size": group_sizes[group]},
+        "fusion_profile": trial.fusion_profile,
     }
     if traceback:
         data["traceback"] = trial.traceback

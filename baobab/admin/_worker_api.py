@@ -27,6 +27,7 @@ from baobab.admin._architecture import ARCHITECTURE_SCHEMA, architecture_field
 from baobab.admin._auth import check_trial_token, public
 from baobab.admin._body import enum_field, json_object, string_field
 from baobab.admin._downloads import send_artifact
+from baobab.admin._fusion_profile import FUSION_PROFILE_SCHEMA, fusion_profile_field
 from baobab.admin._openapi import api_doc
 from baobab.admin._state import admin_state
 from baobab.exceptions import NotFoundError, RequestError
@@ -106,6 +107,10 @@ _FINISH_BODY = {  # the optional texts come last: finish() reads them in this or
         "architecture": {
             "anyOf": [ARCHITECTURE_SCHEMA, {"type": "null"}],
             "description": "a SpaceModel trial's mutation record; COMPLETED and STOPPED only",
+        },
+        "fusion_profile": {
+            "anyOf": [FUSION_PROFILE_SCHEMA, {"type": "null"}],
+            "description": "the claim's fusion_profile request with what the worker measured, whatever the state",
         },
         "params_path": {"type": ["string", "null"]},
         "error": {"type": ["string", "null"]},
@@ -312,7 +317,8 @@ def finish(trial_id: int) -> dict[str, Any]:
             f"'architecture' comes only with COMPLETED and STOPPED (trials that finished training), not {status.value}",
             field="architecture",
         )
-    texts = {name: _optional(body, name, lambda v: isinstance(v, str), "a string") for name in fields[4:]}
+    fusion_profile = fusion_profile_field(body, "fusion_profile")
+    texts = {name: _optional(body, name, lambda v: isinstance(v, str), "a string") for name in fields[5:]}
     state = admin_state()
     now_status = finish_trial(
         state.engine,
@@ -322,6 +328,7 @@ def finish(trial_id: int) -> dict[str, Any]:
         now=datetime.now(UTC),
         score=None if score is None else float(score),
         architecture=architecture,
+        fusion_profile=fusion_profile,
         **texts,
     )
     if now_status is status:

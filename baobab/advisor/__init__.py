@@ -17,7 +17,7 @@ from baobab.advisor._enas_phases import PHASE_POLICIES, EnasPhase, EnasPlanner, 
 from baobab.advisor._evolution import EvolutionStrategy
 from baobab.advisor._executor import Executor
 from baobab.advisor._factory import STRATEGIES, choose_strategy, make_strategy
-from baobab.advisor._job_options import JobOptions, JobOptionsError, parse_job_options
+from baobab.advisor._job_options import AUTO_MAX_GROUP, MAX_GROUP, JobOptions, JobOptionsError, parse_job_options
 from baobab.advisor._job_plan import check_job_plan
 from baobab.advisor._median import MedianRule
 from baobab.advisor._random import RandomStrategy
@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from baobab.advisor.driver import JobDriver
 
 __all__ = [
+    "AUTO_MAX_GROUP",
     "DEFAULT_METRICS",
+    "MAX_GROUP",
     "PHASE_POLICIES",
     "STOPPING_RULES",
     "JobOptions",

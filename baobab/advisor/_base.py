@@ -147,7 +147,9 @@ class Strategy(ABC):
             StrategyError: the strategy cannot propose (its space is exhausted, say).
         """
 
-    def propose_batch(self, trial_ids: Sequence[int], pending: Iterable[Knobs] = ()) -> list[Knobs]:
+    def propose_batch(
+        self, trial_ids: Sequence[int], pending: Iterable[Knobs] = (), pin: Mapping[str, Any] | None = None
+    ) -> list[Knobs]:
         """Knob values for several trials started at once (a fused group), one per id of ``trial_ids``.
 
         Each is :meth:`propose`'s answer with ``pending`` and the batch's earlier proposals
@@ -155,11 +157,17 @@ class Strategy(ABC):
         Strategies that count pending trials as constant liars (bayes: the worst score
         seen; tpe: Optuna's running trials) thereby spread a batch without an override;
         the others keep a batch's points apart in a discrete space (see :meth:`taken`).
+
+        ``pin`` holds knob values every proposal of the batch takes in place of its own: a
+        fused group's members share their first member's structure, and differ in the
+        other knobs. The batch's later proposals count the pinned ones as pending.
         """
         pending = list(pending)
         proposals = []
         for trial_id in trial_ids:
             proposal = self.propose(trial_id, pending)
+            if pin:
+                proposal = {**proposal, **pin}
             proposals.append(proposal)
             pending.append(proposal)
         return proposals

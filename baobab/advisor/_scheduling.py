@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +53,9 @@ class ActiveTrial:
 
     ``phase`` is its plan's phase (None: a plain trial); ``final`` trials run past the time budget;
     ``shares`` says whether its parameters may be shared on (SHARE_PARAMS on, in a sharing phase);
-    ``group`` is the fused group it was submitted in (the id of the group's first trial), None alone.
+    ``group`` is the fused group it was submitted in (the id of the group's first trial), None alone;
+    ``profiling`` the structure (:func:`~baobab.advisor._trial_knobs.structure_key`) whose fusion
+    profile it was asked to measure, None when it measures none.
     """
 
     id: int
@@ -63,6 +65,7 @@ class ActiveTrial:
     final: bool = False
     shares: bool = False
     group: int | None = None
+    profiling: str | None = None
 
     @property
     def unit(self) -> int:
@@ -118,6 +121,8 @@ class SubJobState:
     #: Parameters later trials may start from: (score, number, params_path), in the order they finished.
     shared: list[tuple[float | None, int, str]] = field(default_factory=list)
     rule: StoppingRule | None = None
+    #: Fusion "auto": the group size measured for each structure (its structure_key) by a trial of it.
+    profiles: dict[str, int] = field(default_factory=dict)
 
     def next_step(self, job: JobState, now: float) -> Next:
         """What the sub-job's plan says to start next (see :mod:`baobab.advisor._plans`)."""
@@ -125,19 +130,16 @@ class SubJobState:
             return Outcome.DONE if not self.wants_trials() or not job.may_start(now) else PlanStep(None)
         return self.plan.next(self, job, now)
 
-    def group_size(self, job: JobState, step: PlanStep, now: float) -> int:
-        """How many trials the unit of work that ``step`` starts may hold: 1, or a fused group's size.
+    def group_size(self, job: JobState, step: PlanStep, now: float, limit: int) -> int:
+        """How many trials the unit of work that ``step`` starts may hold, ``limit`` at most: 1, or a
+        fused group's size.
 
-        Only under the job option ``fusion: {"max_group": K}`` ("auto" and "off" run every
-        trial alone), and only for trials whose knobs the strategy proposes (not a final
-        retraining of a best configuration, nor a phase of a strategy's own plan). The
-        members share ``step``: the group ends where the plan, counting each member as
-        started, would start another step (the final phase) or none (the trial count).
+        Only trials whose knobs the strategy proposes form groups (not a final retraining of
+        a best configuration, nor a phase of a strategy's own plan). The members share
+        ``step``: the group ends where the plan, counting each member as started, would
+        start another step (the final phase) or none (the trial count).
         """
-        limit = self.options.max_group or 1
-        if self.options.fusion != "max_group" or step.proposal is not None or step.final:
-            return 1
-        if step.phase not in (None, RetrainPhase.SEARCH):
+        if not self.groupable(step):
             return 1
         trials, started = self.trials, self.started.copy()
         size = 1
@@ -151,6 +153,30 @@ class SubJobState:
         finally:
             self.trials, self.started = trials, started
         return size
+
+    @staticmethod
+    def groupable(step: PlanStep) -> bool:
+        """Whether the trials of ``step`` may run fused: the strategy proposes their knobs, in the search."""
+        return step.proposal is None and not step.final and step.phase in (None, RetrainPhase.SEARCH)
+
+    def fusion_size(self, structure: str) -> int:
+        """The group size the job option ``fusion`` asks for trials of ``structure`` (a structure_key):
+        ``max_group``'s K, under "auto" the size measured for the structure (1 until measured)."""
+        if self.options.fusion == "max_group":
+            return self.options.max_group or 1
+        if self.options.fusion == "auto":
+            return self.profiles.get(structure, 1)
+        return 1
+
+    def wants_profile(self, step: PlanStep, structure: str) -> bool:
+        """Under fusion "auto": whether a trial of ``step`` with ``structure`` should measure where fusing
+        it pays, since no trial of that structure has measured it, nor is measuring it now."""
+        return (
+            self.options.fusion == "auto"
+            and self.groupable(step)
+            and structure not in self.profiles
+            and all(trial.profiling != structure for trial in self.active.values())
+        )
 
     def best_configs(self, n: int) -> list[Knobs]:
         """The proposals of the ``n`` best-scored searching trials, distinct, best first (ties: earlier trial)."""
@@ -181,10 +207,19 @@ class SubJobState:
         self.started[trial.phase] += 1
 
     def add_finished(
-        self, trial: ActiveTrial, state: TrialState, score: float | None, duration: float | None, params: str | None
+        self,
+        trial: ActiveTrial,
+        state: TrialState,
+        score: float | None,
+        duration: float | None,
+        params: str | None,
+        profile: Mapping[str, Any] | None = None,
     ) -> None:
-        """Account for a finished trial in the per-phase counts, the scored configurations and the shared params."""
+        """Account for a finished trial in the per-phase counts, the scored configurations, the shared
+        params and the fusion profiles (``profile``: what the trial measured, when it was asked to)."""
         self.finished[trial.phase] += 1
+        if trial.profiling is not None and profile is not None and isinstance(profile.get("best"), int):
+            self.profiles[trial.profiling] = profile["best"]
         if duration is not None and state is not TrialState.CANCELLED:
             bisect.insort(self.durations.setdefault(trial.phase, []), duration)
         good = state.is_scored() and score is not None and math.isfinite(score)
@@ -406,8 +441,10 @@ def record_finished(
     duration: float | None = None,
     error: str | None = None,
     params: str | None = None,
+    profile: Mapping[str, Any] | None = None,
 ) -> None:
-    """Account for a trial that reached a final state: counts, durations, what the strategy learns.
+    """Account for a trial that reached a final state: counts, durations, what the strategy learns,
+    the fusion profile it measured.
 
     The one place for it, so that a driver replaying a job's rows after a restart ends with
     the same counts as the driver that saw the trials finish one by one. Records go to the
@@ -416,7 +453,7 @@ def record_finished(
     sub.count(state, error)
     if duration is not None and state is not TrialState.CANCELLED:
         job.add_duration(duration)
-    sub.add_finished(trial, state, score, duration, params)
+    sub.add_finished(trial, state, score, duration, params, profile)
     if not sub.observes(trial):
         return  # a final retraining: the search it ends is over
     record = record_for(trial, state, score)

@@ -8,12 +8,13 @@ when none is chosen).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from baobab.model import FixedKnob, FloatKnob, KnobConfig, Knobs, Policy, PolicyKnob, validate_knobs
 
-__all__ = ["base_knobs", "structural_knobs", "trial_knobs", "trial_policies"]
+__all__ = ["base_knobs", "structural_knobs", "structure_key", "trial_knobs", "trial_policies"]
 
 
 def trial_policies(config: KnobConfig, chosen: Mapping[Policy, bool] | None = None) -> dict[Policy, bool]:
@@ -64,3 +65,8 @@ def structural_knobs(config: KnobConfig, knobs: Mapping[str, Any]) -> Knobs:
     :func:`~baobab.model.fuse_check` finds the difference and the members train one by one.
     """
     return {name: value for name, value in knobs.items() if not isinstance(config.get(name), FloatKnob)}
+
+
+def structure_key(config: KnobConfig, knobs: Mapping[str, Any]) -> str:
+    """:func:`structural_knobs` as one string: what a sub-job's fusion profiles are kept by."""
+    return json.dumps(structural_knobs(config, knobs), sort_keys=True)

@@ -37,6 +37,7 @@ from baobab.model._template import check_template, load_template, template_trace
 
 if TYPE_CHECKING:
     from baobab.model._fused import FusedOutcome, FusedStatus, fuse_check, train_fused
+    from baobab.model._packing import FusionProfile, profile_fusion
     from baobab.model._torch import TorchModel, module_state
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "FloatKnob",
     "FusedOutcome",
     "FusedStatus",
+    "FusionProfile",
     "IntegerKnob",
     "InterimMetric",
     "KnobConfig",
@@ -70,6 +72,7 @@ __all__ = [
     "knobs_from_json",
     "knobs_to_json",
     "load_template",
+    "profile_fusion",
     "searchable_knobs",
     "template_traceback",
     "train_fused",
@@ -89,4 +92,8 @@ def __getattr__(name: str) -> Any:
         from baobab.model import _fused
 
         return getattr(_fused, name)
+    if name in ("FusionProfile", "profile_fusion"):
+        from baobab.model import _packing
+
+        return getattr(_packing, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -261,15 +261,26 @@ class TorchModel(BaseModel):
                     _log_stop(context, "in", epoch)
                     return
                 x, y = inputs[batch].to(self.device), targets[batch].to(self.device)
-                optimizer.zero_grad()
-                outputs = module(x)
-                loss = loss_fn(outputs, y)
-                loss.backward()
-                optimizer.step()
-                meter.add(loss.item(), self.score(outputs.detach(), y), len(batch))
+                meter.add(*self._step(module, loss_fn, optimizer, x, y), len(batch))
             if meter.report(context, epoch):
                 _log_stop(context, "after", epoch)
                 return
+
+    def _step(
+        self,
+        module: torch.nn.Module,
+        loss_fn: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        x: torch.Tensor,
+        y: torch.Tensor,
+    ) -> tuple[float, float]:
+        """One batch of the unfused loop: the loss and the train score (packing times it against a stack's step)."""
+        optimizer.zero_grad()
+        outputs = module(x)
+        loss = loss_fn(outputs, y)
+        loss.backward()
+        optimizer.step()
+        return loss.item(), self.score(outputs.detach(), y)
 
     def _lr_scales(self) -> list[float]:
         """One learning-rate factor per epoch to train (by the policies): the warm start's for the first few."""

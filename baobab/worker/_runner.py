@@ -13,7 +13,9 @@ the rules are :mod:`baobab.store._db._trial_rows`'):
    becomes log lines too. ``evaluate()`` must return a finite number. Where the gateway
    asks for heartbeats, a thread beats while the trial runs and passes on stop requests.
    With a data cache (``WorkerResources(data_cache_mb=...)``) the context's ``data_loader``
-   maps a TorchModel's datasets from it: decoded and preprocessed once per machine.
+   maps a TorchModel's datasets from it: decoded and preprocessed once per machine. A
+   claim that asks for a fusion profile (job option ``fusion: "auto"``) is first
+   measured on a second instance (:mod:`baobab.worker._fusion_profile`).
 3. the parameters go to the artifact store as ``params/trial-<id>.safetensors``; until
    one trial of the sub-job has a score (``claim.check_reload``), they are first reloaded
    into a fresh instance, which must predict the same on a few validation examples: a
@@ -79,6 +81,7 @@ from baobab.store import (
 from baobab.worker._cache import ArtifactCache, LoadedTemplate, TemplateCache
 from baobab.worker._capture import capture_prints
 from baobab.worker._data_cache import DataCache
+from baobab.worker._fusion_profile import measure_fusion, profile_line
 from baobab.worker._gateway import TrialGateway
 from baobab.worker._queries import sample_queries
 from baobab.worker._recorder import RowWriter, TrialSink
@@ -174,6 +177,8 @@ class _Trial:
         self.context = context
         self.writer = RowWriter(gateway.records)
         context.sink = TrialSink(self.writer, claim.trial_id)
+        #: What the trial measured of fusion when its claim asked (stored with its final state).
+        self.profile: dict[str, Any] | None = None
         self.heartbeat: _Heartbeat | None = None
         if gateway.heartbeat_s is not None:
             self.heartbeat = _Heartbeat(
@@ -189,9 +194,12 @@ class _Trial:
     def failed(self, error: str, details: str, state: TrialState = TrialState.ERRORED) -> TrialOutcome:
         """End the trial unscored: ERRORED, or INVALID (its architecture cannot be built)."""
         self.writer.close()
-        status = self.gateway.finish(self.claim, state, error=error, traceback=details or None)
+        status = self.gateway.finish(self.claim, state, error=error, traceback=details or None, **self._measured())
         gc.collect()  # what a failed template left in reference cycles (a MemoryError's arrays) goes now
         return TrialOutcome(self.claim.trial_id, status, ran=True, error=error)
+
+    def _measured(self) -> dict[str, Any]:
+        return {} if self.profile is None else {"fusion_profile": self.profile}
 
     def ended_by(self, error: Exception) -> TrialOutcome:
         """End the trial for ``error``: the template's (a :class:`TrialFailed`), or the worker's own."""
@@ -221,7 +229,7 @@ class _Trial:
             logger.exception("trial %d: cannot store its parameters", trial_id)
             return self.failed(f"cannot store the parameters in {artifacts.url}: {e}", "")
         self.writer.close()
-        stored = {"score": trained.score, "params_path": key, "architecture": trained.architecture}
+        stored = {"score": trained.score, "params_path": key, "architecture": trained.architecture, **self._measured()}
         if trained.stop_reason is None:
             status = self.gateway.finish(self.claim, TrialState.COMPLETED, **stored)
         else:
@@ -492,6 +500,12 @@ def _train(trial: _Trial, resources: WorkerResources) -> _Trained:
     """Build, train, evaluate and dump one trial."""
     with trial_context(trial.context):
         template, train_path, val_path = _inputs(trial.claim, resources, trial.gateway)
+        if trial.claim.fusion_profile is not None:
+            knobs = _knobs(trial.claim, template)
+            torch_model = _is_torch_model(template.cls)
+            measured = measure_fusion(trial.claim, template, knobs, train_path, val_path, resources.data, torch_model)
+            trial.profile = measured
+            trial.context.log(profile_line(measured))
         built = _build(trial, template, train_path, val_path, resources)
         with _torn_down_on_error(template.path, built.model, trial.context):
             shared = {} if built.shared is None else {"shared_params": built.shared}

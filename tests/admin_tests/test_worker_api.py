@@ -43,6 +43,8 @@ def _architecture(*nodes: dict[str, Any]) -> dict[str, Any]:
     return {"choices": {"deep_fc": "deeper"}, "graph_key": "k", "nodes": list(nodes)}
 
 
+#: A fusion profile as a worker measures it (baobab.model.FusionProfile.to_json() with the request).
+MEASURED = {"max_group": 64, "samples_per_s": {"1": 900.0, "16": 2100.5}, "best": 16, "seconds": 2.5, "reason": None}
 RECORD = _architecture(_node("x", op="placeholder", what="x"), _node("fc", "x", changed=True, mutator="deep"))
 
 
@@ -119,6 +121,13 @@ def test_a_worker_claims_beats_records_and_finishes_its_trial(app: Flask, client
     assert _post(client, app, trial, "finish", body).json == {"status": "STOPPED"}
     refused = _post(client, app, trial, "claim", {"worker": "w1@b:2"}).json["refused"]
     assert refused == {"status": "STOPPED", "reason": f"trial {trial} is STOPPED", "retry_after_s": None}
+
+
+def test_a_worker_finishes_with_the_fusion_profile_it_measured(app: Flask, client: FlaskClient, trial: int) -> None:
+    assert _post(client, app, trial, "claim", {"worker": "w"}).status_code == 200
+    body = {"attempt": 1, "status": "COMPLETED", "score": 0.5, "fusion_profile": MEASURED}
+    assert _post(client, app, trial, "finish", body).json == {"status": "COMPLETED"}
+    assert _row(app, trial).fusion_profile == MEASURED
 
 
 def test_a_silent_workers_trial_is_taken_over_and_the_old_claim_can_no_longer_finish_it(
@@ -233,6 +242,23 @@ def test_a_token_opens_its_own_trial_only_and_a_user_token_opens_none(
         ("finish", {"attempt": 1, "status": "COMPLETED", "score": 0.5,
                     "architecture": _architecture(_node("x", changed="yes"))}, "architecture",
          "architecture.nodes[0].changed must be a boolean"),
+        ("finish", {"attempt": 1, "status": "ERRORED", "error": "x", "fusion_profile": {"best": 2}}, "fusion_profile",
+         "'fusion_profile' must be an object with 'max_group' and, once measured, 'samples_per_s', 'best'"),
+        ("finish", {"attempt": 1, "status": "ERRORED", "error": "x", "fusion_profile": {"max_group": 0}},
+         "fusion_profile", "fusion_profile.max_group must be a whole number from 1 to 1024"),
+        ("finish", {"attempt": 1, "status": "ERRORED", "error": "x", "fusion_profile": {**MEASURED, "best": 32}},
+         "fusion_profile", "fusion_profile.best must be 1 or one of the sizes measured"),
+        ("finish", {"attempt": 1, "status": "ERRORED", "error": "x",
+                    "fusion_profile": {**MEASURED, "samples_per_s": {"128": 5.0}}}, "fusion_profile",
+         "fusion_profile.samples_per_s has '128': 5.0; sizes run from 1 to max_group"),
+        ("finish", {"attempt": 1, "status": "ERRORED", "error": "x",
+                    "fusion_profile": {**MEASURED, "samples_per_s": {"1": -1}}}, "fusion_profile",
+         "fusion_profile.samples_per_s has '1': -1"),
+        ("finish", {"attempt": 1, "status": "ERRORED", "error": "x",
+                    "fusion_profile": {"max_group": 64, "best": 1}}, "fusion_profile",
+         "'fusion_profile' has part of a measurement: 'samples_per_s', 'seconds', 'reason' missing"),
+        ("finish", {"attempt": 1, "status": "ERRORED", "error": "x", "fusion_profile": {**MEASURED, "seconds": "2"}},
+         "fusion_profile", "fusion_profile.seconds must be a number >= 0"),
         ("claim", {"worker": "w", "take_over": "no"}, "take_over", "must be true or false"),
         ("records", {"metrics": {}}, "metrics", "must be a list of objects"),
         ("records", {"metrics": [{"step": "1", "metrics": {}, "time": "2030-01-01T00:00:00+00:00"}]},

@@ -117,13 +117,39 @@ def fusing(fusion: object, *, count: int | None = 10, trials: int = 0, policies:
 def test_groups_form_only_under_max_group_and_within_the_trial_count() -> None:
     owner = job(1)
     plain = PlanStep(None, {Policy.SHARE_PARAMS: False})
-    assert fusing({"max_group": 4}).group_size(owner, plain, NOW) == 4
-    assert fusing({"max_group": 4}, trials=8).group_size(owner, plain, NOW) == 2  # 2 trials left of 10
-    assert fusing("off").group_size(owner, plain, NOW) == 1
-    assert fusing("auto").group_size(owner, plain, NOW) == 1  # no profile says fusing pays: unfused
+
+    def size(state: SubJobState, step: PlanStep = plain, structure: str = "{}") -> int:
+        return state.group_size(owner, step, NOW, state.fusion_size(structure))
+
+    assert size(fusing({"max_group": 4})) == 4
+    assert size(fusing({"max_group": 4}, trials=8)) == 2  # 2 trials left of 10
+    assert size(fusing("off")) == 1
+    assert size(fusing("auto")) == 1  # no profile says fusing pays: unfused
     final = PlanStep(RetrainPhase.FINAL, {}, proposal={"lr": 0.1}, final=True)
-    assert fusing({"max_group": 4}).group_size(owner, final, NOW) == 1  # a retrained best configuration
-    assert fusing({"max_group": 4}).group_size(owner, PlanStep("train_shared", {}), NOW) == 1  # a strategy's phase
+    assert size(fusing({"max_group": 4}), final) == 1  # a retrained best configuration
+    assert size(fusing({"max_group": 4}), PlanStep("train_shared", {})) == 1  # a strategy's phase
+
+
+def test_under_auto_a_structure_is_measured_once_and_its_groups_take_the_measured_size() -> None:
+    owner, plain = job(1), PlanStep(None, {Policy.SHARE_PARAMS: False})
+    state = fusing("auto")
+    assert state.wants_profile(plain, "a") and state.fusion_size("a") == 1
+    measuring = ActiveTrial(100, 0, {}, profiling="a")
+    state.active[100] = measuring
+    assert not state.wants_profile(plain, "a")  # being measured: nobody else measures it
+    assert state.wants_profile(plain, "b")  # another structure
+    final = PlanStep(RetrainPhase.FINAL, {}, proposal={"lr": 0.1}, final=True)
+    assert not state.wants_profile(final, "b")  # a final trial never runs fused: nothing to measure
+    del state.active[100]
+    profile = {"max_group": 64, "samples_per_s": {"1": 900.0, "16": 2000.0}, "best": 16, "seconds": 2.0, "reason": None}
+    state.add_finished(measuring, TrialState.COMPLETED, 0.5, 3.0, None, profile)
+    assert state.profiles == {"a": 16} and not state.wants_profile(plain, "a")
+    assert state.group_size(owner, plain, NOW, state.fusion_size("a")) == 10  # 16 asked, 10 trials in the count
+    assert state.fusion_size("b") == 1
+    # A trial that ended before measuring (its row keeps the bare request) leaves the structure to another.
+    state.add_finished(ActiveTrial(101, 1, {}, profiling="b"), TrialState.ERRORED, None, 1.0, None, {"max_group": 64})
+    assert "b" not in state.profiles and state.wants_profile(plain, "b")
+    assert not fusing("off").wants_profile(plain, "a") and not fusing({"max_group": 4}).wants_profile(plain, "a")
 
 
 def test_a_group_of_search_trials_leaves_the_final_trials_to_the_final_phase() -> None:
@@ -131,7 +157,7 @@ def test_a_group_of_search_trials_leaves_the_final_trials_to_the_final_phase() -
     state.started[RetrainPhase.SEARCH] = 5
     step = state.next_step(job(1), NOW)
     assert step == PlanStep(RetrainPhase.SEARCH, {Policy.EARLY_STOP: True})
-    assert state.group_size(job(1), step, NOW) == 3  # search trials 6 to 8; 9 and 10 are the final ones
+    assert state.group_size(job(1), step, NOW, 8) == 3  # search trials 6 to 8; 9 and 10 are the final ones
     assert (state.trials, state.started[RetrainPhase.SEARCH]) == (5, 5)  # counting ahead changed nothing
 
 

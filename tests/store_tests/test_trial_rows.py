@@ -9,7 +9,16 @@ from conftest import add_job
 from sqlalchemy import Engine, select
 
 from baobab.enums import TrialState
-from baobab.store._db import ClaimRefused, Trial, TrialClaim, claim_trial, end_trial, finish_trial, session_scope
+from baobab.store._db import (
+    ClaimRefused,
+    Trial,
+    TrialClaim,
+    claim_trial,
+    end_trial,
+    finish_trial,
+    insert_trial,
+    session_scope,
+)
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 LATER = NOW + timedelta(seconds=30)
@@ -96,3 +105,25 @@ def test_a_trial_that_finished_training_keeps_its_architecture_and_an_unscored_o
         without = set(session.scalars(select(Trial.id).where(Trial.architecture.is_(None))))
     assert kept[claim.trial_id] == record and kept[plain.trial_id] is None
     assert without == {plain.trial_id}
+
+
+def test_a_fusion_profile_request_reaches_the_claim_and_the_finish_stores_the_measurement(engine: Engine) -> None:
+    sub_job_id = add_job(engine).sub_job_ids[0]
+    request = {"max_group": 64}
+    with session_scope(engine) as session:
+        asked, unasked = (
+            insert_trial(session, sub_job_id=sub_job_id, number=n, knobs={}, policies={}, phase=None, servable=True,
+                         shared_params_path=None, now=NOW, fusion_profile=profile)  # fmt: skip
+            for n, profile in enumerate([request, None])
+        )
+    claim, plain = (claim_trial(engine, trial_id, "w0", now=NOW) for trial_id in (asked, unasked))
+    assert isinstance(claim, TrialClaim) and isinstance(plain, TrialClaim)
+    assert (claim.fusion_profile, plain.fusion_profile) == (request, None)
+    assert TrialClaim.from_json(claim.to_json()) == claim  # what a worker gets through the API
+    measured = {**request, "samples_per_s": {"1": 900.0, "16": 2000.0}, "best": 16, "seconds": 2.5, "reason": None}
+    # Measured before training, so stored whatever the trial's end.
+    finish_trial(engine, asked, claim.attempt, TrialState.ERRORED, now=LATER, error="boom", fusion_profile=measured)
+    finish_trial(engine, unasked, plain.attempt, TrialState.COMPLETED, now=LATER, score=0.5)
+    assert _trial(engine, asked).fusion_profile == measured
+    with session_scope(engine) as session:
+        assert set(session.scalars(select(Trial.id).where(Trial.fusion_profile.is_(None)))) == {unasked}

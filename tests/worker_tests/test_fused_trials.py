@@ -118,6 +118,58 @@ def test_a_job_trains_its_trials_in_groups_each_as_it_would_alone(platform: Plat
             assert ours_m["loss"] == pytest.approx(theirs_m["loss"], abs=LOSS_ATOL)
 
 
+# -- fusion "auto": measured, then sized by the measurement -----------------------------------------
+
+PROFILE_KEYS = {"max_group", "samples_per_s", "best", "seconds", "reason"}
+
+
+def test_under_auto_the_first_trial_measures_and_later_groups_take_its_size(platform: Platform) -> None:
+    events = LocalEventChannel()
+    with driving(platform, events, workers=1):
+        job_id = _job(platform, "auto", trials=8)
+        events.publish(Event(EventKind.JOB_CREATED, job_id))
+        wait_until(lambda: _job_status(platform, job_id).is_finished(), timeout=300, what="the job to end")
+    trials = _trials(platform, job_id)
+    assert [t.status for t in trials] == [TrialState.COMPLETED] * 8, [(t.status, t.error) for t in trials]
+    first, *rest = trials
+    profile = first.fusion_profile  # one structure (a learning rate is all that varies): measured once
+    assert profile is not None and set(profile) == PROFILE_KEYS and profile["max_group"] == 64, profile
+    assert all(t.fusion_profile is None for t in rest) and first.fused_group is None
+    sizes = {int(k) for k in profile["samples_per_s"]}
+    assert 1 in sizes and profile["best"] in sizes and profile["seconds"] > 0
+    assert any(line.startswith("fusion profile (") for line in platform.logs(first.id))
+    # Later groups take the measured size at most (what is left of the count may cut the last one).
+    groups = Counter(t.fused_group for t in rest if t.fused_group is not None)
+    assert all(size <= profile["best"] for size in groups.values())
+    if profile["best"] == 1:
+        assert not groups
+    # Each trial trains as it would alone: the measurement before training left nothing behind.
+    assert not [line for t in trials for line in platform.logs(t.id) if line.startswith("not fused")]
+
+
+def test_a_stored_profile_sizes_the_groups_of_a_job_taken_up_again(platform: Platform) -> None:
+    """A profile measured before (a driver restarted, say) is read back from the rows: no trial measures again."""
+    job_id = _job(platform, "auto", trials=7)
+    measured = {"max_group": 64, "samples_per_s": {"1": 100.0, "2": 150.0, "4": 300.0}, "best": 3, "seconds": 1.0,
+                "reason": None}  # fmt: skip
+    with session_scope(platform.engine) as session:
+        sub_job_id = session.scalars(select(SubJob.id).where(SubJob.train_job_id == job_id)).one()
+        measuring = insert_trial(
+            session, sub_job_id=sub_job_id, number=0, knobs={"learning_rate": 0.05, "width": 8, "epochs": 4,
+            "batch_size": 8}, policies={}, phase=None, servable=True, shared_params_path=None,
+            now=datetime.now(UTC), fusion_profile=measured,
+        )  # fmt: skip
+    platform.set_status(measuring, TrialState.ERRORED)  # it measured, then failed: the measurement stands
+    events = LocalEventChannel()
+    with driving(platform, events, workers=1):
+        events.publish(Event(EventKind.JOB_CREATED, job_id))
+        wait_until(lambda: _job_status(platform, job_id).is_finished(), timeout=300, what="the job to end")
+    rest = _trials(platform, job_id)[1:]
+    assert [t.status for t in rest] == [TrialState.COMPLETED] * 6
+    assert all(t.fusion_profile is None for t in rest)
+    assert sorted(Counter(t.fused_group for t in rest).values()) == [3, 3]  # 6 trials left: two groups of 3
+
+
 # -- a group handed straight to the executor -------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from sqlalchemy import Engine, Row
@@ -108,7 +108,7 @@ class DriverCore:
 
     def _apply_row(self, row: Row[Any], now: float) -> None:
         duration = run_seconds(row)
-        self._finish_trial(row.id, row.status, row.score, duration, row.error, now, row.params_path)
+        self._finish_trial(row.id, row.status, row.score, duration, row.error, now, row.params_path, row.fusion_profile)
 
     def _finish_trial(
         self,
@@ -119,6 +119,7 @@ class DriverCore:
         error: str | None,
         now: float,
         params: str | None = None,
+        profile: Mapping[str, Any] | None = None,
     ) -> None:
         """A trial the driver runs reached a final state: account for it, feed its rule, end what ended."""
         owner = self._owners.pop(trial_id, None)
@@ -128,7 +129,9 @@ class DriverCore:
         self._suspects.discard(trial_id)
         trial = sub.active.pop(trial_id)
         watched = self._metrics.finished(trial_id)
-        record_finished(job, sub, trial, state, score=score, duration=duration, error=error, params=params)
+        record_finished(
+            job, sub, trial, state, score=score, duration=duration, error=error, params=params, profile=profile
+        )
         if watched and sub.rule is not None:
             sub.rule.finished(trial.number, score if state.is_scored() else None)
         if sub.failure is None and not sub.ended and sub.broken():

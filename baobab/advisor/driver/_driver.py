@@ -45,22 +45,23 @@ by the next rescan (after ``_STORE_RETRIES`` such errors in a row, the job ends 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from baobab.advisor._base import Strategy
 from baobab.advisor._factory import choose_strategy, make_strategy
+from baobab.advisor._job_options import AUTO_MAX_GROUP
 from baobab.advisor._plans import PlanStep, servable
 from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobState, pick_next
-from baobab.advisor._trial_knobs import structural_knobs, trial_knobs, trial_policies
+from baobab.advisor._trial_knobs import structure_key, trial_knobs, trial_policies
 from baobab.advisor.driver import _rows
 from baobab.advisor.driver._reads import job_status, trial_rows
 from baobab.advisor.driver._sync import StoreSync
-from baobab.model import Policy, knobs_to_json
+from baobab.model import FloatKnob, Policy, knobs_to_json
 from baobab.store import Event, EventKind, JobStatus, TrialState
 
 __all__ = ["JobDriver"]
@@ -259,7 +260,7 @@ class JobDriver(StoreSync):
         if strategy is not None:
             try:
                 policies = trial_policies(sub.knob_config, step.policies)
-                trials = self._propose(sub, strategy, step, policies, sub.group_size(job, step, now))
+                trials = self._propose(job, sub, strategy, step, policies, now)
             except Exception as e:
                 number = sub.next_number
                 sub.failure = f"strategy {strategy.name!r} failed to propose trial {number}: {type(e).__name__}: {e}"
@@ -278,6 +279,7 @@ class JobDriver(StoreSync):
                 phase=step.phase,
                 servable=servable(policies),
                 shared_params_path=sub.shared_params(trial.parent) if sharing else None,
+                fusion_profile=None if trial.profiling is None else {"max_group": AUTO_MAX_GROUP},
             )
             for trial in trials
         ]
@@ -291,6 +293,7 @@ class JobDriver(StoreSync):
                 final=step.final,
                 shares=sharing and sub.shares(step.phase),
                 group=group,
+                profiling=trial.profiling,
             )
             sub.add_started(active)
             self._metrics.watch(sub, active)
@@ -302,44 +305,62 @@ class JobDriver(StoreSync):
         return True
 
     def _propose(
-        self, sub: SubJobState, strategy: Strategy, step: PlanStep, policies: dict[Policy, bool], size: int
+        self,
+        job: JobState,
+        sub: SubJobState,
+        strategy: Strategy,
+        step: PlanStep,
+        policies: dict[Policy, bool],
+        now: float,
     ) -> list[_NewTrial]:
-        """The knobs of the next ``size`` trials at most, all of one structure (see :func:`structural_knobs`).
+        """The next trial, and when it may run fused, the rest of its group.
 
-        A group's proposals come from one :meth:`~baobab.advisor.Strategy.propose_batch`; the
-        group is the longest run of them, from the first, whose structural knobs are the first's.
-        The proposals after it are dropped: their numbers are proposed again for the trials that
-        follow (a proposal depends on the number, the history and the pending trials only).
+        The first trial's structure (:func:`~baobab.advisor._trial_knobs.structural_knobs`) decides the group's size
+        (:meth:`~SubJobState.fusion_size`, within what the plan allows) and is pinned on the
+        other members' proposals (:meth:`~baobab.advisor.Strategy.propose_batch`), so they
+        differ only in their float knobs: values a stack keeps per member. A template
+        without a searchable float knob forms no group (its members would be one trial).
+        Under fusion "auto", the first trial of a structure nobody has measured is asked to
+        measure it (alone).
         """
         assert sub.knob_config is not None
         config = sub.knob_config
         number = sub.next_number
         pending = [t.proposal for t in sub.active.values()]
         if step.proposal is not None:
-            proposals = [step.proposal]
-        elif step.phase is not None and size == 1:
-            proposals = [strategy.propose_for(step.phase, number, pending)]
+            first = step.proposal
+        elif step.phase is not None:
+            first = strategy.propose_for(step.phase, number, pending)
         else:
-            proposals = strategy.propose_batch(range(number, number + size), pending)
-        trials: list[_NewTrial] = []
-        for offset, proposal in enumerate(proposals):
-            knobs = _json_knobs(trial_knobs(config, proposal, policies))
-            if trials and structural_knobs(config, knobs) != structural_knobs(config, trials[0].knobs):
-                break
-            plain = step.proposal is None and step.phase is None  # a plan's phase derives from no one trial
+            first = strategy.propose(number, pending)
+        knobs = _json_knobs(trial_knobs(config, first, policies))
+        structure = structure_key(config, knobs)
+        plain = step.proposal is None and step.phase is None  # a plan's phase derives from no one trial
+        trials = [_NewTrial(number, knobs, strategy.parent(number, pending) if plain else None)]
+        pin = {name: value for name, value in first.items() if not isinstance(config.get(name), FloatKnob)}
+        size = sub.group_size(job, step, now, sub.fusion_size(structure)) if len(pin) < len(first) else 1
+        if size == 1:
+            if sub.wants_profile(step, structure):
+                trials[0] = dataclasses.replace(trials[0], profiling=structure)
+            return trials
+        pending.append(first)
+        numbers = range(number + 1, number + size)
+        for offset, proposal in enumerate(strategy.propose_batch(numbers, pending, pin=pin), start=1):
             parent = strategy.parent(number + offset, pending) if plain else None
-            trials.append(_NewTrial(number + offset, knobs, parent))
-            pending = [*pending, proposal]
+            trials.append(_NewTrial(number + offset, _json_knobs(trial_knobs(config, proposal, policies)), parent))
+            pending.append(proposal)
         return trials
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class _NewTrial:
-    """A proposed trial: its number, every knob value as stored, and the trial it derives from (SHARE_PARAMS)."""
+    """A proposed trial: its number, every knob value as stored, the trial it derives from (SHARE_PARAMS),
+    and the structure whose fusion profile it measures (fusion "auto"), if any."""
 
     number: int
     knobs: dict[str, Any]
     parent: int | None
+    profiling: str | None = None
 
 
 def _json_knobs(knobs: dict[str, Any]) -> dict[str, Any]:

@@ -46,6 +46,7 @@ TRIAL_COLUMNS = (
     Trial.policies,
     Trial.params_path,
     Trial.fused_group,
+    Trial.fusion_profile,
 )
 
 

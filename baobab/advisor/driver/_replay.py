@@ -23,7 +23,7 @@ from baobab.advisor._job_options import JobOptions, parse_job_options
 from baobab.advisor._job_plan import check_job_plan
 from baobab.advisor._plans import options_plan
 from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobState, record_finished
-from baobab.advisor._trial_knobs import trial_policies
+from baobab.advisor._trial_knobs import structure_key, trial_policies
 from baobab.advisor.driver._reads import run_seconds
 from baobab.exceptions import StrategyError
 from baobab.model import Policy, knob_config_from_json, knobs_from_json, searchable_knobs
@@ -133,6 +133,7 @@ def replay_trials(job: JobState, trials: Sequence[Row[Any]], held: set[int], max
             final=sub.runs_past_deadline(row.phase),
             shares=bool((row.policies or {}).get(Policy.SHARE_PARAMS)) and sub.shares(row.phase),
             group=row.fused_group,
+            profiling=_profiling(sub, knobs, row.fusion_profile),
         )
         sub.add_started(active)
         if row.status.is_finished():
@@ -146,6 +147,7 @@ def replay_trials(job: JobState, trials: Sequence[Row[Any]], held: set[int], max
                 duration=duration,
                 error=row.error,
                 params=row.params_path,
+                profile=row.fusion_profile,
             )
         elif row.id in held:
             sub.active[row.id] = active
@@ -161,3 +163,10 @@ def replay_trials(job: JobState, trials: Sequence[Row[Any]], held: set[int], max
         if sub.failure is None and not sub.ended and sub.broken():
             sub.failure = sub.broken_message()
     return lost
+
+
+def _profiling(sub: SubJobState, knobs: Mapping[str, Any], profile: Mapping[str, Any] | None) -> str | None:
+    """The structure a trial row was asked to measure the fusion profile of (its row holds the request)."""
+    if profile is None or sub.knob_config is None:
+        return None
+    return structure_key(sub.knob_config, knobs)

@@ -66,6 +66,7 @@ class NewTrial:
     phase: str | None
     servable: bool
     shared_params_path: str | None
+    fusion_profile: Mapping[str, Any] | None = None
 
 
 def insert_trials(engine: Engine, trials: Sequence[NewTrial], now: float) -> tuple[list[int], int | None]:

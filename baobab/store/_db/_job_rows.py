@@ -38,6 +38,7 @@ __all__ = [
     "sub_job_seed",
 ]
 
+
 def sub_job_seed(job_seed: int, index: int) -> int:
     """The seed of a job's ``index``-th sub-job: every proposal and trial seed of the sub-job comes from it.
 

@@ -221,6 +221,10 @@ class Trial(Base):
     # The fused group it was submitted in: the id of the group's first trial (the same for every
     # member), None for a trial run alone. Requeuing a trial clears it: it runs again alone.
     fused_group: Mapped[int | None] = mapped_column(index=True)
+    # Under fusion "auto", on the trial picked to measure its structure: the driver's request
+    # ({"max_group": K}), then the worker's measurement (baobab.model.FusionProfile.to_json()
+    # plus the request). The sub-job's later groups are sized by it.
+    fusion_profile: Mapped[dict[str, Any] | None]
 
     sub_job: Mapped[SubJob] = relationship(back_populates="trials")
 

@@ -47,11 +47,13 @@ def insert_trial(
     servable: bool,
     shared_params_path: str | None,
     now: datetime,
+    fusion_profile: Mapping[str, Any] | None = None,
 ) -> int:
     """Insert a PENDING trial, submitted at ``now``; its id.
 
     The caller commits it before handing the id to an executor, so a worker never
-    claims a trial that is not in the store yet.
+    claims a trial that is not in the store yet. ``fusion_profile`` asks the worker that
+    runs it to measure fusion first (``{"max_group": K}``, see ``Trial.fusion_profile``).
     """
     statement = (
         insert(Trial)
@@ -63,6 +65,7 @@ def insert_trial(
             phase=phase,
             servable=servable,
             shared_params_path=shared_params_path,
+            fusion_profile=None if fusion_profile is None else dict(fusion_profile),
             status=TrialState.PENDING,
             submitted_at=now,
         )

@@ -50,6 +50,8 @@ class TrialClaim:
     ``attempt`` identifies the claim: beats and the final state carry it.
     ``shared_params_path`` is the artifact key of the parameters the trial starts from
     (SHARE_PARAMS; another trial's ``params_path``), None when it starts fresh.
+    ``fusion_profile``, when set, asks the worker to measure how many copies of the trial's
+    model one slot should train stacked, and to finish with the measurement.
     ``check_reload`` asks the worker to check that the trained model's dumped parameters
     reload into a fresh instance with the same predictions: until one trial of the
     sub-job has a score, no trial of it has been checked.
@@ -72,6 +74,8 @@ class TrialClaim:
     shared_params_path: str | None = None
     task: str = ""
     check_reload: bool = False
+    #: The driver asks this trial to measure fusion first (``{"max_group": K}``; job option fusion "auto").
+    fusion_profile: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,6 +134,7 @@ _RETURNING = (
     _trials.c.sub_job_id,
     _trials.c.attempts,
     _trials.c.shared_params_path,
+    _trials.c.fusion_profile,
 )
 # Core statements, built once: a trial pays only for executing them.
 _CLAIM = (
@@ -202,6 +207,7 @@ _FINISH = (
         error=_param("b_error", "error"),
         traceback=_param("b_traceback", "traceback"),
         architecture=_param("b_architecture", "architecture"),
+        fusion_profile=_param("b_fusion_profile", "fusion_profile"),
     )
 )
 _STATE = select(_trials.c.status, _trials.c.heartbeat_at, _trials.c.worker).where(_trials.c.id == bindparam("b_id"))
@@ -256,7 +262,7 @@ def claim_trial(
             if state.status is TrialState.RUNNING and stale_after_s is not None and state.heartbeat_at is not None:
                 retry = max(0.0, stale_after_s - (now - state.heartbeat_at).total_seconds())
             return ClaimRefused(trial_id, state.status, retry)
-        number, knobs, policies, sub_job_id, attempt, shared_params_path = row
+        number, knobs, policies, sub_job_id, attempt, shared_params_path, fusion_profile = row
         inputs = session.execute(_INPUTS, {"b_sub_job": sub_job_id}).first()
     assert inputs is not None  # the foreign keys hold: a trial's sub-job, job, template and datasets exist
     seed, template_key, template_checksum, class_name, train_args, train_key, train_sum, val_key, val_sum = inputs[:9]
@@ -279,6 +285,7 @@ def claim_trial(
         shared_params_path=shared_params_path,
         task=task.value,
         check_reload=not scored,
+        fusion_profile=None if fusion_profile is None else dict(fusion_profile),
     )
 
 
@@ -302,10 +309,13 @@ def finish_trial(
     traceback: str | None = None,
     log_line: str | None = None,
     architecture: Mapping[str, Any] | None = None,
+    fusion_profile: Mapping[str, Any] | None = None,
 ) -> TrialState | None:
     """Store the final state while the claim ``attempt`` is current (any claim when None).
 
     ``architecture`` is a SpaceModel trial's mutation record (``MutationRecord.to_json()``).
+    ``fusion_profile`` is what the claim asked to measure with the measurement, whatever
+    the state (the worker measures before training); it replaces the request.
 
     Returns the state the trial has now: ``status`` when it was stored, else what
     someone else stored (CANCELLED, or a take-over's RUNNING), None when the row is gone.
@@ -332,6 +342,7 @@ def finish_trial(
         "b_error": error,
         "b_traceback": traceback,
         "b_architecture": None if architecture is None else dict(architecture),
+        "b_fusion_profile": None if fusion_profile is None else dict(fusion_profile),
     }
     with session_scope(engine) as session:
         if session.execute(_FINISH, values).rowcount != 1:
