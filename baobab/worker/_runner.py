@@ -63,6 +63,7 @@ from baobab.model import (
     WARM_START_ARG,
     BaseModel,
     InterimMetric,
+    Params,
     TrialContext,
     get_trial_context,
     knobs_from_json,
@@ -153,9 +154,25 @@ class WorkerResources:
         self.files = ArtifactCache(cache_dir)
         self.templates = TemplateCache(self.files)
         self.data = DataCache(cache_dir / "data", budget_mb=data_cache_mb) if data_cache_mb else None
-        #: The parameters the last trial here produced (artifact key, safetensors bytes): a
-        #: SHARE_PARAMS trial that starts from them skips reading them back.
-        self.last_params: tuple[str, bytes] | None = None
+        #: The parameters the last unit of work here produced (artifact key → safetensors bytes; each
+        #: member of a fused group leaves its own): a SHARE_PARAMS trial that starts from them skips
+        #: reading them back.
+        self.produced: dict[str, bytes] = {}
+        #: Shared parameters read for the unit of work that runs (artifact key → parameters): the
+        #: members of a fused group start from the same ones, read and decoded once for them all.
+        self.shared: dict[str, Params] = {}
+        self._new_unit = True
+
+    def start_unit(self) -> None:
+        """A unit of work starts: it reads shared parameters afresh, and keeps the last unit's
+        products until it produces its own (its trials are built, and read theirs, before)."""
+        self.shared = {}
+        self._new_unit = True
+
+    def keep_produced(self, key: str, params: bytes) -> None:
+        if self._new_unit:
+            self.produced, self._new_unit = {}, False
+        self.produced[key] = params
 
 
 class _Trial:
@@ -238,7 +255,7 @@ class _Trial:
         if not status.is_scored():  # cancelled or taken over: keep no orphan
             artifacts.delete(key)
             return TrialOutcome(trial_id, status, ran=True)
-        self.resources.last_params = (key, trained.params)
+        self.resources.keep_produced(key, trained.params)
         if trained.zoo_entry is not None:  # stored: the zoo reads score, parameters and owner from the row
             from baobab.zoo import register_trial_model
 
@@ -364,7 +381,8 @@ def _teardown(path: Path, model: BaseModel, context: TrialContext, *, failing: b
 def _shared_params(
     claim: TrialClaim, resources: WorkerResources, store: Any, context: TrialContext
 ) -> dict[str, Any] | None:
-    """The parameters the trial starts from (SHARE_PARAMS), from this process's memory when it produced them.
+    """The parameters the trial starts from (SHARE_PARAMS): from this process's memory when its last
+    unit of work produced them, or when another member of the trial's fused group read them already.
 
     Parameters that cannot be read leave the trial to start fresh, saying so in its log:
     sharing saves time, and its absence costs no more than that.
@@ -372,19 +390,21 @@ def _shared_params(
     key = claim.shared_params_path
     if key is None:
         return None
+    params = resources.shared.get(key)
     where = "memory"
-    try:
-        if resources.last_params is not None and resources.last_params[0] == key:
-            data = resources.last_params[1]
-        else:
-            where = "the artifact store"
-            data = store.get_bytes(key)
-        params = params_from_bytes(data)
-    except (ArtifactError, ParamsFormatError, OSError) as e:
-        context.log(f"shared parameters {key} cannot be read ({e}); starting without them")
-        return None
+    if params is None:
+        try:
+            data = resources.produced.get(key)
+            if data is None:
+                where = "the artifact store"
+                data = store.get_bytes(key)
+            params = params_from_bytes(data)
+        except (ArtifactError, ParamsFormatError, OSError) as e:
+            context.log(f"shared parameters {key} cannot be read ({e}); starting without them")
+            return None
+        resources.shared[key] = params
     context.log(f"starting from shared parameters {key} (from {where})")
-    return params
+    return dict(params)  # the arrays are the group's one copy; the dict is the trial's
 
 
 def _zoo_for(claim: TrialClaim, template: LoadedTemplate, gateway: TrialGateway) -> Any:
@@ -645,6 +665,7 @@ def run_trials(
     """
     outcomes: dict[int, TrialOutcome] = {}
     trials: list[_Trial] = []
+    resources.start_unit()
     for index, (trial_id, gateway) in enumerate(zip(trial_ids, gateways, strict=True)):
         claim = gateway.claim(trial_id, resources.name, take_over=len(trial_ids) == 1)
         if isinstance(claim, ClaimRefused):

@@ -173,8 +173,11 @@ def test_a_stored_profile_sizes_the_groups_of_a_job_taken_up_again(platform: Pla
 # -- a group handed straight to the executor -------------------------------------------------------
 
 
-def _group(platform: Platform, learning_rates: list[float], template: tuple[str, str] = TINY) -> list[int]:
-    """PENDING trials of a fresh sub-job, one per learning rate, fused into one group."""
+def _group(
+    platform: Platform, learning_rates: list[float], template: tuple[str, str] = TINY, shared: str | None = None
+) -> list[int]:
+    """PENDING trials of a fresh sub-job, one per learning rate, fused into one group (each starting
+    from the parameters ``shared``, an artifact key, when given)."""
     job_id = _job(platform, {"max_group": len(learning_rates)}, template=template)
     knobs = {"width": 8, "epochs": 4, "batch_size": 8}
     with session_scope(platform.engine) as session:
@@ -188,7 +191,7 @@ def _group(platform: Platform, learning_rates: list[float], template: tuple[str,
                 policies={},
                 phase=None,
                 servable=True,
-                shared_params_path=None,
+                shared_params_path=shared,
                 now=datetime.now(UTC),
             )
             for number, lr in enumerate(learning_rates)
@@ -279,3 +282,21 @@ def test_a_group_whose_process_dies_mid_step_is_requeued_as_separate_trials(plat
     assert all(t.fused_group is None for t in trials)  # it ran again alone
     assert len({t.worker for t in trials}) == 1 and not trials[0].worker.endswith(f":{pid}")
     assert len(list(platform.signal_dir.glob("training-*"))) == 2  # the dead process, then the one that replaced it
+
+
+def test_a_group_starts_from_shared_parameters_held_in_memory(platform: Platform, executor) -> None:
+    """SHARE_PARAMS between units of one worker: the parameters a group produced reach the next group's
+    members from memory (read once for them all), not from the artifact store."""
+    first = _group(platform, [3e-2, 5e-2, 1e-1])
+    executor.submit(first)
+    _finished(executor, first)
+    source = platform.trial(first[1])
+    assert source.status is TrialState.COMPLETED and source.params_path is not None
+    platform.artifacts.delete(source.params_path)  # only the worker's memory has them now
+    second = _group(platform, [2e-2, 4e-2, 8e-2], shared=source.params_path)
+    executor.submit(second)
+    _finished(executor, second)
+    for trial_id in second:
+        trial = platform.trial(trial_id)
+        assert trial.status is TrialState.COMPLETED, trial.error
+        assert f"starting from shared parameters {source.params_path} (from memory)" in platform.logs(trial_id)
