@@ -35,7 +35,7 @@ from baobab.model._context import TrialContext, trial_context
 from baobab.model._fused import _account, _Data, _Member, _plan, _prepare, _Stack
 from baobab.model._torch import TorchModel, _batches
 
-__all__ = ["PAYS", "FusionProfile", "profile_fusion"]
+__all__ = ["PAYS", "FusionProfile", "choose_size", "profile_fusion"]
 
 #: A stack of K is chosen over training alone only when it trains at least this many times the rows per second.
 PAYS = 1.1
@@ -123,10 +123,15 @@ def profile_fusion(
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+    return FusionProfile(rates, choose_size(rates), time.perf_counter() - started, reason)
+
+
+def choose_size(rates: Mapping[int, float]) -> int:
+    """The group size to train in, from rows per second by size (1: alone): the smallest within
+    5% of the fastest among those that beat alone by :data:`PAYS`; 1 when none does."""
     paying = {k: v for k, v in rates.items() if k == 1 or v >= PAYS * rates[1]}
     top = max(paying.values())
-    best = min(k for k, v in paying.items() if v >= _NEAR_TOP * top)
-    return FusionProfile(rates, best, time.perf_counter() - started, reason)
+    return min(k for k, v in paying.items() if v >= _NEAR_TOP * top)
 
 
 def _sizes(max_group: int) -> list[int]:
