@@ -20,6 +20,7 @@ from baobab.advisor._factory import STRATEGIES, choose_strategy, make_strategy
 from baobab.advisor._job_options import AUTO_MAX_GROUP, MAX_GROUP, JobOptions, JobOptionsError, parse_job_options
 from baobab.advisor._job_plan import check_job_plan
 from baobab.advisor._median import MedianRule
+from baobab.advisor._packing import packed_size
 from baobab.advisor._random import RandomStrategy
 from baobab.advisor._space import Dimension, DimensionKind, FlatPoint, SearchSpace
 from baobab.advisor._stopping import DEFAULT_METRICS, Action, Decision, Finish, NoStopping, Report, StoppingRule
@@ -73,6 +74,7 @@ __all__ = [
     "choose_strategy",
     "make_stopping_rule",
     "make_strategy",
+    "packed_size",
     "parse_budget",
     "phase_policies",
     "trial_knobs",

@@ -18,6 +18,7 @@ from typing import Any
 
 from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
 from baobab.advisor._job_options import JobOptions
+from baobab.advisor._packing import packed_size
 from baobab.advisor._plans import Next, Outcome, Plan, PlanStep, RetrainPhase, StopCause
 from baobab.advisor._stopping import StoppingRule
 from baobab.enums import JobStatus, TrialState
@@ -121,8 +122,9 @@ class SubJobState:
     #: Parameters later trials may start from: (score, number, params_path), in the order they finished.
     shared: list[tuple[float | None, int, str]] = field(default_factory=list)
     rule: StoppingRule | None = None
-    #: Fusion "auto": the group size measured for each structure (its structure_key) by a trial of it.
-    profiles: dict[str, int] = field(default_factory=dict)
+    #: Fusion "auto": what a trial of each structure (its structure_key) measured: the size it chose,
+    #: and training rows per second on one slot by group size.
+    profiles: dict[str, tuple[int, dict[int, float]]] = field(default_factory=dict)
 
     def next_step(self, job: JobState, now: float) -> Next:
         """What the sub-job's plan says to start next (see :mod:`baobab.advisor._plans`)."""
@@ -159,14 +161,16 @@ class SubJobState:
         """Whether the trials of ``step`` may run fused: the strategy proposes their knobs, in the search."""
         return step.proposal is None and not step.final and step.phase in (None, RetrainPhase.SEARCH)
 
-    def fusion_size(self, structure: str) -> int:
+    def fusion_size(self, structure: str, job: JobState) -> int:
         """The group size the job option ``fusion`` asks for trials of ``structure`` (a structure_key):
-        ``max_group``'s K, under "auto" the size measured for the structure (1 until measured)."""
+        ``max_group``'s K; under "auto", by the structure's profile (:func:`packed_size`; 1 until measured)."""
         if self.options.fusion == "max_group":
             return self.options.max_group or 1
-        if self.options.fusion == "auto":
-            return self.profiles.get(structure, 1)
-        return 1
+        profile = self.profiles.get(structure) if self.options.fusion == "auto" else None
+        if profile is None:
+            return 1
+        left = None if self.trial_count is None else self.trial_count - self.trials
+        return packed_size(profile[1], profile[0], left, max(1, job.cap - job.units))
 
     def wants_profile(self, step: PlanStep, structure: str) -> bool:
         """Under fusion "auto": whether a trial of ``step`` with ``structure`` should measure where fusing
@@ -219,7 +223,8 @@ class SubJobState:
         params and the fusion profiles (``profile``: what the trial measured, when it was asked to)."""
         self.finished[trial.phase] += 1
         if trial.profiling is not None and profile is not None and isinstance(profile.get("best"), int):
-            self.profiles[trial.profiling] = profile["best"]
+            rates = {int(size): float(rate) for size, rate in profile["samples_per_s"].items()}
+            self.profiles[trial.profiling] = (profile["best"], rates)
         if duration is not None and state is not TrialState.CANCELLED:
             bisect.insort(self.durations.setdefault(trial.phase, []), duration)
         good = state.is_scored() and score is not None and math.isfinite(score)

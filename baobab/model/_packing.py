@@ -11,7 +11,8 @@ the most rows per second (the smallest within 5% of the fastest). The job driver
 stores the profile per sub-job and structure and forms later groups of that size (job
 option ``fusion: "auto"``).
 
-The sizes grow until two in a row train slower than the best so far (past the peak),
+The sizes grow until two in a row train slower than the best so far (past the peak; not
+before 16, since vmap's fixed cost makes 2 and 4 slower than alone where 16 is faster),
 the stack's optimizer state would not fit ``memory_bytes`` (a GPU's memory, a slot's
 share of the machine), an allocation fails, or the time budget is spent. A size is
 kept only when it beats a slot training the trials one after another by a margin
@@ -39,9 +40,11 @@ __all__ = ["PAYS", "FusionProfile", "choose_size", "profile_fusion"]
 
 #: A stack of K is chosen over training alone only when it trains at least this many times the rows per second.
 PAYS = 1.1
-#: Two sizes in a row train slower than this fraction of the best so far: the sizes stop growing. Not one:
-#: a stack of 2 often trains slower than one model alone where 16 trains twice as fast (vmap's fixed cost).
+#: Two sizes in a row train slower than this fraction of the best so far: the sizes stop growing. Not one,
+#: and not below :data:`_PEAK_FROM`: a stack of 2 or 4 often trains slower than one model alone where 16
+#: trains twice as fast (vmap's fixed cost; the 784-32-10 MLP of bench/results/fusion.md).
 _PAST_PEAK = 0.9
+_PEAK_FROM = 16
 #: The smallest size within this fraction of the fastest is kept: a smaller group holds less memory and
 #: fewer trials to one slot, and two sizes this close are a tie within the timing's noise.
 _NEAR_TOP = 0.95
@@ -116,10 +119,12 @@ def profile_fusion(
             break
         rates[size] = measured
         slower = slower + 1 if measured < _PAST_PEAK * max(rates.values()) else 0
-        if slower == 2 and size < max_group:
+        if slower >= 2 and _PEAK_FROM <= size < max_group:
             reason = f"sizes {previous} and {size} trained slower than size {max(rates, key=rates.__getitem__)}"
             break
         previous = size
+    if len(rates) > 1:  # alone again, at the end: a machine that got busier meanwhile does not favour stacks
+        rates[1] = max(rates[1], _time_alone(model, data, context))
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

@@ -13,6 +13,7 @@ import pytest
 from baobab.advisor import TrialStatus, base_knobs, trial_knobs, trial_policies
 from baobab.advisor._job_options import parse_job_options
 from baobab.advisor._plans import PlanStep, RetrainPhase, options_plan
+from baobab.advisor._packing import packed_size
 from baobab.advisor._scheduling import (
     ActiveTrial,
     JobState,
@@ -119,7 +120,7 @@ def test_groups_form_only_under_max_group_and_within_the_trial_count() -> None:
     plain = PlanStep(None, {Policy.SHARE_PARAMS: False})
 
     def size(state: SubJobState, step: PlanStep = plain, structure: str = "{}") -> int:
-        return state.group_size(owner, step, NOW, state.fusion_size(structure))
+        return state.group_size(owner, step, NOW, state.fusion_size(structure, owner))
 
     assert size(fusing({"max_group": 4})) == 4
     assert size(fusing({"max_group": 4}, trials=8)) == 2  # 2 trials left of 10
@@ -131,9 +132,9 @@ def test_groups_form_only_under_max_group_and_within_the_trial_count() -> None:
 
 
 def test_under_auto_a_structure_is_measured_once_and_its_groups_take_the_measured_size() -> None:
-    owner, plain = job(1), PlanStep(None, {Policy.SHARE_PARAMS: False})
-    state = fusing("auto")
-    assert state.wants_profile(plain, "a") and state.fusion_size("a") == 1
+    owner, plain = job(1, cap=1), PlanStep(None, {Policy.SHARE_PARAMS: False})
+    state = fusing("auto", count=40)
+    assert state.wants_profile(plain, "a") and state.fusion_size("a", owner) == 1
     measuring = ActiveTrial(100, 0, {}, profiling="a")
     state.active[100] = measuring
     assert not state.wants_profile(plain, "a")  # being measured: nobody else measures it
@@ -141,15 +142,28 @@ def test_under_auto_a_structure_is_measured_once_and_its_groups_take_the_measure
     final = PlanStep(RetrainPhase.FINAL, {}, proposal={"lr": 0.1}, final=True)
     assert not state.wants_profile(final, "b")  # a final trial never runs fused: nothing to measure
     del state.active[100]
-    profile = {"max_group": 64, "samples_per_s": {"1": 900.0, "16": 2000.0}, "best": 16, "seconds": 2.0, "reason": None}
+    rates = {"1": 900.0, "2": 800.0, "4": 1500.0, "16": 2000.0}
+    profile = {"max_group": 64, "samples_per_s": rates, "best": 16, "seconds": 2.0, "reason": None}
     state.add_finished(measuring, TrialState.COMPLETED, 0.5, 3.0, None, profile)
-    assert state.profiles == {"a": 16} and not state.wants_profile(plain, "a")
-    assert state.group_size(owner, plain, NOW, state.fusion_size("a")) == 10  # 16 asked, 10 trials in the count
-    assert state.fusion_size("b") == 1
+    assert state.profiles == {"a": (16, {1: 900.0, 2: 800.0, 4: 1500.0, 16: 2000.0})}
+    assert not state.wants_profile(plain, "a")
+    assert state.fusion_size("a", owner) == 16 and state.fusion_size("b", owner) == 1
+    state.trials = 32  # 8 trials left, one slot: a group of 8 (the count cuts 16)
+    assert state.group_size(owner, plain, NOW, state.fusion_size("a", owner)) == 8
     # A trial that ended before measuring (its row keeps the bare request) leaves the structure to another.
     state.add_finished(ActiveTrial(101, 1, {}, profiling="b"), TrialState.ERRORED, None, 1.0, None, {"max_group": 64})
     assert "b" not in state.profiles and state.wants_profile(plain, "b")
     assert not fusing("off").wants_profile(plain, "a") and not fusing({"max_group": 4}).wants_profile(plain, "a")
+
+
+def test_the_last_trials_are_spread_over_free_slots_where_that_trains_faster() -> None:
+    rates = {1: 900.0, 2: 800.0, 4: 1500.0, 16: 2000.0}
+    assert packed_size(rates, 16, None, 4) == 16  # no count: groups of the best size
+    assert packed_size(rates, 16, 64, 4) == 16  # enough left to fill the slots
+    assert packed_size(rates, 16, 16, 4) == 4  # four groups of 4 on four slots: 6,000 rows/s against 2,000
+    assert packed_size(rates, 16, 4, 4) == 1  # four alone: 3,600 against one group of 4's 1,500
+    assert packed_size(rates, 16, 4, 1) == 16  # one slot: the best size (the count cuts the group)
+    assert packed_size({1: 900.0}, 1, 3, 2) == 1
 
 
 def test_a_group_of_search_trials_leaves_the_final_trials_to_the_final_phase() -> None:

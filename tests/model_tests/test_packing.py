@@ -58,13 +58,11 @@ def one_torch_thread():
 def test_the_sizes_double_up_to_the_largest_asked_and_the_choice_is_among_them(data: str) -> None:
     context = TrialContext()
     profile = profile_fusion(Small(learning_rate=0.01), data, max_group=6, context=context, budget_s=30)
-    assert set(profile.samples_per_s) <= {1, 2, 4, 6} and {1, 2} <= set(profile.samples_per_s)
+    assert set(profile.samples_per_s) == {1, 2, 4, 6} and profile.reason is None  # no stop below 16
     assert all(rate > 0 for rate in profile.samples_per_s.values())
     assert profile.best == choose_size(profile.samples_per_s) and profile.seconds > 0
     assert context.metrics == []  # measuring reports nothing, and trains no epoch
-    assert profile.to_json()["samples_per_s"].keys() <= {"1", "2", "4", "6"}
-    if len(profile.samples_per_s) < 4:  # stopped past the peak: it says so
-        assert profile.reason is not None and "trained slower than size" in profile.reason
+    assert profile.to_json()["samples_per_s"].keys() == {"1", "2", "4", "6"}
 
 
 def test_a_size_is_chosen_only_where_it_pays_and_the_smallest_near_the_top() -> None:

@@ -150,7 +150,7 @@ def test_under_auto_the_first_trial_measures_and_later_groups_take_its_size(plat
 def test_a_stored_profile_sizes_the_groups_of_a_job_taken_up_again(platform: Platform) -> None:
     """A profile measured before (a driver restarted, say) is read back from the rows: no trial measures again."""
     job_id = _job(platform, "auto", trials=7)
-    measured = {"max_group": 64, "samples_per_s": {"1": 100.0, "2": 150.0, "4": 300.0}, "best": 3, "seconds": 1.0,
+    measured = {"max_group": 64, "samples_per_s": {"1": 100.0, "2": 150.0, "3": 300.0}, "best": 3, "seconds": 1.0,
                 "reason": None}  # fmt: skip
     with session_scope(platform.engine) as session:
         sub_job_id = session.scalars(select(SubJob.id).where(SubJob.train_job_id == job_id)).one()

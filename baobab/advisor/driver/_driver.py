@@ -338,7 +338,7 @@ class JobDriver(StoreSync):
         plain = step.proposal is None and step.phase is None  # a plan's phase derives from no one trial
         trials = [_NewTrial(number, knobs, strategy.parent(number, pending) if plain else None)]
         pin = {name: value for name, value in first.items() if not isinstance(config.get(name), FloatKnob)}
-        size = sub.group_size(job, step, now, sub.fusion_size(structure)) if len(pin) < len(first) else 1
+        size = sub.group_size(job, step, now, sub.fusion_size(structure, job)) if len(pin) < len(first) else 1
         if size == 1:
             if sub.wants_profile(step, structure):
                 trials[0] = dataclasses.replace(trials[0], profiling=structure)
