@@ -6,11 +6,12 @@ its JSON schema (what the API document shows, :data:`CREATE_SCHEMA`) beside its 
 one more entry. :func:`read_train_job_spec` reads the body alone: each field, then what
 ties fields together (the job options need the budget). :func:`check_train_job_spec`
 then checks what only the database knows: the datasets and templates the caller may see,
-of the job's task, and the plan each template's sub-job will run (an ENAS search needs
-its policies and enough trials for one cycle and the final phases), which is the very
-check the job driver makes, so a job answered 201 never ends ERRORED for its plan.
+of the job's task, the zoo model ``train_args.base_model`` names (one the job's trials may
+read: the caller's own or a PUBLIC one), and the plan each template's sub-job will run (an
+ENAS search needs its policies and enough trials for one cycle and the final phases), which
+is the very check the job driver makes, so a job answered 201 never ends ERRORED for its plan.
 
-A referenced dataset or model template the caller may not see is refused with the same
+A referenced dataset, model template or zoo model the caller may not see is refused with the same
 message as a missing one (``no dataset 7``), so ids reveal nothing.
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from baobab.admin._access import may_see_private, may_see_shared
+from baobab.admin._access import may_see_private, may_see_shared, shared_with
 from baobab.admin._body import enum_field, json_object, name_field
 from baobab.admin._query import MAX_ID
 from baobab.advisor import (
@@ -38,8 +39,8 @@ from baobab.advisor import (
     parse_job_options,
 )
 from baobab.exceptions import BudgetError, RequestError, StrategyError
-from baobab.model import WARM_START_ARG, Task, knob_config_from_json
-from baobab.store import Dataset, ModelTemplate, User
+from baobab.model import BASE_MODEL_ARG, WARM_START_ARG, Task, knob_config_from_json
+from baobab.store import Dataset, ModelTemplate, User, ZooModel
 
 __all__ = ["CREATE_SCHEMA", "FIELDS", "TrainJobSpec", "check_train_job_spec", "read_train_job_spec"]
 
@@ -155,6 +156,13 @@ def _train_args(value: Any) -> dict[str, Any]:
             f"'train_args.{WARM_START_ARG}' must be true or false, got {warm_start!r}",
             field=f"train_args.{WARM_START_ARG}",
         )
+    if BASE_MODEL_ARG in value:
+        base_model = value[BASE_MODEL_ARG]
+        if isinstance(base_model, bool) or not isinstance(base_model, int) or base_model < 1:
+            raise RequestError(
+                f"'train_args.{BASE_MODEL_ARG}' must be the id of a zoo model (a positive integer), got {base_model!r}",
+                field=f"train_args.{BASE_MODEL_ARG}",
+            )
     size = len(json.dumps(value))
     if size > _MAX_TRAIN_ARGS_BYTES:
         raise RequestError(
@@ -219,7 +227,13 @@ FIELDS = (
             "description": "keyword arguments of train(), and the job options 'early_stopping' "
             '(e.g. {"rule": "asha", "eta": 3}) and \'policies\' (e.g. {"EARLY_STOP": true, "SHARE_PARAMS": "best"})',
             "properties": {
-                WARM_START_ARG: {"type": "boolean", "default": True, "description": "start trials from the zoo"}
+                WARM_START_ARG: {"type": "boolean", "default": True, "description": "start trials from the zoo"},
+                BASE_MODEL_ARG: {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "a zoo model (your own or a PUBLIC one) whose weights the template trains on, "
+                    "e.g. as a frozen base under a searched head; passed on to train()",
+                },
             },
         },
         _train_args,
@@ -278,12 +292,15 @@ def check_train_job_spec(session: Session, user: User, spec: TrainJobSpec, *, cp
         cpu_slots: the trials that run at once on CPUs (the job's cap when GPU_COUNT is 0).
 
     Raises:
-        RequestError: a dataset or template the user may not see or not of the job's task,
+        RequestError: a dataset or template the user may not see or not of the job's task, a
+            ``train_args.base_model`` that names no zoo model of the user's own or PUBLIC,
             or a template whose sub-job could not be planned (an ENAS search that does
             not fit the budget), naming the field at fault.
     """
     _check_dataset(session, user, spec.train_dataset_id, "train_dataset_id", spec.task)
     _check_dataset(session, user, spec.val_dataset_id, "val_dataset_id", spec.task)
+    if BASE_MODEL_ARG in spec.train_args:
+        _check_base_model(session, user, spec.train_args[BASE_MODEL_ARG])
     for i, model_id in enumerate(spec.model_ids):
         field = f"model_ids[{i}]"
         model = _check_model(session, user, model_id, field, spec.task)
@@ -309,6 +326,17 @@ def _check_dataset(session: Session, user: User, dataset_id: int, field: str, ta
             f"dataset {dataset_id} ({dataset.name!r}) is {dataset.format}; a {task} job needs "
             f"{task.dataset_format} datasets",
             field=field,
+        )
+
+
+def _check_base_model(session: Session, user: User, zoo_model_id: int) -> None:
+    """The zoo model must be one the job's trials may read: the user's own or a PUBLIC one (an admin's job
+    sees no more than anyone's, as the trial's zoo routes do)."""
+    model = session.get(ZooModel, zoo_model_id) if zoo_model_id <= MAX_ID else None
+    if model is None or not shared_with(user.id, model):
+        raise RequestError(
+            f"no zoo model {zoo_model_id} that you may see: give the id of your own or a PUBLIC zoo model",
+            field=f"train_args.{BASE_MODEL_ARG}",
         )
 
 

@@ -16,9 +16,11 @@ import contextlib
 import contextvars
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import numpy as np
 
 __all__ = ["ContextSink", "InterimMetric", "TrialContext", "get_trial_context", "trial_context"]
 
@@ -56,6 +58,10 @@ class TrialContext:
     #: preprocessed datasets between the trials of its machine (the result may then be arrays
     #: mapped from its cache); TorchModel loads its datasets through it, else calls ``load`` itself.
     data_loader: Callable[[str, Callable[[], tuple[Any, Any]]], tuple[Any, Any]] | None = None
+    #: ``zoo_model_id -> module state`` (state-dict names → arrays) of a zoo model the trial's owner may
+    #: see, set by the platform's worker for TorchModel trials (None in the dev runner and for
+    #: inference); a template that trains on a zoo model reads it through ``TorchModel.zoo_state``.
+    zoo_params: Callable[[int], Mapping[str, np.ndarray]] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def report(self, step: int, **metrics: float) -> bool:

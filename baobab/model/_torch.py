@@ -19,7 +19,7 @@ import torch
 
 from baobab.model._base import BaseModel, Params, check_params
 from baobab.model._context import TrialContext
-from baobab.model._knobs import WARM_START_ARG, Policy
+from baobab.model._knobs import EPOCHS_KNOB, WARM_START_ARG, Policy
 
 __all__ = ["WARM_START_ARG", "TorchModel", "WarmStart", "module_state"]
 
@@ -159,7 +159,7 @@ class TorchModel(BaseModel):
 
     def epochs(self) -> int:
         """Epochs of a full trial: the ``epochs`` knob, 10 when the template has none."""
-        return int(self.knobs.get("epochs", 10))
+        return int(self.knobs.get(EPOCHS_KNOB, 10))
 
     def early_stop_epochs(self) -> int:
         """Epochs under ``EARLY_STOP``: a quarter of :meth:`epochs`, at least one."""
@@ -194,6 +194,25 @@ class TorchModel(BaseModel):
                     state[name].copy_(value)
                 loaded += 1
         return f"loaded {loaded} of {len(state)} tensors from shared_params"
+
+    def zoo_state(self, zoo_model_id: int) -> dict[str, torch.Tensor]:
+        """The module state (state-dict names → tensors) of zoo model ``zoo_model_id``.
+
+        For a template that trains on a zoo model's weights (a frozen base under a searched
+        head): only the platform knows which zoo models the trial's owner may see, so it
+        reads them through ``self.context.zoo_params``.
+
+        Raises:
+            ValueError: no zoo here (``baobab dev test-model``, a notebook), or the platform's
+                reason it cannot read that model.
+        """
+        read = self.context.zoo_params
+        if read is None:
+            raise ValueError(
+                f"{type(self).__name__} needs zoo model {zoo_model_id} and runs only where the platform gives "
+                "the trial access to the zoo (a train job), not in `baobab dev test-model` or outside the platform"
+            )
+        return {name: _to_tensor(value) for name, value in read(zoo_model_id).items()}
 
     # -- what the platform calls ----------------------------------------------------
 

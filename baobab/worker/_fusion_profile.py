@@ -17,7 +17,7 @@ the trial itself needs the rest).
 from __future__ import annotations
 
 import resource
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from baobab.model import WARM_START_ARG, BaseModel, TrialContext
@@ -42,11 +42,13 @@ def measure_fusion(
     val_path: str,
     data: DataCache | None,
     is_torch_model: bool,
+    zoo_params: Callable[[int], Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The claim's fusion profile request with the measurement (``FusionProfile.to_json()``).
 
     A template that is not a TorchModel, or whose measurement fails, answers group size 1
-    with the reason: its trials then train alone, as they would have.
+    with the reason: its trials then train alone, as they would have. ``zoo_params`` is the
+    trial's own (``TrialContext.zoo_params``): the second instance reads the zoo models it does.
     """
     request = claim.fusion_profile
     assert request is not None, "measure_fusion() of a claim that asks for no profile"
@@ -58,7 +60,7 @@ def measure_fusion(
 
     seed = trial_seed(claim.seed, claim.number)
     given = {k: v for k, v in claim.train_args.items() if k != WARM_START_ARG}
-    context = TrialContext()  # the measurement's reports and logs are no trial's
+    context = TrialContext(zoo_params=zoo_params)  # the measurement's reports and logs are no trial's
     try:
         model: BaseModel = call_template(template.path, f"{claim.class_name}(**knobs)", template.cls, **knobs)
         if data is not None:

@@ -456,6 +456,21 @@ def _inputs(claim: TrialClaim, resources: WorkerResources, gateway: TrialGateway
     return template, train_path, val_path
 
 
+def _zoo_params(zoo: Any, trial_id: int) -> Callable[[int], dict[str, Any]] | None:
+    """``TrialContext.zoo_params`` of a TorchModel trial (``zoo`` not None, else None): the module state of a
+    zoo model its job's owner may see; one it cannot read raises a ValueError that the template's traceback shows."""
+    if zoo is None:
+        return None
+
+    def read(zoo_model_id: int) -> dict[str, Any]:
+        try:
+            return dict(zoo.model_params(zoo_model_id, trial_id=trial_id))
+        except (StoreError, ArtifactError, ParamsFormatError) as e:
+            raise ValueError(f"zoo model {zoo_model_id} cannot be read for this trial: {e}") from None
+
+    return read
+
+
 def _build(
     trial: _Trial, template: LoadedTemplate, train_path: str, val_path: str, resources: WorkerResources
 ) -> _Built:
@@ -476,6 +491,7 @@ def _build(
             from baobab.zoo import make_warm_starter
 
             context.warm_starter = make_warm_starter(zoo, trial_id=claim.trial_id, seed=seed, model=model)
+        context.zoo_params = _zoo_params(zoo, claim.trial_id)
         if resources.data is not None:
             context.data_loader = resources.data.loader(
                 model,
@@ -520,17 +536,27 @@ def _train(trial: _Trial, resources: WorkerResources) -> _Trained:
     """Build, train, evaluate and dump one trial."""
     with trial_context(trial.context):
         template, train_path, val_path = _inputs(trial.claim, resources, trial.gateway)
-        if trial.claim.fusion_profile is not None:
-            knobs = _knobs(trial.claim, template)
-            torch_model = _is_torch_model(template.cls)
-            measured = measure_fusion(trial.claim, template, knobs, train_path, val_path, resources.data, torch_model)
-            trial.profile = measured
-            trial.context.log(profile_line(measured))
-        built = _build(trial, template, train_path, val_path, resources)
+        built = _measured_build(trial, template, train_path, val_path, resources)
         with _torn_down_on_error(template.path, built.model, trial.context):
             shared = {} if built.shared is None else {"shared_params": built.shared}
             call_template(template.path, "train()", built.model.train, train_path, **built.train_args, **shared)
         return _conclude(trial, built, template, val_path)
+
+
+def _measured_build(
+    trial: _Trial, template: LoadedTemplate, train_path: str, val_path: str, resources: WorkerResources
+) -> _Built:
+    """:func:`_build`, after measuring fusion when the trial's claim asks (job option fusion "auto"):
+    the measurement is kept for the trial's final state, whatever that is."""
+    claim = trial.claim
+    if claim.fusion_profile is not None:
+        torch_model = _is_torch_model(template.cls)
+        zoo_params = _zoo_params(trial.gateway.zoo() if torch_model else None, claim.trial_id)
+        knobs = _knobs(claim, template)
+        data = resources.data
+        trial.profile = measure_fusion(claim, template, knobs, train_path, val_path, data, torch_model, zoo_params)
+        trial.context.log(profile_line(trial.profile))
+    return _build(trial, template, train_path, val_path, resources)
 
 
 def _is_torch_model(cls: type[BaseModel]) -> bool:
@@ -555,7 +581,8 @@ def _train_fused(
     built: dict[int, _Built] = {}
     for trial in trials:
         with trial_context(trial.context):
-            result = _attempt(trial, functools.partial(_build, trial, template, train_path, val_path, resources))
+            build = functools.partial(_measured_build, trial, template, train_path, val_path, resources)
+            result = _attempt(trial, build)
         if isinstance(result, _Built):
             built[trial.claim.trial_id] = result
         else:

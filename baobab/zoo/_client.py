@@ -287,6 +287,12 @@ class TrialHttpZoo:
             params_from_bytes(self._request("GET", offer.params_url, "the parent's parameters").content)
         )
 
+    def model_params(self, zoo_model_id: int, *, trial_id: int | None = None) -> dict[str, np.ndarray]:
+        """The module state of a zoo model the trial's job owner may see (a base the template trains on)."""
+        path = f"/api/v1/zoo/trials/{self._trial(trial_id)}/params/{int(zoo_model_id)}"
+        response = self._request("GET", path, f"the parameters of zoo model {zoo_model_id}")
+        return module_state(params_from_bytes(response.content))
+
     def record_parent(self, zoo_model_id: int, similarity: float, *, trial_id: int | None = None) -> None:
         path = f"/api/v1/zoo/trials/{self._trial(trial_id)}/warm_start"
         self._request("POST", path, "the warm start", {"zoo_model_id": zoo_model_id, "similarity": similarity})

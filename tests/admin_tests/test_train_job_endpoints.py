@@ -30,6 +30,7 @@ from baobab.store import (
     TrainJob,
     TrialState,
     UserRole,
+    ZooModel,
     session_scope,
     sub_job_seed,
     write_image_files,
@@ -292,6 +293,59 @@ def test_an_enas_job_its_budget_or_template_cannot_carry_is_refused(
     assert client.post("/api/v1/train_jobs", json=enough, headers=w.alice).status_code == 201
 
 
+def _zoo_model(engine: Any, owner_id: int, access: ModelAccess) -> int:
+    """Inserts a zoo model row (no parameters behind it); its id."""
+    row = ZooModel(
+        owner_id=owner_id, access=access, task=Task.TABULAR_CLASSIFICATION, name="base", score=0.5, graph="{}",
+        signature="[]", fingerprint="0" * 64, io_signature="io", traced=True, node_count=1, param_count=1,
+        params_path=f"zoo/{owner_id}-{access}", owns_params=True, size_bytes=1,
+    )  # fmt: skip
+    with session_scope(engine) as session:
+        session.add(row)
+    return row.id
+
+
+def test_a_base_model_must_be_a_zoo_model_the_owner_may_see(app: Flask, client: FlaskClient, world: World) -> None:
+    """``train_args.base_model`` names the zoo model the trials train on: an id of one the job's trials may read."""
+    w = world
+    engine = app.extensions["baobab"].engine
+    mine = _zoo_model(engine, w.alice_id, ModelAccess.PRIVATE)
+    public = _zoo_model(engine, w.bob_id, ModelAccess.PUBLIC)
+    private = _zoo_model(engine, w.bob_id, ModelAccess.PRIVATE)
+    events = app.extensions["baobab"].events.subscribe()
+    not_an_id = "'train_args.base_model' must be the id of a zoo model (a positive integer), got {}"
+    not_seen = "no zoo model {} that you may see: give the id of your own or a PUBLIC zoo model"
+    cases: list[tuple[Any, Headers, str]] = [
+        ("7", w.alice, not_an_id.format("'7'")),
+        (1.0, w.alice, not_an_id.format("1.0")),
+        (True, w.alice, not_an_id.format("True")),
+        (None, w.alice, not_an_id.format("None")),
+        ([mine], w.alice, not_an_id.format(f"[{mine}]")),
+        (0, w.alice, not_an_id.format("0")),
+        (-mine, w.alice, not_an_id.format(-mine)),
+        (999_999, w.alice, not_seen.format(999_999)),
+        (2**70, w.alice, not_seen.format(2**70)),
+        # Another user's PRIVATE zoo model reads like a missing one; an admin's job sees no more than anyone's.
+        (private, w.alice, not_seen.format(private)),
+        (private, w.admin, not_seen.format(private)),
+    ]
+    for value, headers, message in cases:
+        body = _body(w, train_args={"target": "label", "base_model": value})
+        response = client.post("/api/v1/train_jobs", json=body, headers=headers)
+        assert response.status_code == 400, (value, response.json)
+        error = response.json["error"]
+        assert (error["code"], error["field"], error["message"]) == ("bad_request", "train_args.base_model", message)
+    with session_scope(engine) as session:
+        assert session.scalar(select(func.count(TrainJob.id))) == 0
+    assert events.get(timeout=0) is None
+    # One's own zoo model and a PUBLIC one are accepted, and reach train() as given.
+    for base in (mine, public):
+        body = _body(w, train_args={"target": "label", "base_model": base})
+        created = client.post("/api/v1/train_jobs", json=body, headers=w.alice)
+        assert created.status_code == 201, created.json
+        assert created.json["train_args"] == {"target": "label", "base_model": base}
+
+
 def test_stop(app: Flask, client: FlaskClient, world: World) -> None:
     w = world
     engine = app.extensions["baobab"].engine
@@ -398,6 +452,7 @@ def test_trial_listing_counts_and_best_trials(app: Flask, client: FlaskClient, w
         "created_at": T0.isoformat(), "started_at": done["started_at"].isoformat(),
         "finished_at": done["finished_at"].isoformat(), "duration_s": 2.5, "worker": "w-1", "attempts": 1,
         "error": None, "has_params": True, "parent_zoo_model_id": None, "similarity": None, "fused_group": None,
+        "fusion_profile": None,
     }  # fmt: skip
     by_score = ["a5", "a0", "a3", "b0", "a1", "b3", "a2", "a4", "b1", "b2"]  # unscored last, ties by id
     assert order() == order("?sort=-score") == by_score

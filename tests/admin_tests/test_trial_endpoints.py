@@ -80,7 +80,7 @@ def test_trial_traceback_logs_metrics_and_params(
         "policies": {"EARLY_STOP": False}, "status": "ERRORED", "score": None, "created_at": T0.isoformat(),
         "started_at": T0.isoformat(), "finished_at": (T0 + timedelta(seconds=3)).isoformat(), "duration_s": 3.0,
         "worker": "local-1", "attempts": 2, "error": "ValueError: bad lr", "has_params": False,
-        "parent_zoo_model_id": None, "similarity": None, "fused_group": None,
+        "parent_zoo_model_id": None, "similarity": None, "fused_group": None, "fusion_profile": None,
         "traceback": "Traceback (most recent...)\n", "phase": None,
         "lineage": {"from": "scratch", "chain": [], "inherited_epochs": 0, "truncated": False},
         "has_architecture": False,
