@@ -10,6 +10,7 @@ passed in, as seconds since the epoch), so every rule can be tested on its own.
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -54,9 +55,10 @@ class ActiveTrial:
 
     ``phase`` is its plan's phase (None: a plain trial); ``final`` trials run past the time budget;
     ``shares`` says whether its parameters may be shared on (SHARE_PARAMS on, in a sharing phase);
-    ``group`` is the fused group it was submitted in (the id of the group's first trial), None alone;
-    ``profiling`` the structure (:func:`~baobab.advisor._trial_knobs.structure_key`) whose fusion
-    profile it was asked to measure, None when it measures none.
+    ``group`` is the fused group it was submitted in (the id of the group's first trial), None alone,
+    and ``group_size`` how many trials that group had; ``profiling`` the structure
+    (:func:`~baobab.advisor._trial_knobs.structure_key`) whose fusion profile it was asked to
+    measure, None when it measures none.
     """
 
     id: int
@@ -66,7 +68,12 @@ class ActiveTrial:
     final: bool = False
     shares: bool = False
     group: int | None = None
+    group_size: int = 1
     profiling: str | None = None
+
+    def run_alone(self) -> None:
+        """It was requeued out of its group (its worker died): it runs again alone."""
+        self.group, self.group_size = None, 1
 
     @property
     def unit(self) -> int:
@@ -137,12 +144,15 @@ class SubJobState:
         fused group's size.
 
         Only trials whose knobs the strategy proposes form groups (not a final retraining of
-        a best configuration, nor a phase of a strategy's own plan). The members share
+        a best configuration, nor a phase of a strategy's own plan), and no more than can end
+        by the job's deadline (:meth:`JobState.fitting_group`). The members share
         ``step``: the group ends where the plan, counting each member as started, would
         start another step (the final phase) or none (the trial count).
         """
         if not self.groupable(step):
             return 1
+        fitting = job.fitting_group(now)
+        limit = limit if fitting is None else min(limit, fitting)
         trials, started = self.trials, self.started.copy()
         size = 1
         try:
@@ -163,14 +173,32 @@ class SubJobState:
 
     def fusion_size(self, structure: str, job: JobState) -> int:
         """The group size the job option ``fusion`` asks for trials of ``structure`` (a structure_key):
-        ``max_group``'s K; under "auto", by the structure's profile (:func:`packed_size`; 1 until measured)."""
+        ``max_group``'s K; under "auto", by the structure's profile (:func:`packed_size`), or until it is
+        measured, by the profile of the nearest structure measured in the sub-job (1 when none is)."""
         if self.options.fusion == "max_group":
             return self.options.max_group or 1
-        profile = self.profiles.get(structure) if self.options.fusion == "auto" else None
+        if self.options.fusion != "auto":
+            return 1
+        profile = self.profiles.get(structure) or self._nearest_profile(structure)
         if profile is None:
             return 1
         left = None if self.trial_count is None else self.trial_count - self.trials
         return packed_size(profile[1], profile[0], left, max(1, job.cap - job.units))
+
+    def _nearest_profile(self, structure: str) -> tuple[int, dict[int, float]] | None:
+        """The profile of the measured structure closest to ``structure``: the fewest knobs that differ,
+        then the smallest relative differences of numeric ones (a width of 64 is nearer 32 than 256)."""
+        if not self.profiles:
+            return None
+        mine = json.loads(structure)
+
+        def distance(key: str) -> tuple[int, float]:
+            theirs = json.loads(key)
+            differing = [name for name in mine.keys() | theirs.keys() if mine.get(name) != theirs.get(name)]
+            spread = sum(_relative(mine.get(name), theirs.get(name)) for name in differing)
+            return len(differing), spread
+
+        return self.profiles[min(sorted(self.profiles), key=distance)]
 
     def wants_profile(self, step: PlanStep, structure: str) -> bool:
         """Under fusion "auto": whether a trial of ``step`` with ``structure`` should measure where fusing
@@ -304,8 +332,9 @@ class JobState:
 
     ``cap`` is how many of its trials may run at once; ``deadline`` (epoch seconds)
     comes from its persisted start time and TIME_HOURS. ``durations`` (sorted) are the
-    run times of its finished trials, for the median that says whether another trial
-    can still finish before the deadline.
+    slot-seconds of its finished trials (a fused member's run time over its group's size:
+    its share of the slot), for the median that says whether another trial, or a group of
+    them, can still finish before the deadline.
     """
 
     id: int
@@ -346,6 +375,14 @@ class JobState:
     def deadline_near(self, now: float) -> bool:
         """True once a trial started now would, at the median duration, end after the deadline."""
         return self.deadline is not None and now + self.median_duration() > self.deadline
+
+    def fitting_group(self, now: float) -> int | None:
+        """The most trials a fused group started now may hold to end by the deadline, at the median
+        slot-seconds of a trial; None without a deadline or a finished trial to judge by."""
+        median = self.median_duration()
+        if self.deadline is None or median <= 0:
+            return None
+        return max(1, int((self.deadline - now) / median))
 
     def may_start(self, now: float) -> bool:
         """Whether this job may start new trials at all (not stopping, deadline not near)."""
@@ -390,6 +427,15 @@ class JobState:
         if not self.cancelled:
             return self.grace_end
         return None
+
+
+def _relative(a: object, b: object) -> float:
+    """How far apart two knob values are, from 0 to 1: relatively for numbers, 1 for any other difference."""
+    numbers = not isinstance(a, bool) and not isinstance(b, bool)
+    if numbers and isinstance(a, int | float) and isinstance(b, int | float):
+        scale = max(abs(a), abs(b))
+        return abs(a - b) / scale if scale else 0.0
+    return 0.0 if a == b else 1.0
 
 
 def _pick_sub_job(job: JobState, now: float) -> SubJobState | None:
@@ -457,7 +503,7 @@ def record_finished(
     """
     sub.count(state, error)
     if duration is not None and state is not TrialState.CANCELLED:
-        job.add_duration(duration)
+        job.add_duration(duration / trial.group_size)
     sub.add_finished(trial, state, score, duration, params, profile)
     if not sub.observes(trial):
         return  # a final retraining: the search it ends is over

@@ -6,14 +6,15 @@ rules through a real driver.
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
 from baobab.advisor import TrialStatus, base_knobs, trial_knobs, trial_policies
 from baobab.advisor._job_options import parse_job_options
-from baobab.advisor._plans import PlanStep, RetrainPhase, options_plan
 from baobab.advisor._packing import packed_size
+from baobab.advisor._plans import PlanStep, RetrainPhase, options_plan
 from baobab.advisor._scheduling import (
     ActiveTrial,
     JobState,
@@ -21,6 +22,7 @@ from baobab.advisor._scheduling import (
     SubJobState,
     first_line,
     pick_next,
+    record_finished,
     record_for,
 )
 from baobab.advisor._trial_knobs import structural_knobs
@@ -133,27 +135,50 @@ def test_groups_form_only_under_max_group_and_within_the_trial_count() -> None:
 
 def test_under_auto_a_structure_is_measured_once_and_its_groups_take_the_measured_size() -> None:
     owner, plain = job(1, cap=1), PlanStep(None, {Policy.SHARE_PARAMS: False})
+    a, b = '{"width": 8}', '{"width": 16}'  # structure keys
     state = fusing("auto", count=40)
-    assert state.wants_profile(plain, "a") and state.fusion_size("a", owner) == 1
-    measuring = ActiveTrial(100, 0, {}, profiling="a")
+    assert state.wants_profile(plain, a) and state.fusion_size(a, owner) == 1
+    measuring = ActiveTrial(100, 0, {}, profiling=a)
     state.active[100] = measuring
-    assert not state.wants_profile(plain, "a")  # being measured: nobody else measures it
-    assert state.wants_profile(plain, "b")  # another structure
+    assert not state.wants_profile(plain, a)  # being measured: nobody else measures it
+    assert state.wants_profile(plain, b)  # another structure
     final = PlanStep(RetrainPhase.FINAL, {}, proposal={"lr": 0.1}, final=True)
-    assert not state.wants_profile(final, "b")  # a final trial never runs fused: nothing to measure
+    assert not state.wants_profile(final, b)  # a final trial never runs fused: nothing to measure
     del state.active[100]
     rates = {"1": 900.0, "2": 800.0, "4": 1500.0, "16": 2000.0}
     profile = {"max_group": 64, "samples_per_s": rates, "best": 16, "seconds": 2.0, "reason": None}
     state.add_finished(measuring, TrialState.COMPLETED, 0.5, 3.0, None, profile)
-    assert state.profiles == {"a": (16, {1: 900.0, 2: 800.0, 4: 1500.0, 16: 2000.0})}
-    assert not state.wants_profile(plain, "a")
-    assert state.fusion_size("a", owner) == 16 and state.fusion_size("b", owner) == 1
+    assert state.profiles == {a: (16, {1: 900.0, 2: 800.0, 4: 1500.0, 16: 2000.0})}
+    assert not state.wants_profile(plain, a)
+    assert state.fusion_size(a, owner) == 16 and state.fusion_size(b, owner) == 16  # b borrows a's till measured
     state.trials = 32  # 8 trials left, one slot: a group of 8 (the count cuts 16)
-    assert state.group_size(owner, plain, NOW, state.fusion_size("a", owner)) == 8
+    assert state.group_size(owner, plain, NOW, state.fusion_size(a, owner)) == 8
     # A trial that ended before measuring (its row keeps the bare request) leaves the structure to another.
-    state.add_finished(ActiveTrial(101, 1, {}, profiling="b"), TrialState.ERRORED, None, 1.0, None, {"max_group": 64})
-    assert "b" not in state.profiles and state.wants_profile(plain, "b")
-    assert not fusing("off").wants_profile(plain, "a") and not fusing({"max_group": 4}).wants_profile(plain, "a")
+    state.add_finished(ActiveTrial(101, 1, {}, profiling=b), TrialState.ERRORED, None, 1.0, None, {"max_group": 64})
+    assert b not in state.profiles and state.wants_profile(plain, b)
+    assert not fusing("off").wants_profile(plain, a) and not fusing({"max_group": 4}).wants_profile(plain, a)
+
+
+def test_an_unmeasured_structure_borrows_the_size_of_the_nearest_measured_one() -> None:
+    owner = job(1, cap=1)
+    state = fusing("auto", count=None)
+
+    def measured(structure: dict, best: int) -> None:
+        trial = ActiveTrial(len(state.profiles), 0, {}, profiling=json.dumps(structure, sort_keys=True))
+        rates = {"1": 100.0, str(best): 300.0}
+        profile = {"max_group": 64, "samples_per_s": rates, "best": best, "seconds": 1.0, "reason": None}
+        state.add_finished(trial, TrialState.COMPLETED, 0.5, 1.0, None, profile)
+
+    measured({"width": 32, "act": "relu"}, 16)
+    measured({"width": 256, "act": "relu"}, 1)
+    measured({"width": 32, "act": "tanh"}, 4)
+    key = lambda **knobs: json.dumps(knobs, sort_keys=True)  # noqa: E731
+    assert state.fusion_size(key(width=64, act="relu"), owner) == 16  # nearer 32 than 256
+    assert state.fusion_size(key(width=200, act="relu"), owner) == 1  # nearer 256
+    assert state.fusion_size(key(width=32, act="gelu"), owner) == 16  # one knob differs from two: ties by name
+    assert state.fusion_size(key(width=32, act="tanh"), owner) == 4  # its own
+    # Borrowed, but measured all the same: the trial is asked for its own profile.
+    assert state.wants_profile(PlanStep(None, {}), key(width=64, act="relu"))
 
 
 def test_the_last_trials_are_spread_over_free_slots_where_that_trains_faster() -> None:
@@ -175,7 +200,7 @@ def test_a_group_of_search_trials_leaves_the_final_trials_to_the_final_phase() -
     assert (state.trials, state.started[RetrainPhase.SEARCH]) == (5, 5)  # counting ahead changed nothing
 
 
-def test_structural_knobs_are_every_knob_but_the_float_ones() -> None:
+def test_structural_knobs_are_every_knob_but_the_float_ones_and_the_epochs() -> None:
     config = {
         "lr": FloatKnob(1e-3, 1.0),
         "width": IntegerKnob(1, 8),
@@ -184,8 +209,8 @@ def test_structural_knobs_are_every_knob_but_the_float_ones() -> None:
         "short": PolicyKnob("EARLY_STOP"),
     }
     knobs = {"lr": 0.1, "width": 4, "act": "tanh", "epochs": 3, "short": False}
-    assert structural_knobs(config, knobs) == {"width": 4, "act": "tanh", "epochs": 3, "short": False}
-    assert structural_knobs(config, {**knobs, "lr": 0.5}) == structural_knobs(config, knobs)
+    assert structural_knobs(config, knobs) == {"width": 4, "act": "tanh", "short": False}
+    assert structural_knobs(config, {**knobs, "lr": 0.5, "epochs": 9}) == structural_knobs(config, knobs)
 
 
 # -- time --------------------------------------------------------------------------------------------
@@ -333,3 +358,19 @@ def test_trial_knobs_add_fixed_and_policy_knobs() -> None:
         trial_knobs(config, {"lr": 0.1})
     with pytest.raises(KnobConfigError, match="knob 'lr': 5.0 is outside"):
         trial_knobs(config, {"lr": 5.0, "act": "relu"})
+
+
+def test_a_fused_member_counts_its_share_of_the_slot_and_groups_fit_the_time_left() -> None:
+    owner = job(1, fusing("auto"), deadline=NOW + 100)
+    state = owner.sub_jobs[11]
+    assert owner.fitting_group(NOW) is None  # nothing finished to judge by
+    for i in range(3):  # a group of 4 that ran 40 s: 10 slot-seconds a trial
+        record_finished(owner, state, ActiveTrial(i, i, {}, group=0, group_size=4), TrialState.COMPLETED, score=0.5,
+                        duration=40.0)  # fmt: skip
+    assert owner.median_duration() == 10.0 and not owner.deadline_near(NOW)
+    assert owner.fitting_group(NOW) == 10 and owner.fitting_group(NOW + 95) == 1
+    plain = PlanStep(None, {Policy.SHARE_PARAMS: False})
+    assert state.group_size(owner, plain, NOW + 70, 16) == 3  # 30 s left: 3 trials' worth
+    requeued = ActiveTrial(9, 9, {}, group=0, group_size=4)
+    requeued.run_alone()
+    assert (requeued.group, requeued.group_size, requeued.unit) == (None, 1, 9)

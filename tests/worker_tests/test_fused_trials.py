@@ -300,3 +300,20 @@ def test_a_group_starts_from_shared_parameters_held_in_memory(platform: Platform
         trial = platform.trial(trial_id)
         assert trial.status is TrialState.COMPLETED, trial.error
         assert f"starting from shared parameters {source.params_path} (from memory)" in platform.logs(trial_id)
+
+
+def test_a_groups_first_member_measures_before_the_group_trains(platform: Platform, executor) -> None:
+    """Under "auto" a structure not measured yet may run in a group sized by a nearer one's profile: its
+    first member measures before the group trains, and keeps the measurement whatever the group does."""
+    ids = _group(platform, [3e-2, 5e-2, 1e-1])
+    with session_scope(platform.engine) as session:
+        session.get_one(Trial, ids[0]).fusion_profile = {"max_group": 4}
+    executor.submit(ids)
+    assert _finished(executor, ids) == Counter(ids)
+    first, *rest = (platform.trial(i) for i in ids)
+    assert first.fusion_profile is not None and set(first.fusion_profile) == PROFILE_KEYS
+    assert set(first.fusion_profile["samples_per_s"]) == {"1", "2", "4"}
+    assert [line for line in platform.logs(first.id) if line.startswith("fusion profile (")]
+    assert all(t.fusion_profile is None for t in rest)
+    assert all(t.status is TrialState.COMPLETED and t.fused_group == ids[0] for t in [first, *rest])
+    assert not [line for i in ids for line in platform.logs(i) if line.startswith("not fused")]

@@ -57,11 +57,11 @@ from baobab.advisor._factory import choose_strategy, make_strategy
 from baobab.advisor._job_options import AUTO_MAX_GROUP
 from baobab.advisor._plans import PlanStep, servable
 from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobState, pick_next
-from baobab.advisor._trial_knobs import structure_key, trial_knobs, trial_policies
+from baobab.advisor._trial_knobs import is_structural, structure_key, trial_knobs, trial_policies
 from baobab.advisor.driver import _rows
 from baobab.advisor.driver._reads import job_status, trial_rows
 from baobab.advisor.driver._sync import StoreSync
-from baobab.model import FloatKnob, Policy, knobs_to_json
+from baobab.model import Policy, knobs_to_json
 from baobab.store import Event, EventKind, JobStatus, TrialState
 
 __all__ = ["JobDriver"]
@@ -293,6 +293,7 @@ class JobDriver(StoreSync):
                 final=step.final,
                 shares=sharing and sub.shares(step.phase),
                 group=group,
+                group_size=len(trials),
                 profiling=trial.profiling,
             )
             sub.add_started(active)
@@ -318,10 +319,10 @@ class JobDriver(StoreSync):
         The first trial's structure (:func:`~baobab.advisor._trial_knobs.structural_knobs`) decides the group's size
         (:meth:`~SubJobState.fusion_size`, within what the plan allows) and is pinned on the
         other members' proposals (:meth:`~baobab.advisor.Strategy.propose_batch`), so they
-        differ only in their float knobs: values a stack keeps per member. A template
-        without a searchable float knob forms no group (its members would be one trial).
+        differ only in the knobs a stack keeps per member (float knobs, the epochs). A template
+        without such a searchable knob forms no group (its members would be one trial).
         Under fusion "auto", the first trial of a structure nobody has measured is asked to
-        measure it (alone).
+        measure it before it trains, alone or in a group sized by the nearest measured one.
         """
         assert sub.knob_config is not None
         config = sub.knob_config
@@ -337,11 +338,11 @@ class JobDriver(StoreSync):
         structure = structure_key(config, knobs)
         plain = step.proposal is None and step.phase is None  # a plan's phase derives from no one trial
         trials = [_NewTrial(number, knobs, strategy.parent(number, pending) if plain else None)]
-        pin = {name: value for name, value in first.items() if not isinstance(config.get(name), FloatKnob)}
+        if sub.wants_profile(step, structure):
+            trials[0] = dataclasses.replace(trials[0], profiling=structure)
+        pin = {name: value for name, value in first.items() if is_structural(config, name)}
         size = sub.group_size(job, step, now, sub.fusion_size(structure, job)) if len(pin) < len(first) else 1
         if size == 1:
-            if sub.wants_profile(step, structure):
-                trials[0] = dataclasses.replace(trials[0], profiling=structure)
             return trials
         pending.append(first)
         numbers = range(number + 1, number + size)

@@ -11,6 +11,7 @@ group) unless the job is stopping or it was tried ``max_attempts`` times.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -120,6 +121,7 @@ def sub_job_state(
 def replay_trials(job: JobState, trials: Sequence[Row[Any]], held: set[int], max_attempts: int) -> list[Lost]:
     """Account for the job's trial rows in id order; returns the lost ones (PENDING ones stay active)."""
     lost: list[Lost] = []
+    group_sizes = Counter(row.fused_group for row in trials if row.fused_group is not None)
     for row in trials:
         sub = job.sub_jobs[row.sub_job_id]
         sub.trials += 1
@@ -133,6 +135,7 @@ def replay_trials(job: JobState, trials: Sequence[Row[Any]], held: set[int], max
             final=sub.runs_past_deadline(row.phase),
             shares=bool((row.policies or {}).get(Policy.SHARE_PARAMS)) and sub.shares(row.phase),
             group=row.fused_group,
+            group_size=1 if row.fused_group is None else group_sizes[row.fused_group],
             profiling=_profiling(sub, knobs, row.fusion_profile),
         )
         sub.add_started(active)
@@ -155,7 +158,7 @@ def replay_trials(job: JobState, trials: Sequence[Row[Any]], held: set[int], max
             state, error = lost_outcome(job, row.attempts, max_attempts)
             lost.append(Lost(row, state, error))
             if state is TrialState.PENDING:
-                active.group = None  # requeued: it runs again alone
+                active.run_alone()  # requeued: it runs again alone
                 sub.active[row.id] = active
             else:
                 record_finished(job, sub, active, state, error=error)

@@ -75,7 +75,7 @@ class StoreSync(DriverCore):
             return  # it finished meanwhile; its event follows
         if state is TrialState.PENDING:
             logger.warning("trial %s was lost; submitting it again", row.id)
-            sub.active[row.id].group = None  # requeued alone (the store took it out of its group)
+            sub.active[row.id].run_alone()  # requeued alone (the store took it out of its group)
             self.executor.submit(row.id)
         else:
             self._finish_trial(row.id, state, None, None, error, now)
