@@ -116,6 +116,8 @@ export interface Trial {
   similarity: number | null;
   /** The fused group it was submitted in (trained in one process with its group-mates), null when run alone. */
   fused_group: FusedGroup | null;
+  /** Under the job option fusion "auto", on the trial asked to measure fusion for its structure: the request, then the measurement; null on the others. */
+  fusion_profile: FusionProfile | null;
   traceback?: string | null;
   /** GET /trials/<id> only: the search phase it ran in ("final": the retrain of a best configuration). */
   phase?: string | null;
@@ -133,6 +135,26 @@ export interface FusedGroup {
   /** GET /trials/<id> only: the group's trials. */
   members?: { id: number; number: number }[];
 }
+
+/** The job driver's request to a trial to measure fusion before it trains, up to `max_group` stacked copies. */
+export interface FusionRequest {
+  max_group: number;
+}
+
+/** The request with what the worker measured (the API stores a request alone or with all of these). */
+export interface FusionMeasurement extends FusionRequest {
+  /** Group size as a decimal string ("1": the trial trained alone, unfused) → training rows per second of all members together. Empty when nothing was measured. */
+  samples_per_s: Record<string, number>;
+  /** The group size later trials of the same structure run in: 1 or one of the sizes measured. */
+  best: number;
+  /** What measuring took. */
+  seconds: number;
+  /** Why the sizes stopped below `max_group`, or why the model cannot fuse; null when nothing stopped them. */
+  reason: string | null;
+}
+
+/** A trial's `fusion_profile` (job option train_args.fusion "auto"): the request, then the request with its measurement. */
+export type FusionProfile = FusionRequest | FusionMeasurement;
 
 /** One node of a SpaceModel instance's graph (GET /trials/<id>/architecture). */
 export interface ArchitectureNode {

@@ -39,6 +39,7 @@ function trial(overrides: Partial<Trial>): Trial {
     parent_zoo_model_id: null,
     similarity: null,
     fused_group: null,
+    fusion_profile: null,
     ...overrides,
   };
 }
@@ -232,5 +233,71 @@ describe("TrialPage architecture", () => {
     await screen.findByTestId("warm-start");
     expect(calls.map((call) => call.path)).not.toContain("/trials/7/architecture");
     expect(screen.queryByText("Architecture")).toBeNull();
+  });
+});
+
+describe("TrialPage fusion profile", () => {
+  const measured = {
+    max_group: 64,
+    samples_per_s: { "1": 38848.8, "2": 33242.8, "4": 53991.0, "16": 66738.9 },
+    best: 16,
+    seconds: 3.8,
+    reason: null,
+  };
+
+  it("shows a measured profile: rows/s by group size, the ratio to training alone, the chosen size marked", async () => {
+    renderTrial(trial({ fusion_profile: measured }));
+    const section = await screen.findByRole("region", { name: "fusion profile" });
+    expect(within(section).getByText("Fusion profile")).toBeInTheDocument();
+    expect(within(section).getByTestId("fusion-summary")).toHaveTextContent(
+      "Measured in 3.8s before training: later trials of this structure train in groups of 16.",
+    );
+    expect(within(section).queryByTestId("fusion-reason")).toBeNull();
+    const table = within(section).getByRole("table", { name: "fusion group sizes" });
+    const rows = within(table)
+      .getAllByRole("row")
+      .slice(1)
+      .map((row) => [...row.querySelectorAll("th, td")].map((cell) => cell.textContent));
+    expect(rows).toEqual([
+      ["1 (alone)", (38849).toLocaleString(), "1.00×", ""],
+      ["2", (33243).toLocaleString(), "0.86×", ""],
+      ["4", (53991).toLocaleString(), "1.39×", ""],
+      ["16", (66739).toLocaleString(), "1.72×", "chosen"],
+    ]);
+    const chosen = within(table).getByText("chosen").closest("tr")!;
+    expect(chosen).toHaveClass("chosen");
+    expect(chosen).toHaveAttribute("aria-current", "true");
+    expect(within(table).getAllByText("chosen")).toHaveLength(1);
+  });
+
+  it("says later trials train alone when no group size paid, and why the sizes stopped", async () => {
+    const reason = "size 32 needs about 900 MiB of stack, over the 512 MiB";
+    renderTrial(
+      trial({ fusion_profile: { ...measured, samples_per_s: { "1": 40000, "2": 30000, "16": 42000 }, best: 1, reason } }),
+    );
+    const section = await screen.findByRole("region", { name: "fusion profile" });
+    expect(within(section).getByTestId("fusion-summary")).toHaveTextContent(
+      "Measured in 3.8s before training: later trials of this structure train alone: no group size beat training alone by 10%.",
+    );
+    expect(within(section).getByTestId("fusion-reason")).toHaveTextContent(`Reason: ${reason}`);
+    const chosen = within(section).getByText("chosen").closest("tr")!;
+    expect(within(chosen).getByRole("rowheader")).toHaveTextContent("1 (alone)");
+    expect(within(section).getByText("1.05×")).toBeInTheDocument();
+  });
+
+  it("says a profile was asked for but none is stored, without a table", async () => {
+    renderTrial(trial({ status: "ERRORED", score: null, error: "boom", fusion_profile: { max_group: 64 } }));
+    const section = await screen.findByRole("region", { name: "fusion profile" });
+    expect(within(section).getByTestId("fusion-summary")).toHaveTextContent(
+      "Asked to measure fusion (up to 64 stacked copies); no measurement stored.",
+    );
+    expect(within(section).queryByRole("table")).toBeNull();
+  });
+
+  it("shows no fusion profile for a trial not asked to measure one", async () => {
+    renderTrial(trial({}));
+    await screen.findByTestId("warm-start");
+    expect(screen.queryByRole("region", { name: "fusion profile" })).toBeNull();
+    expect(screen.queryByText("Fusion profile")).toBeNull();
   });
 });

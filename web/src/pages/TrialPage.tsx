@@ -12,6 +12,7 @@ import { trialMetricsOption } from "../lib/charts";
 import { formatDuration, formatScore, formatTime, formatValue } from "../lib/format";
 import { usePolling } from "../lib/hooks";
 import { TrialArchitecture } from "./TrialArchitecture";
+import { TrialFusionProfile } from "./TrialFusionProfile";
 import { TrialLineage } from "./TrialLineage";
 
 const POLL_MS = 2000;
@@ -175,6 +176,8 @@ export function TrialPage() {
       </div>
 
       {trial.lineage && <TrialLineage lineage={trial.lineage} phase={trial.phase} />}
+
+      {trial.fusion_profile && <TrialFusionProfile profile={trial.fusion_profile} />}
 
       {(trial.status === "ERRORED" || trial.status === "INVALID") && (
         <section className="card" aria-label="error">

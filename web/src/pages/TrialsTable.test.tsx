@@ -30,6 +30,7 @@ function trial(id: number, status: Trial["status"], score: number | null): Trial
     parent_zoo_model_id: null,
     similarity: null,
     fused_group: null,
+    fusion_profile: null,
   };
 }
 
