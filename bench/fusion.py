@@ -12,10 +12,17 @@ each with the machine's cores as torch threads in all:
 3. **fused per process** (K >= 2 x cores): the same pool, each process fusing its share of
    the K trials (K / cores members) on its one thread.
 
+4. **auto** (K >= 2, where the profile chose a group size above 1): the groups the job driver
+   forms under ``train_args.fusion = "auto"`` from the template's profile (measured first, on one
+   thread, by ``baobab.model.profile_fusion`` as a worker slot measures it), one unit per pool
+   process at a time.
+
 The templates are ``examples/models/torch_mlp.py`` at 784-32-10 (one hidden layer of 32,
-no dropout, AdamW; the Fashion-MNIST pixels as a TABULAR CSV) and
+no dropout, AdamW; the Fashion-MNIST pixels as a TABULAR CSV),
 ``examples/models/torch_cnn.py`` (two conv-BatchNorm-ReLU-pool blocks of 8 and 16
-channels, no dropout, Adam). Every process reads the datasets through one
+channels, no dropout, Adam) and ``examples/models/torch_adapter.py`` (a head of 32 on the
+frozen blocks of a TorchCnn of 32, 64 and 128 channels, pre-trained here first and given to
+the trials as their zoo model). Every process reads the datasets through one
 ``baobab.worker.DataCache`` (as the trials of a worker machine do), filled before the
 clocks start; each way is timed from its first trial's ``train()`` to its last one's
 parameters back here (setup, training and ``dump_parameters``, not evaluation), and
@@ -60,7 +67,16 @@ import numpy as np
 import torch
 from shared_data import build_datasets
 
-from baobab.model import TorchModel, TrialContext, load_template, train_fused, trial_context
+from baobab.advisor import AUTO_MAX_GROUP, packed_size
+from baobab.model import (
+    TorchModel,
+    TrialContext,
+    load_template,
+    profile_fusion,
+    stack_bytes,
+    train_fused,
+    trial_context,
+)
 from baobab.store import read_image_files
 from baobab.worker import DataCache
 
@@ -85,15 +101,35 @@ class Case:
     epochs: int
     ks: tuple[int, ...]
     repeats: int  # each K's ways, back to back; the medians are reported
+    train_args: dict[str, Any] = dataclasses.field(default_factory=dict)  # beside each trial's seed
 
 
 def cases(args: argparse.Namespace) -> list[Case]:
     mlp = {"hidden_size": 32, "hidden_layers": 1, "dropout": 0.0, "weight_decay": 1e-4, "batch_size": 64}
     cnn = {"channels": 8, "depth": 2, "kernel_size": 3, "dropout": 0.0, "batch_size": 64}
+    adapter = {**ADAPTER_BASE, "adapter_width": 32, "dropout": 0.0, "weight_decay": 1e-4, "batch_size": 64}
     return [
         Case("mlp 784-32-10", "torch_mlp.py", "TorchMlp", "csv", mlp, RATES, args.mlp_epochs, args.ks, args.repeats),
         Case("cnn 8-16", "torch_cnn.py", "TorchCnn", "images", cnn, RATES, args.cnn_epochs, args.cnn_ks, 1),
+        Case(
+            "adapter 32-64-128 base",
+            "torch_adapter.py",
+            "TorchAdapter",
+            "images",
+            adapter,
+            RATES,
+            args.cnn_epochs,
+            args.cnn_ks,
+            1,
+            {"base_model": ZOO_BASE_ID},
+        ),  # fmt: skip
     ]
+
+
+#: The adapter's frozen base: a TorchCnn of three blocks (32, 64, 128 channels), trained here first
+#: and given to the adapter trials as the zoo model ZOO_BASE_ID.
+ADAPTER_BASE = {"base_channels": 32, "base_depth": 3, "base_kernel_size": 3}
+ZOO_BASE_ID = 1
 
 
 Job = tuple[dict[str, Any], int]  # a trial's knobs and seed
@@ -116,6 +152,7 @@ class Data:
     paths: dict[str, dict[str, str]]
     cache: str
     train_rows: int
+    base: str  # the adapter's zoo base: an .npz of a TorchCnn's module state
 
     def checksums(self) -> dict[str, str]:
         return {
@@ -127,13 +164,23 @@ class Data:
 
 _DATA: Data | None = None
 _CHECKSUMS: dict[str, str] = {}
+_BASE: dict[str, np.ndarray] = {}
 
 
 def _setup(data: Data, threads: int) -> None:
     """A process's data and torch threads (the pools' initializer, and this process's own for evaluating)."""
-    global _DATA, _CHECKSUMS
+    global _DATA, _CHECKSUMS, _BASE
     _DATA, _CHECKSUMS = data, data.checksums()
+    with np.load(data.base) as base:
+        _BASE = dict(base)
     torch.set_num_threads(threads)
+
+
+def _zoo(zoo_model_id: int) -> dict[str, np.ndarray]:
+    """The zoo as a worker gives it to a trial: here one model, the adapter's base."""
+    if zoo_model_id != ZOO_BASE_ID:
+        raise ValueError(f"no zoo model {zoo_model_id} here")
+    return _BASE
 
 
 def _template(case: Case) -> type[TorchModel]:
@@ -166,6 +213,7 @@ def _context(model: TorchModel, case: Case) -> TrialContext:
     context.data_loader = cache.loader(
         model, template=f"bench:{case.file}:{case.class_name}", datasets=_CHECKSUMS, log=context.log
     )
+    context.zoo_params = _zoo
     return context
 
 
@@ -184,7 +232,7 @@ def _independent(job: tuple[Case, dict[str, Any], int, bool]) -> tuple[Params, f
     started = time.process_time()
     model = (_nudged(_template(case)) if nudged else _template(case))(**knobs)
     with trial_context(context := _context(model, case)):
-        model.train(_train_path(case), seed=seed)
+        model.train(_train_path(case), seed=seed, **case.train_args)
     _check_complete(context, case)
     return model.dump_parameters(), time.process_time() - started
 
@@ -195,7 +243,8 @@ def _fused(job: tuple[Case, list[Job]]) -> tuple[list[Params], float]:
     started = time.process_time()
     models = [_template(case)(**knobs) for knobs, _ in jobs]
     contexts = [_context(model, case) for model in models]
-    outcomes = train_fused(models, _train_path(case), contexts, train_args=[{"seed": seed} for _, seed in jobs])
+    train_args = [{"seed": seed, **case.train_args} for _, seed in jobs]
+    outcomes = train_fused(models, _train_path(case), contexts, train_args=train_args)
     for outcome, context in zip(outcomes, contexts, strict=True):
         if outcome.status.value != "COMPLETED":
             raise SystemExit(f"{case.name}: a fused member ended {outcome.status.value}: {outcome.reason}")
@@ -203,6 +252,35 @@ def _fused(job: tuple[Case, list[Job]]) -> tuple[list[Params], float]:
         if any(line.startswith("not fused") for line in context.logs):
             raise SystemExit(f"{case.name}: the members were not stacked: {context.logs}")
     return [m.dump_parameters() for m in models], time.process_time() - started
+
+
+def _profile(case: Case) -> dict[str, Any]:
+    """What fusion "auto" measures for the case on a worker slot (one torch thread): its profile."""
+    knobs, seed = members(case, 1)[0]
+    model = _template(case)(**knobs)
+    return profile_fusion(model, _train_path(case), max_group=AUTO_MAX_GROUP, context=_context(model, case),
+                          train_args={"seed": seed, **case.train_args}).to_json()  # fmt: skip
+
+
+def _unit(job: tuple[Case, list[Job]]) -> tuple[list[Params], float]:
+    """A unit of work as a worker runs it: a trial alone (TorchModel's own loop), or a fused group."""
+    case, jobs = job
+    if len(jobs) > 1:
+        return _fused(job)
+    params, cpu = _independent((case, *jobs[0], False))
+    return [params], cpu
+
+
+def auto_groups(k: int, profile: dict[str, Any]) -> list[int]:
+    """The group sizes the job driver forms for K trials of one structure under fusion "auto" on a job
+    of CORES slots: units started one by one, each sized by baobab.advisor.packed_size."""
+    rates = {int(size): rate for size, rate in profile["samples_per_s"].items()}
+    sizes: list[int] = []
+    left = k
+    while left:
+        sizes.append(min(left, packed_size(rates, profile["best"], left, CORES)))
+        left -= sizes[-1]
+    return sizes
 
 
 def _check_complete(context: TrialContext, case: Case) -> None:
@@ -214,6 +292,40 @@ def _warm(case: Case) -> None:
     """One short trial, so that the first timed one does not pay for imports and first calls."""
     short = dataclasses.replace(case, epochs=1)
     _independent((short, *members(short, 1)[0], False))
+
+
+def pretrain_base(train_path: str, path: Path, epochs: int) -> str:
+    """The adapter's zoo model: a TorchCnn of the adapter's base architecture trained here, its module
+    state saved as the zoo gives it to a trial (state-dict names, arrays)."""
+    knobs = {
+        "channels": ADAPTER_BASE["base_channels"],
+        "depth": ADAPTER_BASE["base_depth"],
+        "kernel_size": ADAPTER_BASE["base_kernel_size"],
+        **{"learning_rate": 3e-3, "dropout": 0.0, "epochs": epochs, "batch_size": 64, **POLICIES},
+    }
+    model = _load("torch_cnn.py", "TorchCnn")(**knobs)
+    with trial_context(TrialContext()):
+        model.train(train_path, seed=0)
+    state = {name: t.detach().numpy() for name, t in model._require_module().state_dict().items()}
+    np.savez(path, **state)
+    return str(path)
+
+
+def memory(case: Case, ks: tuple[int, ...]) -> str:
+    """The stacked state of K adapters (parameters, gradients, Adam's moments, buffers) with the frozen
+    base kept once, against the same network with its base trained (stacked K times), from its tensors."""
+    model = _template(case)(**members(case, 1)[0][0])
+    model.input_shape, model.output_size = (1, 28, 28), 10
+    model.module = model.build_module(False)
+    module = model._require_module()
+    base = sum(p.numel() * p.element_size() for p in module.get_submodule("base").parameters())
+    shared = [stack_bytes(model, k) for k in ks]
+    module.requires_grad_(True)
+    trained = [stack_bytes(model, k) for k in ks]
+    mib = 2**20
+    lines = ["| K | base kept once (frozen) | base stacked and trained |", "|---:|---:|---:|"]
+    lines += [f"| {k} | {a / mib:.2f} MiB | {b / mib:.2f} MiB |" for k, a, b in zip(ks, shared, trained, strict=True)]
+    return f"The frozen base holds {base / mib:.2f} MiB of parameters.\n\n" + "\n".join(lines)
 
 
 # -- measuring -----------------------------------------------------------------------------
@@ -351,14 +463,22 @@ def controls(row: Row, case: Case, one: Any, pool: Any, job: Job, stacked: Param
     row.alone_in_stack = max(v for k, v in largest.items() if k not in noisy)
 
 
-def run_case(case: Case, one: Any, pool: Any, data: Data) -> list[Row]:
+def run_case(case: Case, one: Any, pool: Any, data: Data) -> tuple[list[Row], dict[str, Any]]:
     """Every K of ``case``, the ways back to back, ``case.repeats`` times: ``one`` is a pool of one
-    process of every core's thread, ``pool`` one of a process per core."""
+    process of every core's thread, ``pool`` one of a process per core. Also the case's fusion
+    profile, as a worker slot measures it under fusion "auto"."""
+    profile = pool.apply(_profile, (case,))
+    print(
+        f"{case.name:14} profile: best {profile['best']} of {profile['samples_per_s']} in {profile['seconds']} s",
+        flush=True,
+    )
     rows = []
     for k in case.ks:
         jobs = members(case, k)
         row = Row(case.name, k, case.epochs, data.train_rows)
         names = ["fused", "independent"] + (["fused per process"] if k >= 2 * CORES else [])
+        groups = auto_groups(k, profile)
+        names += ["auto"] if max(groups) > 1 else []  # all alone: auto runs them as independent
         row.ways = {name: Way(data.train_rows * case.epochs * k) for name in names}
         params: dict[str, list[Params]] = {}
         for _ in range(case.repeats):
@@ -368,6 +488,10 @@ def run_case(case: Case, one: Any, pool: Any, data: Data) -> list[Row]:
                     results = [one.apply(_fused, ((case, jobs),))]
                 elif name == "independent":
                     results = pool.map(_independent, [(case, knobs, seed, False) for knobs, seed in jobs], chunksize=1)
+                elif name == "auto":  # the units the driver forms, one per slot at a time
+                    starts = np.cumsum([0, *groups])
+                    units = [(case, jobs[a:b]) for a, b in zip(starts, starts[1:], strict=False)]
+                    results = pool.map(_unit, units, chunksize=1)
                 else:
                     results = pool.map(_fused, [(case, jobs[i::CORES]) for i in range(CORES)], chunksize=1)
                 row.ways[name].add(time.perf_counter() - start, sum(cpu for _, cpu in results))
@@ -383,7 +507,7 @@ def run_case(case: Case, one: Any, pool: Any, data: Data) -> list[Row]:
         cells = "  ".join(f"{n} {w.rows_per_s:9,.0f} rows/s" for n, w in row.ways.items())
         ratios = ", ".join(f"{r:.2f}" for r in row.ratios("fused"))
         print(f"{case.name:14} K={k:3}  {cells}  fused/independent {ratios}", flush=True)
-    return rows
+    return rows, profile
 
 
 def _in_order(name: str, results: list[Any], k: int) -> list[Params]:
@@ -392,6 +516,8 @@ def _in_order(name: str, results: list[Any], k: int) -> list[Params]:
         return results
     if name == "fused":
         return results[0]
+    if name == "auto":  # groups of consecutive jobs
+        return [params for group in results for params in group]
     ordered: list[Params] = [{}] * k
     for i, share in enumerate(results):  # process i fused jobs i, i + CORES, ...
         ordered[i::CORES] = share
@@ -419,16 +545,42 @@ def _rate(row: Row, name: str, per_cpu: bool = False) -> str:
 def throughput_table(rows: list[Row]) -> str:
     head = (
         "| model | K | fused rows/s | independent rows/s | fused / independent | fused per process rows/s "
-        "| per process / independent | rows per CPU-s: fused, independent, per process |"
+        "| per process / independent | auto / independent | rows per CPU-s: fused, independent, per process |"
     )
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         cpu = ", ".join(_rate(r, n, per_cpu=True) for n in ("fused", "independent", "fused per process"))
         lines.append(
             f"| {r.model} | {r.k} | {_rate(r, 'fused')} | {_rate(r, 'independent')} | **{_ratio(r, 'fused')}** "
-            f"| {_rate(r, 'fused per process')} | {_ratio(r, 'fused per process')} | {cpu} |"
+            f"| {_rate(r, 'fused per process')} | {_ratio(r, 'fused per process')} | {_ratio(r, 'auto')} | {cpu} |"
         )
     return "\n".join(lines)
+
+
+def auto_section(rows: list[Row], profiles: dict[str, dict[str, Any]]) -> str:
+    """What fusion "auto" measured per model, and how its groups did against independent trials."""
+    lines = [
+        "| model | rows/s by group size on one thread (1: alone) | chosen | measuring took | stopped because |",
+        "|---|---|---:|---:|---|",
+    ]
+    for model, p in profiles.items():
+        rates = ", ".join(f"{size}: {rate:,.0f}" for size, rate in p["samples_per_s"].items())
+        lines.append(f"| {model} | {rates} | {p['best']} | {p['seconds']:.1f} s | {p['reason'] or '-'} |")
+    auto = [(r, r.ratio("auto")) for r in rows if "auto" in r.ways]
+    alone = [m for m, p in profiles.items() if p["best"] == 1]
+    slowest = min(auto, key=lambda item: item[1]) if auto else None
+    parts = []
+    if alone:
+        parts.append(f"{', '.join(alone)}: no size paid, so auto runs these trials alone, as independent (ratio 1)")
+    if slowest is not None:
+        parts.append(f"the slowest auto run was {slowest[1]:.2f}x independent ({slowest[0].model}, K={slowest[0].k})")
+    held = slowest is None or slowest[1] >= 0.95
+    verdict = "holds" if held else "does not hold"
+    return "\n".join(lines) + (
+        f'\n\nThe aim, fusion "auto" never slower than unfused, {verdict} here (within 5% timing noise): '
+        + "; ".join(parts)
+        + "."
+    )
 
 
 def equality_table(rows: list[Row]) -> str:
@@ -478,9 +630,11 @@ def packing(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def write_report(rows: list[Row], args: argparse.Namespace, data: Data, meta: dict[str, Any]) -> None:
+def write_report(
+    rows: list[Row], profiles: dict[str, dict[str, Any]], args: argparse.Namespace, data: Data, meta: dict[str, Any]
+) -> None:
     RESULTS.mkdir(exist_ok=True)
-    payload = {**meta, "rows": [r.summary() for r in rows]}
+    payload = {**meta, "profiles": profiles, "rows": [r.summary() for r in rows]}
     (RESULTS / "fusion.json").write_text(json.dumps(payload, indent=2) + "\n")
     steps = math.ceil(data.train_rows / 64)
     per_process = [(r.diffs["fused"], r.diffs["fused per process"]) for r in rows if "fused per process" in r.diffs]
@@ -490,6 +644,7 @@ def write_report(rows: list[Row], args: argparse.Namespace, data: Data, meta: di
         else f"The fused members differ between {CORES} threads (fused) and one (fused per process)."
     )
     mlp_steps, cnn_steps = steps * args.mlp_epochs, steps * args.cnn_epochs
+    adapter = next(c for c in cases(args) if c.file == "torch_adapter.py")
     report = f"""# Fused training: throughput of K same-shaped trials
 
 Written by `bench/fusion.py{" --quick" if args.quick else ""}` (`make bench-fusion`) on {meta["date"]},
@@ -508,9 +663,13 @@ batch size 64, run three ways in the same run:
   one thread.
 
 Models: `examples/models/torch_mlp.py` at 784-32-10 (one hidden layer of 32, no dropout, AdamW,
-weight decay 1e-4; the pixels as a TABULAR CSV; {meta["epochs"]["mlp"]} epochs) and
+weight decay 1e-4; the pixels as a TABULAR CSV; {meta["epochs"]["mlp"]} epochs),
 `examples/models/torch_cnn.py` with two conv-BatchNorm-ReLU-pool blocks of 8 and 16 channels
-(3x3, no dropout, Adam; {meta["epochs"]["cnn"]} epochs). Rows/s = training rows x epochs x K / wall seconds
+(3x3, no dropout, Adam; {meta["epochs"]["cnn"]} epochs), and `examples/models/torch_adapter.py`: a head of 32
+units (AdamW, weight decay 1e-4, no dropout; {meta["epochs"]["cnn"]} epochs) on a frozen base, the three
+conv-BatchNorm-ReLU-pool blocks (32, 64, 128 channels) of a TorchCnn pre-trained here first for
+{meta["epochs"]["base"]} epochs on the same training rows and given to the trials as their zoo model
+(`TrialContext.zoo_params`, as a worker gives it). Rows/s = training rows x epochs x K / wall seconds
 from the first trial's `train()` to the last one's end (setup from a warm data cache, training and
 `dump_parameters`; not evaluation). Each MLP measurement ran {args.repeats} times, the ways back to back:
 rows/s are medians, a ratio is the median of the repeats' ratios (their range in brackets); the
@@ -527,8 +686,18 @@ process on these shared cores spins most of the time (10 to 100 times slower whe
 
 {packing(rows)}
 
-There is no automatic packing yet: the fused / independent ratios above are what a packer would
-decide on. What this setup favours: the trials are identical in shape and length (no member leaves
+## Packing: what fusion "auto" chooses
+
+Under `train_args.fusion = "auto"` (the default) the first trial of each structure measures, on its
+worker slot (one torch thread here), how many stacked copies train fastest
+(`baobab.model.profile_fusion`), and later trials of that structure run in groups of that size, one
+group per slot. The "auto" way above runs the K trials so: groups of the chosen size spread over the
+pool's {CORES} one-thread processes. The measurement itself is not in those times (it is paid once per
+structure of a sub-job, not per group).
+
+{auto_section(rows, profiles)}
+
+What this setup favours: the trials are identical in shape and length (no member leaves
 the stack early, which restacks the rest), the data is decoded once and shared, and the independent
 trials pay no platform overhead (no job driver, no trial rows; see overhead.md for that). At K=1,
 and for any K below the core count, the independent way leaves cores idle while the fused process
@@ -554,8 +723,14 @@ state (a convolution's bias right before a BatchNorm, and that BatchNorm's runni
 walks on rounding noise by up to about the learning rate a step) to twice the learning rate times the
 steps. {threads}
 
-The adapter template the issue also asks for (a small pre-trained CNN from the zoo as the frozen
-base, with a searched adapter head) is not part of this benchmark.
+## Adapters on one frozen base: memory
+
+{memory(adapter, args.cnn_ks)}
+
+The stacked state is what `baobab.model.stack_bytes` counts (it equals the bytes of the stack's
+tensors after a step: `tests/model_tests/test_fused.py`); the members' own modules point at the
+stack's one copy of the base as well. Here the head (a 1152-32 linear layer, then 32-10) is small
+beside the base; on a real pre-trained network the base dominates further.
 """
     (RESULTS / "fusion.md").write_text(report)
     print(report)
@@ -566,7 +741,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="K = 1 and 4 on a small subset")
     parser.add_argument("--limit", type=int, default=4000, help="training plus validation images")
     parser.add_argument("--mlp-epochs", type=int, default=5)
-    parser.add_argument("--cnn-epochs", type=int, default=1)
+    parser.add_argument("--cnn-epochs", type=int, default=1, help="of the CNN and the adapter trials")
+    parser.add_argument("--base-epochs", type=int, default=2, help="of the adapter's pre-trained base")
     parser.add_argument("--repeats", type=int, default=3, help="of each MLP measurement (the CNN's: one)")
     parser.add_argument("--ks", type=lambda s: tuple(map(int, s.split(","))), default=(1, 4, 16, 64))
     parser.add_argument("--cnn-ks", type=lambda s: tuple(map(int, s.split(","))), default=(1, 4, 16, 64))
@@ -581,7 +757,10 @@ def main() -> None:
         images = {name: str(folder / "images" / f"{name}.zip") for name in ("train", "val")}
         (folder / "cache").mkdir()
         train_rows = len(read_image_files(images["train"]).labels)
-        data = Data({"csv": {k: str(v) for k, v in csv.items()}, "images": images}, str(folder / "cache"), train_rows)
+        base = pretrain_base(images["train"], folder / "base.npz", args.base_epochs)
+        data = Data(
+            {"csv": {k: str(v) for k, v in csv.items()}, "images": images}, str(folder / "cache"), train_rows, base
+        )
         _setup(data, CORES)
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read by the spawned processes' OpenMP
         spawn = multiprocessing.get_context("spawn")
@@ -589,11 +768,13 @@ def main() -> None:
             spawn.Pool(1, initializer=_setup, initargs=(data, CORES)) as one,
             spawn.Pool(CORES, initializer=_setup, initargs=(data, 1)) as pool,
         ):
+            profiles: dict[str, dict[str, Any]] = {}
             for case in cases(args):
                 _warm(case)  # fills the cache
                 one.apply(_warm, (case,))
                 pool.map(_warm, [case] * CORES, chunksize=1)
-                rows += run_case(case, one, pool, data)
+                case_rows, profiles[case.name] = run_case(case, one, pool, data)
+                rows += case_rows
         meta = {
             "date": datetime.date.today().isoformat(),
             "cores": CORES,
@@ -604,9 +785,9 @@ def main() -> None:
             "load_end": os.getloadavg()[0],
             "minutes": (time.perf_counter() - started) / 60,
             "val_rows": len(read_image_files(images["val"]).labels),
-            "epochs": {"mlp": args.mlp_epochs, "cnn": args.cnn_epochs},
+            "epochs": {"mlp": args.mlp_epochs, "cnn": args.cnn_epochs, "base": args.base_epochs},
         }
-    write_report(rows, args, data, meta)
+    write_report(rows, profiles, args, data, meta)
 
 
 if __name__ == "__main__":

@@ -15,17 +15,18 @@ from collections.abc import Mapping
 __all__ = ["packed_size"]
 
 
-def packed_size(rates: Mapping[int, float], best: int, left: int | None, free: int) -> int:
+def packed_size(rates: Mapping[int, float], best: int, left: int | None, slots: int) -> int:
     """The size of the next fused group of a structure whose profile measured ``rates`` (training
     rows per second on one slot, by group size) and chose ``best``, with ``left`` trials of it still
-    to start (None: as many as time allows) on ``free`` slots.
+    to start (None: as many as time allows) on a job of ``slots`` slots.
 
-    ``best``, unless the trials left are too few to fill the free slots in groups of it: then the
+    ``best``, unless the trials left are too few to fill the slots in groups of it: then the
     size whose groups, spread over the slots they fill, train the most rows per second (4 trials
     left on 2 slots, best 16: one group of 4 would leave a slot idle, two of 2 or four alone may
-    do better; ties go to the smaller).
+    do better; ties go to the smaller). The job's slots, not only those free now: a slot busy
+    now frees before a large group of the last trials would end.
     """
-    if left is None or best not in rates or math.ceil(left / best) >= free:
+    if left is None or best not in rates or math.ceil(left / best) >= slots:
         return best
     sizes = sorted(size for size in rates if size <= best)
-    return max(sizes, key=lambda size: min(free, math.ceil(left / size)) * rates[size])
+    return max(sizes, key=lambda size: min(slots, math.ceil(left / size)) * rates[size])

@@ -183,7 +183,7 @@ class SubJobState:
         if profile is None:
             return 1
         left = None if self.trial_count is None else self.trial_count - self.trials
-        return packed_size(profile[1], profile[0], left, max(1, job.cap - job.units))
+        return packed_size(profile[1], profile[0], left, job.cap)
 
     def _nearest_profile(self, structure: str) -> tuple[int, dict[int, float]] | None:
         """The profile of the measured structure closest to ``structure``: the fewest knobs that differ,

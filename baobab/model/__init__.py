@@ -39,7 +39,7 @@ from baobab.model._template import check_template, load_template, template_trace
 
 if TYPE_CHECKING:
     from baobab.model._fused import FusedOutcome, FusedStatus, fuse_check, train_fused
-    from baobab.model._packing import FusionProfile, profile_fusion
+    from baobab.model._packing import FusionProfile, profile_fusion, stack_bytes
     from baobab.model._torch import TorchModel, module_state
 
 __all__ = [
@@ -78,6 +78,7 @@ __all__ = [
     "load_template",
     "profile_fusion",
     "searchable_knobs",
+    "stack_bytes",
     "template_traceback",
     "train_fused",
     "trial_context",
@@ -96,7 +97,7 @@ def __getattr__(name: str) -> Any:
         from baobab.model import _fused
 
         return getattr(_fused, name)
-    if name in ("FusionProfile", "profile_fusion"):
+    if name in ("FusionProfile", "profile_fusion", "stack_bytes"):
         from baobab.model import _packing
 
         return getattr(_packing, name)

@@ -25,10 +25,12 @@ A frozen base is kept once. Trials that train adapters on one pre-trained networ
 hold the same frozen weights K times over; stacked, the stack's memory would grow
 with the base. A parameter that no member trains (``requires_grad`` False) and that is
 equal in all of them (``torch.equal``, compared once when the stack is built) is passed
-to the stacked forward unbatched: one copy for the stack (the first member's own
-tensor, which nothing writes, and which the other members' modules are pointed at as
-well, freeing their copies), so the group grows only with what trains, its optimizer
-state and the buffers. A frozen parameter that differs between members is stacked.
+to the stacked forward unbatched: one copy for the stack (the first member's own tensor,
+which nothing writes, and which the other members' modules are pointed at as well,
+freeing their copies), so the group grows only with what trains, its optimizer state and
+the buffers. So is a buffer of a layer that stays in eval mode while the stack trains (a
+frozen base's BatchNorm statistics, which nothing updates), which also lets ``vmap`` run
+that layer as one batch. A frozen parameter that differs between members is stacked.
 
 What a member gets is what an unfused trial gets, up to rounding: the optimizer
 update below follows torch.optim's single-tensor Adam/AdamW/SGD step operation by
@@ -461,8 +463,9 @@ def _vmap_probe(models: list[TorchModel]) -> str | None:
 
 def _stack_state(modules: list[torch.nn.Module], device: torch.device) -> tuple[_Tensors, _Tensors, _Tensors]:
     """The members' state as the stacked forward takes it: the parameters stacked (one row
-    per member), the parameters shared (frozen and equal in every member: kept once), and
-    the buffers stacked, with each dropout layer's rates."""
+    per member), what is shared (frozen parameters, and buffers of layers that stay in eval
+    mode while the stack trains, equal in every member: kept once), and the other buffers
+    stacked, with each dropout layer's rates."""
     first = modules[0]
     stacked, shared = {}, {}
     for name, param in first.named_parameters():
@@ -471,12 +474,31 @@ def _stack_state(modules: list[torch.nn.Module], device: torch.device) -> tuple[
             shared[name] = param.detach()
         else:
             stacked[name] = torch.stack(tensors).detach().requires_grad_(param.requires_grad)
-    buffers = {name: torch.stack([m.get_buffer(name) for m in modules]) for name, _ in first.named_buffers()}
+    constant = _eval_buffers(first)
+    buffers = {}
+    for name, buffer in first.named_buffers():
+        tensors = [m.get_buffer(name) for m in modules]
+        if name in constant and all(torch.equal(buffer, t) for t in tensors[1:]):
+            shared[name] = buffer  # a frozen base's BatchNorm statistics: unbatched, they also keep vmap fast
+        else:
+            buffers[name] = torch.stack(tensors)
     for name, layer in first.named_modules():
         if name and _is_dropout(layer):  # as _structure replaces them
             rates = [_rate(m, name) for m in modules]
             buffers[f"{name}.rate"] = torch.tensor(rates, dtype=torch.float64, device=device)
     return stacked, shared, buffers
+
+
+def _eval_buffers(module: torch.nn.Module) -> set[str]:
+    """Names of the buffers of layers that stay in eval mode when ``module`` is put in train mode (a
+    frozen base that keeps its BatchNorm in eval): nothing updates them while the stack trains."""
+    structure = _structure(module).train()
+    return {
+        f"{prefix}.{name}" if prefix else name
+        for prefix, layer in structure.named_modules()
+        if not layer.training
+        for name, _ in layer.named_buffers(recurse=False)
+    }
 
 
 def _stacked_forward(module: torch.nn.Module) -> Callable[..., torch.Tensor]:
@@ -666,8 +688,9 @@ class _Stack:
         self.members = list(members)
         modules = [m.module for m in members]
         self.params, self.shared, self.buffers = _stack_state(modules, members[0].model.device)
+        parameters = dict(modules[0].named_parameters())
         for name, tensor in self.shared.items():  # the members' own copies go too: the group holds one
-            for module in modules[1:]:
+            for module in modules[1:] if name in parameters else ():
                 module.get_parameter(name).data = tensor
         self.optimizer = _StackedOptimizer(plan, self.params)
         self.forward = _stacked_forward(modules[0])
@@ -700,7 +723,8 @@ class _Stack:
                 for name, stacked in self.params.items():
                     member.module.get_parameter(name).copy_(stacked[row])
                 for name, buffer in member.module.named_buffers():
-                    buffer.copy_(self.buffers[name][row])
+                    if name in self.buffers:  # a shared one is the member's own value already
+                        buffer.copy_(self.buffers[name][row])
         keep = [i for i, m in enumerate(self.members) if m not in leaving]
         self.members = [self.members[i] for i in keep]
         index = torch.tensor(keep, dtype=torch.long)

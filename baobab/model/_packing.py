@@ -36,7 +36,7 @@ from baobab.model._context import TrialContext, trial_context
 from baobab.model._fused import _account, _Data, _Member, _plan, _prepare, _Stack
 from baobab.model._torch import TorchModel, _batches
 
-__all__ = ["PAYS", "FusionProfile", "choose_size", "profile_fusion"]
+__all__ = ["PAYS", "FusionProfile", "choose_size", "profile_fusion", "stack_bytes"]
 
 #: A stack of K is chosen over training alone only when it trains at least this many times the rows per second.
 PAYS = 1.1
@@ -109,7 +109,7 @@ def profile_fusion(
         if time.perf_counter() > deadline:
             reason = f"the profile's {budget_s:g} s were spent before size {size}"
             break
-        need = _stack_bytes(model, size)
+        need = stack_bytes(model, size)
         if memory_bytes is not None and need > memory_bytes:
             reason = f"size {size} needs about {need / 2**20:.0f} MiB of stack, over the {memory_bytes / 2**20:.0f} MiB"
             break
@@ -218,7 +218,7 @@ def _time_stack(first: _Member, size: int, data: _Data) -> float | str:
     return steps * batch_size * size / seconds
 
 
-def _stack_bytes(model: TorchModel, size: int) -> int:
+def stack_bytes(model: TorchModel, size: int) -> int:
     """What ``size`` stacked copies of the model's parameters and buffers take with their optimizer state.
 
     Frozen parameters count once: equal in every copy, the stack shares them."""

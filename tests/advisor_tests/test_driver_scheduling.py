@@ -181,7 +181,7 @@ def test_an_unmeasured_structure_borrows_the_size_of_the_nearest_measured_one() 
     assert state.wants_profile(PlanStep(None, {}), key(width=64, act="relu"))
 
 
-def test_the_last_trials_are_spread_over_free_slots_where_that_trains_faster() -> None:
+def test_the_last_trials_are_spread_over_the_jobs_slots_where_that_trains_faster() -> None:
     rates = {1: 900.0, 2: 800.0, 4: 1500.0, 16: 2000.0}
     assert packed_size(rates, 16, None, 4) == 16  # no count: groups of the best size
     assert packed_size(rates, 16, 64, 4) == 16  # enough left to fill the slots

@@ -235,17 +235,19 @@ def test_members_of_other_rates_decays_and_dropouts_stack_with_the_base_kept_onc
     assert not isinstance(plan, str), plan
     stack = _Stack(members, plan)
     base = {f"base.layers.{name}" for name, _ in members[0].module.base.layers.named_parameters()}
-    assert set(stack.shared) == base  # kept once, unbatched
+    statistics = {f"base.layers.{name}" for name, _ in members[0].module.base.layers.named_buffers()}
+    assert set(stack.shared) == base | statistics  # kept once, unbatched: BatchNorm's stay in eval mode
     assert all(stack.shared[name].shape == members[0].module.get_parameter(name).shape for name in base)
+    assert set(stack.buffers) == {"head.3.rate"}  # the dropout rates, one per member
     assert set(stack.params) == {f"head.{i}.{kind}" for i in (1, 4) for kind in ("weight", "bias")}
     assert set(stack.optimizer.settings) == set(stack.params)
     # A step trains the heads only: the base, its BatchNorm statistics included, stays the zoo model's.
     x = torch.stack([members[0].inputs[:BATCH]] * 3)
     y = torch.stack([members[0].targets[:BATCH]] * 3)
-    before = {name: b.clone() for name, b in stack.buffers.items()}
+    before = {name: b.clone() for name, b in stack.shared.items()}
     losses, _ = stack.step(x, y, [1.0] * 3)
     assert torch.isfinite(losses).all()
-    assert all(torch.equal(before[name], b) for name, b in stack.buffers.items())
+    assert all(torch.equal(before[name], b) for name, b in stack.shared.items())
     stack.release(list(stack.members))
     for member in members:
         assert_base_is_the_zoo_models(member.model, zoo)

@@ -41,7 +41,7 @@ from baobab.model import (
     trial_context,
 )
 from baobab.model._fused import _Data, _Member, _MemberDropout, _plan, _prepare, _Stack, _stack_state, _stacked_forward
-from baobab.model._packing import _stack_bytes
+from baobab.model._packing import stack_bytes
 from baobab.store import write_image_files, write_tabular
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "models"
@@ -479,14 +479,14 @@ def test_members_on_their_own_frozen_bases_stack_them(blobs):
 
 def stacked_bytes(count, frozen, blobs):
     """Bytes of a stack of ``count`` members with a 4 MiB base after one step: parameters, their
-    gradients, buffers and the optimizer's state; and what _stack_bytes estimates."""
+    gradients, buffers and the optimizer's state; and what stack_bytes estimates."""
     stack, data = stack_of(Adapted, adapter_knobs(count, width=1024, frozen=frozen), blobs)
     x, y = data.rows([torch.arange(16)] * count)
     stack.step(x, y, [1.0] * count)
     grads = [p.grad for p in stack.params.values() if p.grad is not None]
     state = [t for per_param in stack.optimizer.state.values() for t in per_param.values()]
     tensors = [*stack.params.values(), *grads, *stack.shared.values(), *stack.buffers.values(), *state]
-    return sum(t.numel() * t.element_size() for t in tensors), _stack_bytes(stack.members[0].model, count)
+    return sum(t.numel() * t.element_size() for t in tensors), stack_bytes(stack.members[0].model, count)
 
 
 def test_a_shared_frozen_base_is_held_once_whatever_the_stack_size(blobs):
