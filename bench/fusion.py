@@ -273,12 +273,14 @@ def _unit(job: tuple[Case, list[Job]]) -> tuple[list[Params], float]:
 
 def auto_groups(k: int, profile: dict[str, Any]) -> list[int]:
     """The group sizes the job driver forms for K trials of one structure under fusion "auto" on a job
-    of CORES slots: units started one by one, each sized by baobab.advisor.packed_size."""
+    of CORES slots: units started one by one as slots free, each sized by baobab.advisor.packed_size
+    from the trials left and those running on the other slots."""
     rates = {int(size): rate for size, rate in profile["samples_per_s"].items()}
     sizes: list[int] = []
     left = k
     while left:
-        sizes.append(min(left, packed_size(rates, profile["best"], left, CORES)))
+        running = sum(sizes[len(sizes) - (CORES - 1) :]) if CORES > 1 else 0
+        sizes.append(min(left, packed_size(rates, profile["best"], left + running, CORES)))
         left -= sizes[-1]
     return sizes
 

@@ -17,14 +17,15 @@ __all__ = ["packed_size"]
 
 def packed_size(rates: Mapping[int, float], best: int, left: int | None, slots: int) -> int:
     """The size of the next fused group of a structure whose profile measured ``rates`` (training
-    rows per second on one slot, by group size) and chose ``best``, with ``left`` trials of it still
-    to start (None: as many as time allows) on a job of ``slots`` slots.
+    rows per second on one slot, by group size) and chose ``best``, with ``left`` trials of it to
+    run, those running included (None: as many as time allows), on a job of ``slots`` slots.
 
     ``best``, unless the trials left are too few to fill the slots in groups of it: then the
     size whose groups, spread over the slots they fill, train the most rows per second (4 trials
     left on 2 slots, best 16: one group of 4 would leave a slot idle, two of 2 or four alone may
-    do better; ties go to the smaller). The job's slots, not only those free now: a slot busy
-    now frees before a large group of the last trials would end.
+    do better; ties go to the smaller). Counting the trials that run, on all the job's slots,
+    makes the last groups alike: 16 trials left, best 16, 2 slots, groups of 8 paying more than
+    trials alone: the first 8 form a group, and so do the next, as 8 run and 8 are left.
     """
     if left is None or best not in rates or math.ceil(left / best) >= slots:
         return best

@@ -182,7 +182,8 @@ class SubJobState:
         profile = self.profiles.get(structure) or self._nearest_profile(structure)
         if profile is None:
             return 1
-        left = None if self.trial_count is None else self.trial_count - self.trials
+        # Those running count: the last trials are split evenly with the groups still at work.
+        left = None if self.trial_count is None else self.trial_count - self.trials + len(self.active)
         return packed_size(profile[1], profile[0], left, job.cap)
 
     def _nearest_profile(self, structure: str) -> tuple[int, dict[int, float]] | None:

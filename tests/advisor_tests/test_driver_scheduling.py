@@ -189,6 +189,11 @@ def test_the_last_trials_are_spread_over_the_jobs_slots_where_that_trains_faster
     assert packed_size(rates, 16, 4, 4) == 1  # four alone: 3,600 against one group of 4's 1,500
     assert packed_size(rates, 16, 4, 1) == 16  # one slot: the best size (the count cuts the group)
     assert packed_size({1: 900.0}, 1, 3, 2) == 1
+    # 16 trials on 2 slots (bench/results/fusion.md's MLP): two groups of 8. The second is sized
+    # with the first's 8 running counted, as fusion_size counts them, so it is 8 again, not 8 alone.
+    mlp = {1: 67_000.0, 2: 40_000.0, 4: 64_000.0, 8: 85_600.0, 16: 109_000.0}
+    assert packed_size(mlp, 16, 16, 2) == 8
+    assert packed_size(mlp, 16, 8, 2) == 1  # what counting only the trials not yet started would say
 
 
 def test_a_group_of_search_trials_leaves_the_final_trials_to_the_final_phase() -> None:
@@ -374,3 +379,13 @@ def test_a_fused_member_counts_its_share_of_the_slot_and_groups_fit_the_time_lef
     requeued = ActiveTrial(9, 9, {}, group=0, group_size=4)
     requeued.run_alone()
     assert (requeued.group, requeued.group_size, requeued.unit) == (None, 1, 9)
+
+
+def test_the_trials_that_run_count_toward_the_size_of_the_last_groups() -> None:
+    state = fusing("auto", count=40, trials=32)
+    owner = job(1, state, cap=2)
+    state.profiles["{}"] = (16, {1: 67_000.0, 2: 40_000.0, 4: 64_000.0, 8: 85_600.0, 16: 109_000.0})
+    assert state.fusion_size("{}", owner) == 1  # 8 left, none running: alone on both slots
+    for i in range(8):  # a group of 8 at work on one slot
+        state.active[100 + i] = ActiveTrial(100 + i, 24 + i, {}, group=100, group_size=8)
+    assert state.fusion_size("{}", owner) == 8  # the other 8 as a group too: the two end together
