@@ -29,5 +29,5 @@ def packed_size(rates: Mapping[int, float], best: int, left: int | None, slots: 
     """
     if left is None or best not in rates or math.ceil(left / best) >= slots:
         return best
-    sizes = sorted(size for size in rates if size <= best)
+    sizes = sorted(size for size in rates if size <= min(best, left))  # a rate holds for a full group only
     return max(sizes, key=lambda size: min(slots, math.ceil(left / size)) * rates[size])

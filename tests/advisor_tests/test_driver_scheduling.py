@@ -194,6 +194,8 @@ def test_the_last_trials_are_spread_over_the_jobs_slots_where_that_trains_faster
     mlp = {1: 67_000.0, 2: 40_000.0, 4: 64_000.0, 8: 85_600.0, 16: 109_000.0}
     assert packed_size(mlp, 16, 16, 2) == 8
     assert packed_size(mlp, 16, 8, 2) == 1  # what counting only the trials not yet started would say
+    # A size is weighed at its measured rate only where the trials fill it: 4 trials are no group of 32.
+    assert packed_size({1: 40_000.0, 4: 41_800.0, 32: 89_600.0}, 32, 4, 2) == 1
 
 
 def test_a_group_of_search_trials_leaves_the_final_trials_to_the_final_phase() -> None:
