@@ -29,7 +29,7 @@ trials left are the final ones, or when the time left is at most the larger of
 the first trial of each structure of a sub-job measures first how many stacked copies of
 it one slot trains fastest, up to :data:`AUTO_MAX_GROUP` (:func:`baobab.model.profile_fusion`),
 and later trials of that structure run in groups of that size, alone where fusing does
-not pay).
+not pay: see :meth:`SubJobState.fusion_size <baobab.advisor._scheduling.SubJobState.fusion_size>`).
 
 Everything is checked once, by :func:`parse_job_options` (the admin API calls it, so a
 bad value is a 400 naming the field); the driver trusts what it gets.
