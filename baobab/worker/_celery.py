@@ -361,8 +361,8 @@ class CeleryExecutor:
                 if trial_id in self._shared_only or not self._nodes:
                     return shared, None
                 nodes, routed = dict(self._nodes), dict(self._routed)
-            holders, load = affinity_view(session, job_id, beating, routed)
-        node = choose_node(holders, nodes, load, queue_ahead=self.queue_ahead)
+            holders, load, home = affinity_view(session, job_id, beating, routed)
+        node = choose_node(holders, nodes, load, queue_ahead=self.queue_ahead, home=home)
         return (worker_direct(node), node) if node is not None else (shared, None)
 
     def close(self) -> None:

@@ -27,6 +27,18 @@ def test_a_holder_with_a_free_slot_is_chosen_the_one_that_ran_most_of_the_job_fi
     assert choose_node(Counter({"a@h": 2, "b@h": 2}), capacity, Counter(), queue_ahead=1) == "b@h"
 
 
+def test_between_equal_holders_the_job_s_home_is_chosen() -> None:
+    """A job's first trials go to any machine; the one that took its first trial keeps the job."""
+    capacity = {"a@h": 1, "b@h": 1}
+    alike = Counter({"a@h": 1, "b@h": 1})
+    busy = Counter({"a@h": 1, "b@h": 1})
+    assert choose_node(alike, capacity, busy, queue_ahead=1, home="b@h") == "b@h"
+    assert choose_node(alike, capacity, busy, queue_ahead=1, home="a@h") == "a@h"
+    # the home does not outweigh the job's share, nor keep a trial from a holder with a free slot
+    assert choose_node(Counter({"a@h": 2, "b@h": 1}), capacity, busy, queue_ahead=1, home="b@h") == "a@h"
+    assert choose_node(alike, capacity, Counter({"a@h": 1}), queue_ahead=1, home="a@h") == "b@h"
+
+
 def test_a_trial_waits_at_a_busy_holder_only_when_no_machine_is_idle() -> None:
     capacity = {"a@h": 1, "b@h": 1}
     holders = Counter({"a@h": 3})
@@ -63,6 +75,7 @@ def test_the_view_counts_holders_running_and_waiting_trials_per_machine(platform
     routed = {job_trials[3]: "a@h", job_trials[4]: "b@h", job_trials[0]: "b@h"}  # the last was claimed since
     with session_scope(platform.engine) as session:
         job_id = session.get(SubJob, session.get(Trial, job_trials[0]).sub_job_id).train_job_id
-        holders, load = affinity_view(session, job_id, now - timedelta(seconds=60), routed)
+        holders, load, home = affinity_view(session, job_id, now - timedelta(seconds=60), routed)
     assert holders == Counter({"a@h": 2, "b@h": 1})
+    assert home == "a@h"  # the job's lowest-id trial ran there
     assert load == Counter({"b@h": 2, "a@h": 1})  # b runs one and has one waiting; a has one waiting
