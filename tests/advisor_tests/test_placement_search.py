@@ -1,0 +1,136 @@
+"""The placement search: never worse than the baseline it starts from, within its time bound, and
+finding what the baselines miss."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from baobab.advisor.placement import BASELINES, CostModel, Job, Machine, Pending, choose_plan, estimator, simulate
+from baobab.advisor.placement._search import FAIR_SLACK
+
+
+def _workload(seed: int) -> tuple[list[Pending], dict[int, Job], list[Machine], CostModel]:
+    """Jobs of different templates, sizes and limits on a few machines, with measured costs."""
+    rng = random.Random(seed)
+    cost = CostModel()
+    machines = [
+        Machine(f"m{i}", cores=rng.choice((2, 4, 8)), slots=rng.choice((1, 2))) for i in range(rng.randint(1, 3))
+    ]
+    jobs, pending = {}, []
+    for job_id in range(1, rng.randint(2, 5)):
+        kind = f"t{job_id}"
+        per_epoch = rng.uniform(1.0, 20.0)
+        for epochs in (1, 2, 4):
+            cost.observe(kind, "s", {"epochs": epochs}, seconds=per_epoch * epochs)
+        if rng.random() < 0.5:
+            cost.observe_profile(kind, "s", {1: 100.0, 2: 170.0, 4: 260.0, 8: 300.0})
+        jobs[job_id] = Job(job_id, cap=rng.randint(1, 4), max_group=rng.choice((1, 8)))
+        for _ in range(rng.randint(2, 12)):
+            pending.append(Pending(len(pending), job_id, kind, "s", {"epochs": rng.choice((1, 2, 4))}))
+    rng.shuffle(pending)
+    return pending, jobs, machines, cost
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_search_is_never_worse_than_the_baseline_it_starts_from(seed: int) -> None:
+    pending, jobs, machines, cost = _workload(seed)
+    found = choose_plan(pending, machines=machines, jobs=jobs, cost=cost, budget_s=60.0, max_steps=300, seed=seed)
+    for name in BASELINES:
+        baseline = choose_plan(pending, machines=machines, jobs=jobs, cost=cost, method=name)
+        if name == found.start:
+            assert found.outcome.makespan <= baseline.outcome.makespan + 1e-9
+    fcfs = choose_plan(pending, machines=machines, jobs=jobs, cost=cost, method="fcfs")
+    assert found.outcome.feasible
+    assert found.outcome.finished == len(pending)
+    assert found.outcome.makespan <= fcfs.outcome.makespan * 1.05 + 1e-9
+    # no job later than under today's fair rule, beyond the slack
+    for job, end in found.outcome.job_finish.items():
+        assert end <= FAIR_SLACK * fcfs.outcome.job_finish[job] + 1e-6
+    # every trial placed once
+    placed = sorted(t for launch in found.plan for t in launch.trials)
+    assert placed == sorted(p.trial for p in pending)
+    # fused groups keep to one job and structure, within the job's limit
+    by_trial = {p.trial: p for p in pending}
+    for launch in found.plan:
+        members = [by_trial[t] for t in launch.trials]
+        assert len({(p.job, p.structure) for p in members}) == 1
+        assert len(members) <= jobs[members[0].job].max_group
+
+
+def test_the_search_fuses_where_the_profile_pays_and_beats_today_s_rule() -> None:
+    cost = CostModel()
+    cost.observe("mlp", "s", {}, seconds=10.0)
+    cost.observe_profile("mlp", "s", {1: 100.0, 2: 180.0, 4: 320.0, 8: 400.0})
+    pending = [Pending(t, 1, "mlp", "s") for t in range(16)]
+    jobs = {1: Job(1, cap=2, max_group=8)}
+    machines = [Machine("m", cores=2, slots=2)]
+    fcfs = choose_plan(pending, machines=machines, jobs=jobs, cost=cost, method="fcfs")
+    assert fcfs.outcome.makespan == pytest.approx(80.0, rel=0.05)  # 16 trials of 10 s, two at a time
+    found = choose_plan(pending, machines=machines, jobs=jobs, cost=cost, budget_s=60.0, max_steps=2000)
+    assert found.outcome.makespan <= fcfs.outcome.makespan / 2.5  # groups of 8: 20 s each, two at a time
+    assert max(len(launch.trials) for launch in found.plan) > 1
+
+
+def test_the_search_keeps_within_its_time_bound() -> None:
+    pending, jobs, machines, cost = _workload(3)
+    by_trial = {p.trial: p for p in pending}
+    estimate = estimator(cost, by_trial, machines)
+    plan = BASELINES["fcfs"](pending, jobs, cost, estimate)
+    began = time.perf_counter()
+    simulate(plan, machines=machines, jobs=jobs, pending=by_trial, estimate=estimate)
+    one = time.perf_counter() - began
+    for budget in (0.01, 0.05):
+        began = time.perf_counter()
+        choice = choose_plan(pending, machines=machines, jobs=jobs, cost=cost, budget_s=budget)
+        took = time.perf_counter() - began
+        assert choice.steps > 3  # it searched
+        assert took <= budget + max(0.05, 10 * one), (budget, took)  # it stops within one plan of the bound
+
+
+def test_the_step_limit_is_counted_on_a_clock_of_its_own() -> None:
+    pending, jobs, machines, cost = _workload(5)
+    ticks = iter(range(10**6))
+    choice = choose_plan(
+        pending, machines=machines, jobs=jobs, cost=cost, budget_s=50.0, clock=lambda: float(next(ticks))
+    )
+    assert choice.steps <= 3 + 50  # one clock second a step: 50 steps after the three baselines
+
+
+def test_without_measurements_the_baseline_is_used_and_says_why() -> None:
+    cost = CostModel()
+    cost.observe("known", "s", {}, seconds=5.0)
+    pending = [Pending(0, 1, "known", "s"), Pending(1, 2, "new", "s")]
+    jobs = {1: Job(1, cap=1), 2: Job(2, cap=1)}
+    choice = choose_plan(pending, machines=[Machine("m", cores=2, slots=2)], jobs=jobs, cost=cost)
+    assert choice.start == "fcfs" and choice.outcome is None and choice.steps == 0
+    assert choice.fallback == "no trial of new measured yet"
+    assert [launch.trials for launch in choice.plan] == [(0,), (1,)]
+
+
+def test_a_baseline_can_be_chosen_instead_of_the_search() -> None:
+    pending, jobs, machines, cost = _workload(2)
+    choice = choose_plan(pending, machines=machines, jobs=jobs, cost=cost, method="shortest_first")
+    assert (choice.method, choice.start, choice.steps) == ("shortest_first", "shortest_first", 1)
+    by_trial = {p.trial: p for p in pending}
+    estimate = estimator(cost, by_trial, machines)
+    seconds = [estimate(launch).seconds for launch in choice.plan]
+    assert seconds == sorted(seconds)
+    with pytest.raises(ValueError, match="unknown placement method 'best'"):
+        choose_plan(pending, machines=machines, jobs=jobs, cost=cost, method="best")
+
+
+def test_gpu_jobs_get_devices_and_pack_by_memory() -> None:
+    cost = CostModel()
+    cost.observe("cnn", "s", {}, seconds=10.0, devices=1, memory=30.0)
+    pending = [Pending(t, 1, "cnn", "s") for t in range(6)]
+    jobs = {1: Job(1, cap=6, gpus=1)}
+    machines = [Machine("g", cores=8, slots=1, gpus=1, memory=100.0)]
+    fcfs = choose_plan(pending, machines=machines, jobs=jobs, cost=cost, method="fcfs")
+    assert all(launch.devices == 1 for launch in fcfs.plan)
+    assert fcfs.outcome.makespan == pytest.approx(60.0, rel=0.05)  # one trial per slot: one at a time
+    found = choose_plan(pending, machines=machines, jobs=jobs, cost=cost, budget_s=60.0, max_steps=1500)
+    # three of 30 bytes fit the device's 100 at once, with a thread each
+    assert found.outcome.makespan == pytest.approx(20.0, rel=0.05)
