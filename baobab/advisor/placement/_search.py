@@ -16,6 +16,7 @@ slot, first come first served) — the fairness between jobs is kept as a limit,
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import time
@@ -56,25 +57,27 @@ def estimator(
     fewest of any machine's, when unset) and devices."""
     by_name = {m.name: m for m in machines}
     default_threads = min((m.slot_threads for m in machines), default=1)
+    signature = {
+        p.trial: (p.kind, p.structure, json.dumps(p.features, sort_keys=True, default=str)) for p in pending.values()
+    }
+    members: dict[tuple[tuple[str, str, str], int, int, int], Estimate] = {}  # one member's, by what it depends on
     cache: dict[Launch, Estimate] = {}
+
+    def member(trial: int, group: int, threads: int, devices: int) -> Estimate:
+        key = (signature[trial], group, threads, devices)
+        if key not in members:
+            p = pending[trial]
+            guess = cost.estimate(p.kind, p.structure, p.features, group=group, threads=threads, devices=devices)
+            members[key] = Estimate(seconds=1.0, measured=False) if guess is None else guess
+        return members[key]
 
     def estimate(launch: Launch) -> Estimate:
         if launch not in cache:
             machine = by_name.get(launch.machine) if launch.machine is not None else None
             threads = launch.threads or (machine.slot_threads if machine is not None else default_threads)
-            worst: Estimate | None = None
-            for trial in launch.trials:
-                p = pending[trial]
-                guess = cost.estimate(
-                    p.kind, p.structure, p.features, group=len(launch.trials), threads=threads, devices=launch.devices
-                )
-                if guess is None:
-                    worst = Estimate(seconds=1.0, measured=False)
-                    break
-                if worst is None or guess.seconds > worst.seconds:
-                    worst = guess
-            assert worst is not None  # a launch has a trial
-            cache[launch] = worst
+            size = len(launch.trials)
+            guesses = [member(t, size, threads, launch.devices) for t in launch.trials]
+            cache[launch] = max(guesses, key=lambda guess: (not guess.measured, guess.seconds))
         return cache[launch]
 
     return estimate

@@ -2,21 +2,21 @@
 
 Discrete events over machines, their cores and their GPUs. At each event the launches not
 yet started are taken in the plan's order, and each starts if its machine has the threads,
-devices and memory for it and its job is below its cap (its fair share) and its GPU count;
-a later launch may start before an earlier one that does not fit, as a free slot takes
-the next trial that fits it. A launch ends after its estimated time, scaled by the
+devices and memory for it and its job is below its cap (its fair share) and its GPU count.
+A job's launches start in the plan's order; another job's launch may pass one that does
+not fit, as a free slot takes the next trial that fits it. A launch ends after its estimated time, scaled by the
 largest share of training its members are expected to run (early stopping), or at its
 job's deadline, where the driver stops what runs: its trials then count as unfinished.
 
-Pure and fast (a few hundred launches in a millisecond or so): the search calls it for
-every plan it weighs.
+Pure and fast (an event costs a heap operation per job with work waiting): the search calls
+it for every plan it weighs.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -69,7 +69,9 @@ def simulate(
     costs = [estimate(launch) for launch in plan]
     job_of = [pending[launch.trials[0]].job for launch in plan]
     starts: list[float | None] = [None] * len(plan)
-    waiting = list(range(len(plan)))
+    queues: dict[int, deque[int]] = {job: deque() for job in jobs}  # each job's launches not yet started
+    for i, job_id in enumerate(job_of):
+        queues[job_id].append(i)
     running: list[tuple[float, int, str, int, list[int]]] = []  # end, launch, machine, threads, devices used
     job_finish: dict[int, float] = {}
     finished = unfinished = 0
@@ -81,24 +83,22 @@ def simulate(
         if not any(_could_ever_fit(launch, costs[i], m) for m in _candidates(launch, by_name, machines)):
             return Outcome(math.inf, 0.0, 0, len(pending), {}, tuple(starts), feasible=False)
 
-    while waiting or running:
-        still: list[int] = []
-        for n, i in enumerate(waiting):
-            if free_cores == 0:
-                still.extend(waiting[n:])  # every machine is full: nothing more starts now
-                break
-            launch, job = plan[i], jobs[job_of[i]]
-            if now >= job.deadline:
-                unfinished += len(launch.trials)  # the job starts no more trials
+    while True:
+        # the next launch of each job below its cap, earliest in the plan first
+        heads = [(queue[0], job_id) for job_id, queue in queues.items() if queue and units[job_id] < jobs[job_id].cap]
+        heapq.heapify(heads)
+        while heads and free_cores > 0:
+            i, job_id = heapq.heappop(heads)
+            job, queue, launch = jobs[job_id], queues[job_id], plan[i]
+            if now >= job.deadline:  # the job starts no more trials
+                unfinished += sum(len(plan[k].trials) for k in queue)
+                queue.clear()
                 continue
-            if units[job.id] >= job.cap:
-                still.append(i)
-                continue
-            held = devices_held[job.id]
+            held = devices_held[job_id]
             placed = _place(launch, costs[i], _candidates(launch, by_name, machines), rooms, held, job.gpus)
             if placed is None:
-                still.append(i)
-                continue
+                continue  # it waits for room; other jobs' launches may pass it
+            queue.popleft()
             name, threads, gpus = placed
             share = max(pending[t].fraction for t in launch.trials)
             end = now + costs[i].seconds * share
@@ -109,12 +109,13 @@ def simulate(
                 finished += len(launch.trials)
             starts[i] = now
             free_cores -= threads
-            units[job.id] += 1
+            units[job_id] += 1
             held.update((name, g) for g in gpus)
             busy += threads * (end - now)
-            job_finish[job.id] = max(job_finish.get(job.id, 0.0), end)
+            job_finish[job_id] = max(job_finish.get(job_id, 0.0), end)
             heapq.heappush(running, (end, i, name, threads, gpus))
-        waiting = still
+            if queue and units[job_id] < job.cap:
+                heapq.heappush(heads, (queue[0], job_id))
         if not running:
             break  # what waits can never start (a cap of 0, a job with no devices)
         end, i, name, threads, gpus = heapq.heappop(running)
@@ -130,7 +131,7 @@ def simulate(
         units[job_of[i]] -= 1
         devices_held[job_of[i]].subtract((name, g) for g in gpus)
         devices_held[job_of[i]] += Counter()  # drops the devices it no longer uses
-    unfinished += sum(len(plan[i].trials) for i in waiting)
+    unfinished += sum(len(plan[i].trials) for queue in queues.values() for i in queue)
     total_cores = sum(m.cores for m in machines)
     return Outcome(
         makespan=now,
