@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -132,35 +132,53 @@ def jobs() -> None:
     """Create, watch and stop train jobs; look at their trials."""
 
 
+def _job_spec_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options that say what a train job is: ``jobs create`` and ``jobs forecast`` take the same."""
+    options = [
+        click.option(
+            "--app", required=True, help="The application's name; each new job of an app is its next version."
+        ),
+        click.option(
+            "--task",
+            required=True,
+            metavar="TASK",
+            help="IMAGE_CLASSIFICATION, TABULAR_CLASSIFICATION or TABULAR_REGRESSION.",
+        ),
+        click.option("--train", "train_id", required=True, type=int, metavar="ID", help="The training dataset's id."),
+        click.option("--val", "val_id", required=True, type=int, metavar="ID", help="The validation dataset's id."),
+        click.option(
+            "--model",
+            "model_ids",
+            required=True,
+            multiple=True,
+            type=int,
+            metavar="ID",
+            help="A template (repeatable).",
+        ),
+        click.option(
+            "--budget",
+            "budget_values",
+            required=True,
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="MODEL_TRIAL_COUNT (per template), TIME_HOURS, GPU_COUNT (repeatable).",
+        ),
+        click.option(
+            "--train-arg",
+            "train_arg_values",
+            multiple=True,
+            metavar="KEY=JSON",
+            help="An argument of train(), read as JSON, else as text (repeatable).",
+        ),
+        click.option("--strategy", help="The search strategy (random, bayes, tpe, ...) [default: auto]."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @jobs.command()
-@click.option("--app", required=True, help="The application's name; each new job of an app is its next version.")
-@click.option(
-    "--task",
-    required=True,
-    metavar="TASK",
-    help="IMAGE_CLASSIFICATION, TABULAR_CLASSIFICATION or TABULAR_REGRESSION.",
-)
-@click.option("--train", "train_id", required=True, type=int, metavar="ID", help="The training dataset's id.")
-@click.option("--val", "val_id", required=True, type=int, metavar="ID", help="The validation dataset's id.")
-@click.option(
-    "--model", "model_ids", required=True, multiple=True, type=int, metavar="ID", help="A template (repeatable)."
-)
-@click.option(
-    "--budget",
-    "budget_values",
-    required=True,
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="MODEL_TRIAL_COUNT (per template), TIME_HOURS, GPU_COUNT (repeatable).",
-)
-@click.option(
-    "--train-arg",
-    "train_arg_values",
-    multiple=True,
-    metavar="KEY=JSON",
-    help="An argument of train(), read as JSON, else as text (repeatable).",
-)
-@click.option("--strategy", help="The search strategy (random, bayes, tpe, ...) [default: auto].")
+@_job_spec_options
 @click.option("--watch", is_flag=True, help="Then watch it until it ends, as `baobab jobs watch` does.")
 @json_option
 @with_client
@@ -202,6 +220,71 @@ def create(
             click.echo(f"watch it with `baobab jobs watch {job['app']} --version {job['app_version']}`")
     if watch:
         _watch(client, job["app"], job["app_version"], None, quiet=as_json)
+
+
+_FORECAST_COLUMNS: list[Column] = [
+    ("method", lambda f: f["method"]),
+    ("time", lambda f: _duration(f["seconds"])),
+    ("trials finished", lambda f: f["trials_finished"]),
+    ("unfinished", lambda f: f["trials_unfinished"]),
+    ("utilisation", lambda f: f"{f['utilisation']:.0%}"),
+]
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+@jobs.command()
+@_job_spec_options
+@click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="Worker machines.")
+@click.option("--slots", type=click.IntRange(1), help="Trial slots of each worker [default: the platform's].")
+@json_option
+@with_client
+def forecast(
+    client: Client,
+    app: str,
+    task: str,
+    train_id: int,
+    val_id: int,
+    model_ids: tuple[int, ...],
+    budget_values: tuple[str, ...],
+    train_arg_values: tuple[str, ...],
+    strategy: str | None,
+    workers: int,
+    slots: int | None,
+    as_json: bool,
+) -> None:
+    """How long the job `jobs create` would create takes on N workers, without creating it.
+
+    Learned from the finished trials of the templates in your jobs; one line per placement
+    method (search, and the baselines: fcfs is one trial per slot in turn).
+    """
+    answer = client.forecast_train_job(
+        app,
+        task.upper(),
+        train_dataset_id=train_id,
+        val_dataset_id=val_id,
+        model_ids=list(model_ids),
+        budget=assignments(budget_values, option="--budget", upper_keys=True, json_only=True),
+        train_args=assignments(train_arg_values, option="--train-arg") or None,
+        strategy=strategy,
+        workers=workers,
+        slots=slots,
+    )
+    if as_json:
+        print_json(answer)
+        return
+    if answer["fallback"]:
+        fail(f"no forecast: {answer['fallback']}")
+    click.echo(
+        f"{answer['trials']} trials on {answer['workers']} worker{'s' if answer['workers'] != 1 else ''} "
+        f"of {answer['slots']} slot{'s' if answer['slots'] != 1 else ''}, "
+        f"from {answer['measured_trials']} finished trials:"
+    )
+    print_table(answer["forecasts"], _FORECAST_COLUMNS, empty="", as_json=False)
 
 
 @jobs.command("list")

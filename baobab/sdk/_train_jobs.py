@@ -42,21 +42,34 @@ class TrainJobs(Transport):
             seed: seeds every proposal and trial, so that the same seed, data and templates
                 search the same way; None for a random one (the job shows it).
         """
-        body: Json = {
-            "app": app,
-            "task": task,
-            "train_dataset_id": train_dataset_id,
-            "val_dataset_id": val_dataset_id,
-            "model_ids": list(model_ids),
-            "budget": dict(budget),
-        }
-        if train_args is not None:
-            body["train_args"] = dict(train_args)
-        if strategy is not None:
-            body["strategy"] = strategy
-        if seed is not None:
-            body["seed"] = seed
+        body = _job_body(app, task, train_dataset_id, val_dataset_id, model_ids, budget, train_args, strategy, seed)
         return self._call("POST", "/train_jobs", json=body)
+
+    def forecast_train_job(
+        self,
+        app: str,
+        task: str,
+        *,
+        train_dataset_id: int,
+        val_dataset_id: int,
+        model_ids: Sequence[int],
+        budget: Mapping[str, Any],
+        train_args: Mapping[str, Any] | None = None,
+        strategy: str | None = None,
+        workers: int = 1,
+        slots: int | None = None,
+    ) -> Json:
+        """How long the job :meth:`create_train_job` would create takes on ``workers`` machines of
+        ``slots`` trial slots each (None: the platform's own), without creating it.
+
+        Learned from the finished trials of the templates in your jobs: one answer per placement
+        method (``search``, and the baselines, ``fcfs`` being one trial per slot in turn) with
+        its ``seconds``, ``trials_finished`` within TIME_HOURS and ``utilisation``; or none, and
+        ``fallback`` says why (a template with no finished trial yet).
+        """
+        body = _job_body(app, task, train_dataset_id, val_dataset_id, model_ids, budget, train_args, strategy, None)
+        params = query_params(workers=workers, slots=slots)
+        return self._call("POST", "/train_jobs/forecast", json=body, params=params)
 
     def get_train_job(self, app: str, version: int | None = None, *, owner_id: int | None = None) -> Json:
         """One version of your app's train job; the latest when ``version`` is None.
@@ -125,3 +138,32 @@ def job_path(app: str, version: int | None) -> str:
     """The route of an app's train job: its latest version when ``version`` is None."""
     path = f"/train_jobs/{quote(app, safe='')}"
     return path if version is None else f"{path}/{int(version)}"
+
+
+def _job_body(
+    app: str,
+    task: str,
+    train_dataset_id: int,
+    val_dataset_id: int,
+    model_ids: Sequence[int],
+    budget: Mapping[str, Any],
+    train_args: Mapping[str, Any] | None,
+    strategy: str | None,
+    seed: int | None,
+) -> Json:
+    """A train job's body: the fields given, and the optional ones only when set (the API's defaults)."""
+    body: Json = {
+        "app": app,
+        "task": task,
+        "train_dataset_id": train_dataset_id,
+        "val_dataset_id": val_dataset_id,
+        "model_ids": list(model_ids),
+        "budget": dict(budget),
+    }
+    if train_args is not None:
+        body["train_args"] = dict(train_args)
+    if strategy is not None:
+        body["strategy"] = strategy
+    if seed is not None:
+        body["seed"] = seed
+    return body

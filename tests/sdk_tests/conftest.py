@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +107,10 @@ class Backstage:
         logs: tuple[str, ...] = (),
         metrics: tuple[dict[str, Any], ...] = (),
         error: str | None = None,
+        seconds: float = 0.0,
     ) -> int:
-        """A finished trial of the job's first sub-job, with parameters, logs and metrics if given; its id."""
+        """A finished trial of the job's first sub-job (it ran ``seconds``), with parameters, logs and metrics
+        if given; its id."""
         with session_scope(self.engine) as session:
             sub_job_id = session.scalars(select(SubJob.id).where(SubJob.train_job_id == train_job_id)).first()
             now = datetime.now(UTC)
@@ -120,7 +122,7 @@ class Backstage:
                 status=status,
                 score=score,
                 started_at=now,
-                finished_at=now,
+                finished_at=now + timedelta(seconds=seconds),
                 worker="worker-1",
                 attempts=1,
                 error=error,

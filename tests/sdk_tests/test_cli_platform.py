@@ -329,6 +329,42 @@ def test_models_jobs_and_serving(api_server: ApiServer, backstage: Any, config_h
     assert result.stderr.endswith("\nerror: train job fraud v1 ERRORED; see `baobab jobs trials fraud`\n")
 
 
+def test_forecast_a_job_before_creating_it(
+    api_server: ApiServer, backstage: Any, config_home: Path, tmp_path: Path
+) -> None:
+    login = ["login", "--url", api_server.url, "--email", api_server.root_email]
+    assert run([*login, "--password", api_server.root_password]).exit_code == 0
+    template = tmp_path / "tiny.py"
+    template.write_text(TEMPLATE)
+    assert (
+        run(["models", "upload", str(template), "--task", "tabular_classification", "--class", "Tiny"]).exit_code == 0
+    )
+    data = tmp_path / "data.csv"
+    data.write_text("x1,x2,label\n1.0,2.0,cat\n3.0,4.0,dog\n")
+    assert run(["datasets", "upload", str(data)]).exit_code == 0
+    spec = ["--app", "fraud", "--task", "TABULAR_CLASSIFICATION", "--train", "1", "--val", "1", "--model", "1"]
+    spec += ["--train-arg", "target=label"]
+    forecast = ["jobs", "forecast", *spec]
+    four = [*forecast, "--budget", "MODEL_TRIAL_COUNT=4"]
+    assert_error(run([*four, "--slots", "1"]), "no forecast: no trial of model 1 ('tiny') has finished yet")
+    assert run(["jobs", "create", *spec, "--budget", "MODEL_TRIAL_COUNT=2"]).exit_code == 0
+    for number in range(2):
+        backstage.add_trial(1, number, "COMPLETED", 0.5, seconds=30.0)
+
+    result = run([*four, "--workers", "2", "--slots", "1"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "4 trials on 2 workers of 1 slot, from 2 finished trials:"
+    rows = {line.split()[0]: line.split() for line in lines[3:]}
+    assert set(rows) == {"search", "fcfs", "largest_first", "shortest_first"}
+    assert rows["fcfs"][1:4] == ["1m00s", "4", "0"]  # 4 trials of 30 s, two at a time
+    answer = json.loads(run([*four, "--slots", "1", "--json"]).stdout)
+    fcfs = next(f for f in answer["forecasts"] if f["method"] == "fcfs")
+    assert fcfs["seconds"] == pytest.approx(120.0, rel=0.01)
+    assert_error(run([*forecast, "--budget", "MODEL_TRIAL_COUNT=5000"]), "a forecast plays at most 2000 trials")
+    assert run(["jobs", "list", "--json"]).stdout.count('"app_version"') == 1  # only the job created
+
+
 def test_predict(odd_server: Any, tmp_path: Path) -> None:
     seen: list[tuple[str | None, Any]] = []
 

@@ -2,23 +2,28 @@
 plays a plan forward, and a search over plans from greedy baselines. Pure: no store, no IO."""
 
 from baobab.advisor.placement._cost import CostModel
+from baobab.advisor.placement._forecast import MAX_FORECAST_TRIALS, Forecast, Measured, forecast_job
 from baobab.advisor.placement._search import BASELINES, METHODS, Choice, choose_plan, estimator
 from baobab.advisor.placement._simulator import Outcome, simulate
 from baobab.advisor.placement._work import Estimate, Job, Launch, Machine, Pending, Plan
 
 __all__ = [
     "BASELINES",
+    "MAX_FORECAST_TRIALS",
     "METHODS",
     "Choice",
     "CostModel",
     "Estimate",
+    "Forecast",
     "Job",
     "Launch",
     "Machine",
+    "Measured",
     "Outcome",
     "Pending",
     "Plan",
     "choose_plan",
     "estimator",
+    "forecast_job",
     "simulate",
 ]
