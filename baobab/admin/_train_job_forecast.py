@@ -2,10 +2,11 @@
 
 The body is the body that would create the job, checked the same way; ``workers`` and
 ``slots`` (query) describe the machines to forecast on. The forecast learns from the
-finished trials of the job's templates in the jobs the caller sees (their wall times,
-knobs, fused groups and packing profiles) and plays each placement method's plan in the
-simulator (:func:`baobab.advisor.placement.forecast_job`). A template none of whose
-trials has finished gives no forecast, and the answer says so.
+finished trials of the job's templates in the jobs the caller sees, on the job's training
+dataset where there are any (their wall times, knobs, fused groups and packing profiles),
+and plays each placement method's plan in the simulator
+(:func:`baobab.advisor.placement.forecast_job`). A template none of whose trials has
+finished gives no forecast, and the answer says so.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def forecast_train_job() -> dict[str, Any]:
         check_train_job_spec(session, me, spec, cpu_slots=workers * slots)
         templates = [session.get_one(ModelTemplate, model_id) for model_id in spec.model_ids]  # checked just now
         kinds = [_kind(template) for template in templates]
-        measured, profiles = _history(session, me, templates)
+        measured, profiles = _history(session, me, spec, templates)
     budget = spec.budget
     gpus = budget.gpu_count
     machines = [Machine(f"worker-{i}", cores=slots, slots=slots, gpus=slots if gpus else 0) for i in range(workers)]
@@ -146,10 +147,11 @@ def _max_group(spec: TrainJobSpec) -> int:
 
 
 def _history(
-    session: Session, user: User, templates: list[ModelTemplate]
+    session: Session, user: User, spec: TrainJobSpec, templates: list[ModelTemplate]
 ) -> tuple[list[Measured], dict[tuple[str, str], dict[int, float]]]:
     """The latest finished trials of each template in the jobs ``user`` sees, and the packing profiles
-    they measured."""
+    they measured: those trained on the job's training dataset, or where none was, on any (a
+    template's time depends on its data)."""
     measured: list[Measured] = []
     profiles: dict[tuple[str, str], dict[int, float]] = {}
     for template in templates:
@@ -166,8 +168,9 @@ def _history(
             ),
             TrainJob,
             user,
-        )
-        rows = session.execute(query.order_by(Trial.id.desc()).limit(_HISTORY)).all()
+        ).order_by(Trial.id.desc())
+        same_data = query.where(TrainJob.train_dataset_id == spec.train_dataset_id)
+        rows = session.execute(same_data.limit(_HISTORY)).all() or session.execute(query.limit(_HISTORY)).all()
         groups = _group_sizes(session, {trial.fused_group for trial, _ in rows if trial.fused_group is not None})
         for trial, budget in rows:
             kind, structure = _kind(template), structure_key(config, trial.knobs)

@@ -137,3 +137,24 @@ def test_a_fused_trial_counts_as_its_share_of_its_group(app: Flask, client: Flas
         f"{URL}?slots=1", json={**body, "budget": {"MODEL_TRIAL_COUNT": 2}}, headers=alice["headers"]
     ).json
     assert _by_method(answer)["fcfs"]["seconds"] == pytest.approx(20.0, rel=0.05)  # two trials of 10 s
+
+
+def test_trials_on_the_job_s_own_dataset_are_preferred(app: Flask, client: FlaskClient, alice) -> None:
+    """The template took 10 s a trial on Alice's first dataset and 40 s on a larger one."""
+    engine = app.extensions["baobab"].engine
+    larger = upload_dataset(client, alice["headers"])
+    body = job_body(larger, larger, [alice["model"]], budget={"MODEL_TRIAL_COUNT": 2})
+    job = client.post("/api/v1/train_jobs", json=body, headers=alice["headers"]).json
+    for number in range(2):
+        add_trial(
+            engine, job["sub_jobs"][0]["id"], number, score=0.5, started_at=T0, finished_at=T0 + timedelta(seconds=40)
+        )
+    on_larger = client.post(f"{URL}?slots=1", json=body, headers=alice["headers"]).json
+    assert on_larger["measured_trials"] == 2
+    assert _by_method(on_larger)["fcfs"]["seconds"] == pytest.approx(80.0, rel=0.05)
+    on_first = _forecast(client, alice, "?slots=1", budget={"MODEL_TRIAL_COUNT": 2}).json
+    assert on_first["measured_trials"] == 6
+    assert _by_method(on_first)["fcfs"]["seconds"] == pytest.approx(20.0, rel=0.05)
+    elsewhere = upload_dataset(client, alice["headers"])  # nothing ran on it: every trial of the template counts
+    anywhere = _forecast(client, alice, "?slots=1", train_dataset_id=elsewhere, budget={"MODEL_TRIAL_COUNT": 2}).json
+    assert anywhere["measured_trials"] == 8
