@@ -32,7 +32,7 @@ from typing import Any
 
 from baobab.exceptions import SettingsError
 
-__all__ = ["ENV_PREFIX", "SETTINGS", "Executor", "Mode", "Setting", "Settings", "SettingsError"]
+__all__ = ["ENV_PREFIX", "SETTINGS", "Executor", "Mode", "Placement", "Setting", "Settings", "SettingsError"]
 
 ENV_PREFIX = "BAOBAB_"
 #: The key earlier versions signed with when none was set: published, so refused everywhere.
@@ -62,6 +62,22 @@ class Executor(StrEnum):
     CELERY = "celery"
     DOCKER = "docker"
     KUBERNETES = "kubernetes"
+
+
+class Placement(StrEnum):
+    """How the job driver decides which job's trials start next and how many run fused together.
+
+    ``rules``: the fixed rules (the job with the fewest running trials; groups sized by the
+    job's fusion option). The others ask the placement planner
+    (:mod:`baobab.advisor.placement`): ``search`` its search, or one of the baselines the
+    search starts from, for comparison.
+    """
+
+    RULES = "rules"
+    SEARCH = "search"
+    FCFS = "fcfs"
+    LARGEST_FIRST = "largest_first"
+    SHORTEST_FIRST = "shortest_first"
 
 
 @dataclass(frozen=True)
@@ -201,6 +217,12 @@ SETTINGS: tuple[Setting, ...] = (
         "disk a worker machine's shared cache of preprocessed TorchModel datasets may use, in MiB (0: no cache)",
         minimum=0,
     ),
+    Setting(
+        "placement",
+        Placement,
+        Placement.RULES,
+        "how the driver places trials: rules (fixed), search (the placement planner), or a planner baseline",
+    ),
     Setting("api_url", str, None, "URL of the admin API that cluster workers report to; required by baobab worker"),
     Setting("heartbeat_s", float, 5.0, "seconds between the heartbeats of a cluster worker's trial", minimum=0.01),
     Setting(
@@ -268,6 +290,7 @@ class Settings:
     trial_timeout_s: float | None
     trial_memory_mb: int | None
     data_cache_mb: int
+    placement: Placement
     api_url: str | None
     heartbeat_s: float
     heartbeat_timeout_s: float

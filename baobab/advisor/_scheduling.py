@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import json
 import math
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +38,8 @@ __all__ = [
 
 #: Longest error text kept from a trial in a sub-job's or a job's message.
 _ERROR_CHARS = 500
+#: Completed trials' run times a sub-job keeps for the placement planner (the latest).
+TIMINGS_KEPT = 200
 
 
 def first_line(text: str | None, limit: int = _ERROR_CHARS) -> str:
@@ -132,6 +134,10 @@ class SubJobState:
     #: Fusion "auto": what a trial of each structure (its structure_key) measured: the size it chose,
     #: and training rows per second on one slot by group size.
     profiles: dict[str, tuple[int, dict[int, float]]] = field(default_factory=dict)
+    #: The placement planner's measurements: the latest completed trials as (proposal, seconds,
+    #: size of the group they ran in), and how many were ever recorded (it feeds on the new ones).
+    timings: deque[tuple[Knobs, float, int]] = field(default_factory=lambda: deque(maxlen=TIMINGS_KEPT))
+    timed: int = 0
 
     def next_step(self, job: JobState, now: float) -> Next:
         """What the sub-job's plan says to start next (see :mod:`baobab.advisor._plans`)."""
@@ -256,6 +262,9 @@ class SubJobState:
             self.profiles[trial.profiling] = (profile["best"], rates)
         if duration is not None and state is not TrialState.CANCELLED:
             bisect.insort(self.durations.setdefault(trial.phase, []), duration)
+        if duration is not None and state is TrialState.COMPLETED:  # a whole training, not a stopped one
+            self.timings.append((trial.proposal, duration, trial.group_size))
+            self.timed += 1
         good = state.is_scored() and score is not None and math.isfinite(score)
         observed = self.plan is None or self.plan.observed_phases is None or trial.phase in self.plan.observed_phases
         if good and observed and not trial.final:

@@ -419,6 +419,31 @@ def test_trial_count_is_spent_exactly_per_sub_job(
     assert len(executor.submitted) == 10 == len(set(executor.submitted))
 
 
+def test_the_placement_planner_places_the_trials_once_it_has_measurements(
+    engine: Engine, events: LocalEventChannel, tmp_path: Path
+) -> None:
+    """Under ``placement=search`` the first trials go by the rules (nothing measured yet), the rest by the
+    planner's plans; every trial runs once and the slots are never overdrawn."""
+    settings = Settings.from_env(environ={}, home=tmp_path, cpu_slots=2, placement="search")
+    executor = StandInExecutor(engine, events, slots=2, duration=0.02)
+    with running(engine, executor, events, settings) as driver:
+        first = make_job(engine, events, {"MODEL_TRIAL_COUNT": 6}, configs=(CONFIG, CONFIG), seeds=(1, 2))
+        second = make_job(engine, events, {"MODEL_TRIAL_COUNT": 5})
+        for job_id in (first, second):
+            assert wait_finished(engine, job_id).status is JobStatus.COMPLETED
+        assert driver.planner is not None and driver.planner.last is not None  # it planned
+        assert driver.planner.last.method == "search" and driver.planner.last.outcome is not None
+    for job_id, count in ((first, 12), (second, 5)):
+        rows = trials(engine, job_id)
+        assert len(rows) == count and all(t.status is TrialState.COMPLETED and t.attempts == 1 for t in rows)
+        for sub in sub_jobs(engine, job_id):
+            assert sorted(t.number for t in rows if t.sub_job_id == sub.id) == list(
+                range(count // len(sub_jobs(engine, job_id)))
+            )
+    assert executor.max_running <= 2
+    assert len(executor.submitted) == 17 == len(set(executor.submitted))
+
+
 def test_gpu_count_and_cpu_slots_cap_concurrency(engine: Engine, events: LocalEventChannel, settings: Settings) -> None:
     executor = StandInExecutor(engine, events, slots=4, duration=0.05)
     with running(engine, executor, events, settings):

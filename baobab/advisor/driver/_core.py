@@ -20,12 +20,13 @@ from typing import Any
 
 from sqlalchemy import Engine, Row
 
-from baobab._settings import Settings
+from baobab._settings import Placement, Settings
 from baobab.advisor._executor import Executor
 from baobab.advisor._scheduling import JobState, StopCause, SubJobState, first_line, record_finished
 from baobab.advisor.driver import _rows
 from baobab.advisor.driver._metrics import MetricFeed
 from baobab.advisor.driver._reads import run_seconds, trial_rows
+from baobab.advisor.placement import Planner
 from baobab.exceptions import BaobabError, StoreError
 from baobab.store import EventChannel, JobStatus, TrialState
 
@@ -67,6 +68,8 @@ class DriverCore:
         self.executor = executor
         self.events = events
         self.settings = settings
+        #: The placement planner, unless the fixed rules place trials (``settings.placement``).
+        self.planner = None if settings.placement is Placement.RULES else Planner(settings.placement.value)
         self.grace_s = float(grace_s)
         self.max_errors = int(max_errors)
         self.max_attempts = int(max_attempts)

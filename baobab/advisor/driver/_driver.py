@@ -79,7 +79,8 @@ class JobDriver(StoreSync):
         engine: the metadata store.
         executor: runs trials (see :class:`~baobab.advisor.Executor`); the driver never closes it.
         events: the channel the admin API and the executor publish on.
-        settings: ``cpu_slots`` is the concurrency of a GPU_COUNT=0 job.
+        settings: ``cpu_slots`` is the concurrency of a GPU_COUNT=0 job; ``placement`` says whether
+            the fixed rules or the placement planner decide whose trials take a free slot.
         grace_s: how long trials asked to stop (deadline, user stop) may run before they are cancelled.
         max_errors: a sub-job whose first ``max_errors`` trials all errored starts no more.
         max_attempts: a trial lost this many times (counted by ``Trial.attempts``) is not run again.
@@ -217,17 +218,28 @@ class JobDriver(StoreSync):
         started = 0
         now = time.time()
         while free > 0:
-            picked = pick_next(self._jobs.values(), now, ahead=ahead)
+            picked = self._pick(now, free, ahead)
             if picked is None:
                 break
-            job, sub = picked
+            job, sub, size = picked
             ok = False
             with self._guard(job):
-                ok = self._start_trial(job, sub, now)
+                ok = self._start_trial(job, sub, now, size)
             if ok:
                 free -= 1
                 started += 1
         return started
+
+    def _pick(self, now: float, free: int, ahead: int) -> tuple[JobState, SubJobState, int | None] | None:
+        """Who gets a free slot, and the most trials its unit may hold (None: as the job's fusion option
+        says): the placement planner's first launch, or where there is no planner or it has nothing
+        to weigh yet (a sub-job with no completed trial), the fixed rules."""
+        if self.planner is not None:
+            decision = self.planner.decide(self._jobs.values(), now, free=free, ahead=ahead)
+            if decision is not None:
+                return decision.job, decision.sub, decision.size
+        picked = pick_next(self._jobs.values(), now, ahead=ahead)
+        return None if picked is None else (*picked, None)
 
     def _strategy(self, sub: SubJobState) -> Strategy | None:
         """The sub-job's strategy, built on first use from the records of its finished trials."""
@@ -248,8 +260,9 @@ class JobDriver(StoreSync):
         sub.history = []
         return strategy
 
-    def _start_trial(self, job: JobState, sub: SubJobState, now: float) -> bool:
-        """Propose, insert (committed), submit: one trial, or a fused group of them (one unit of work).
+    def _start_trial(self, job: JobState, sub: SubJobState, now: float, size: int | None = None) -> bool:
+        """Propose, insert (committed), submit: one trial, or a fused group of them (one unit of work) of
+        at most ``size`` trials (None: as the job's fusion option says).
 
         False when the sub-job's strategy failed instead."""
         step = sub.next_step(job, now)
@@ -260,7 +273,7 @@ class JobDriver(StoreSync):
         if strategy is not None:
             try:
                 policies = trial_policies(sub.knob_config, step.policies)
-                trials = self._propose(job, sub, strategy, step, policies, now)
+                trials = self._propose(job, sub, strategy, step, policies, now, size)
             except Exception as e:
                 number = sub.next_number
                 sub.failure = f"strategy {strategy.name!r} failed to propose trial {number}: {type(e).__name__}: {e}"
@@ -313,11 +326,12 @@ class JobDriver(StoreSync):
         step: PlanStep,
         policies: dict[Policy, bool],
         now: float,
+        size: int | None = None,
     ) -> list[_NewTrial]:
         """The next trial, and when it may run fused, the rest of its group.
 
         The first trial's structure (:func:`~baobab.advisor._trial_knobs.structural_knobs`) decides the group's size
-        (:meth:`~SubJobState.fusion_size`, within what the plan allows) and is pinned on the
+        (:meth:`~SubJobState.fusion_size`, or the planner's ``size``, within what the plan allows) and is pinned on the
         other members' proposals (:meth:`~baobab.advisor.Strategy.propose_batch`), so they
         differ only in the knobs a stack keeps per member (float knobs, the epochs). A template
         without such a searchable knob forms no group (its members would be one trial).
@@ -341,7 +355,8 @@ class JobDriver(StoreSync):
         if sub.wants_profile(step, structure):
             trials[0] = dataclasses.replace(trials[0], profiling=structure)
         pin = {name: value for name, value in first.items() if is_structural(config, name)}
-        size = sub.group_size(job, step, now, sub.fusion_size(structure, job)) if len(pin) < len(first) else 1
+        limit = sub.fusion_size(structure, job) if size is None else size
+        size = sub.group_size(job, step, now, limit) if len(pin) < len(first) else 1
         if size == 1:
             return trials
         pending.append(first)

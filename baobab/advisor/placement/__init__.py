@@ -2,6 +2,7 @@
 plays a plan forward, and a search over plans from greedy baselines. Pure: no store, no IO."""
 
 from baobab.advisor.placement._cost import CostModel
+from baobab.advisor.placement._driving import Decision, Planner
 from baobab.advisor.placement._forecast import MAX_FORECAST_TRIALS, Forecast, Measured, forecast_job
 from baobab.advisor.placement._search import BASELINES, METHODS, Choice, choose_plan, estimator
 from baobab.advisor.placement._simulator import Outcome, simulate
@@ -13,6 +14,7 @@ __all__ = [
     "METHODS",
     "Choice",
     "CostModel",
+    "Decision",
     "Estimate",
     "Forecast",
     "Job",
@@ -21,6 +23,7 @@ __all__ = [
     "Measured",
     "Outcome",
     "Pending",
+    "Planner",
     "Plan",
     "choose_plan",
     "estimator",

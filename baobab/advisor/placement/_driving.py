@@ -1,0 +1,153 @@
+"""The placement planner as the job driver asks it: whose trials start in the slot that is free, and how
+many of them run fused.
+
+The driver knows units of work and slots, not where they run, so the planner plays the
+slots free now as one machine, each job limited to the units it may still start (its
+cap less those it runs). What the jobs will run is forecast from what they ran: each
+sub-job wanting trials brings its next ones (a few per slot of its job, or those left
+of its trial count), each like one of its latest completed trials in turn, with the
+fusion profile it measured. The plan's first launch is the answer: its job, its
+sub-job, and its size as the limit of the group the driver forms. Where a sub-job that
+wants trials has no completed trial yet, the planner has nothing to weigh and answers
+None, so the driver's fixed rules decide (the fallback the job's placement says).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from baobab.advisor._job_options import AUTO_MAX_GROUP
+from baobab.advisor._plans import PlanStep
+from baobab.advisor._scheduling import JobState, SubJobState
+from baobab.advisor.placement._cost import CostModel
+from baobab.advisor.placement._search import Choice, choose_plan
+from baobab.advisor.placement._work import Job, Machine, Pending
+
+__all__ = ["Decision", "Planner"]
+
+T = TypeVar("T")
+
+#: The structure every forecast trial of a sub-job is taken to have (see the module docstring).
+_STRUCTURE = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Start a unit of ``sub``'s trials (of ``job``) of at most ``size`` trials; ``choice`` is the plan."""
+
+    job: JobState
+    sub: SubJobState
+    size: int
+    choice: Choice
+
+
+class Planner:
+    """The driver's planner: its cost model, fed with the trials the sub-jobs complete.
+
+    Args:
+        method: ``search`` or a baseline's name (:data:`~baobab.advisor.placement.METHODS`).
+        budget_s: the search's time bound per decision.
+        horizon: trials each job brings to a plan per slot it may take.
+    """
+
+    def __init__(self, method: str, *, budget_s: float = 0.05, horizon: int = 4) -> None:
+        self.method, self.budget_s, self.horizon = method, budget_s, horizon
+        self.cost = CostModel()
+        self._fed: dict[int, int] = {}  # sub-job id -> timings fed
+        self.last: Choice | None = None
+
+    def decide(self, jobs: Iterable[JobState], now: float, *, free: int, ahead: int = 0) -> Decision | None:
+        """The unit to start in one of ``free`` slots, or None: nobody wants one, or the rules decide."""
+        wanting: list[tuple[JobState, int, list[SubJobState]]] = []
+        for job in jobs:
+            room = job.cap * (1 + ahead) - job.units
+            subs = [sub for sub in job.sub_jobs.values() if isinstance(sub.next_step(job, now), PlanStep)]
+            if room > 0 and subs:
+                wanting.append((job, room, subs))
+        if not wanting or free <= 0:
+            return None
+        for _, _, subs in wanting:
+            for sub in subs:
+                self._feed(sub)
+        if any(not self.cost.knows(_kind(sub)) for _, _, subs in wanting for sub in subs):
+            return None
+        pending, owners = self._forecast(wanting)
+        limits = {
+            job.id: Job(
+                job.id,
+                cap=room,
+                deadline=math.inf if job.deadline is None else max(0.0, job.deadline - now),
+                max_group=_max_group(subs),
+            )
+            for job, room, subs in wanting
+        }
+        machines = [Machine("slots", cores=free, slots=free)]
+        choice = choose_plan(
+            pending, machines=machines, jobs=limits, cost=self.cost, method=self.method, budget_s=self.budget_s
+        )
+        self.last = choice
+        assert choice.outcome is not None  # every kind is known
+        first = min(
+            (i for i, start in enumerate(choice.outcome.starts) if start == 0.0), default=None
+        )  # the launch that takes the free slot
+        if first is None:
+            return None
+        launch = choice.plan[first]
+        job, sub = owners[launch.trials[0]]
+        return Decision(job, sub, len(launch.trials), choice)
+
+    def _feed(self, sub: SubJobState) -> None:
+        """Gives the cost model the sub-job's timings it has not seen, and its latest fusion profile."""
+        new = sub.timed - self._fed.get(sub.id, 0)
+        for proposal, seconds, group in list(sub.timings)[-new:] if new > 0 else ():
+            self.cost.observe(_kind(sub), _STRUCTURE, proposal, seconds=seconds, group=group)
+        self._fed[sub.id] = sub.timed
+        if sub.profiles:
+            _, rates = list(sub.profiles.values())[-1]
+            self.cost.observe_profile(_kind(sub), _STRUCTURE, rates)
+
+    def _forecast(
+        self, wanting: list[tuple[JobState, int, list[SubJobState]]]
+    ) -> tuple[list[Pending], dict[int, tuple[JobState, SubJobState]]]:
+        """The trials each job would start next, in the order the fixed rules would start them: jobs in
+        turn, oldest first, and within a job its sub-jobs in turn."""
+        queues: list[list[tuple[JobState, SubJobState, dict[str, Any]]]] = []
+        for job, room, subs in sorted(wanting, key=lambda w: (w[0].created_at, w[0].id)):
+            per_sub = []
+            for sub in subs:
+                left = math.inf if sub.trial_count is None else sub.trial_count - sub.trials
+                count = int(min(left, self.horizon * room))
+                samples = list(sub.timings)
+                per_sub.append([(job, sub, dict(samples[k % len(samples)][0])) for k in range(count)])
+            queues.append(_interleave(per_sub))
+        pending: list[Pending] = []
+        owners: dict[int, tuple[JobState, SubJobState]] = {}
+        for job, sub, knobs in _interleave(queues):
+            owners[len(pending)] = (job, sub)
+            pending.append(Pending(len(pending), job.id, _kind(sub), _STRUCTURE, knobs))
+        return pending, owners
+
+
+def _kind(sub: SubJobState) -> str:
+    return f"sub-job {sub.id}"
+
+
+def _max_group(subs: list[SubJobState]) -> int:
+    """The largest group the job's fusion option allows (``auto``: only where a profile was measured)."""
+    options = subs[0].options  # a job's options: every sub-job has the same
+    if options.fusion == "max_group":
+        return options.max_group or 1
+    if options.fusion == "auto" and any(sub.profiles for sub in subs):
+        return AUTO_MAX_GROUP
+    return 1
+
+
+def _interleave(lists: list[list[T]]) -> list[T]:
+    """The lists' items in turn: the first of each, then the second of each, and so on."""
+    out: list[T] = []
+    for k in range(max((len(items) for items in lists), default=0)):
+        out.extend(items[k] for items in lists if k < len(items))
+    return out

@@ -1,0 +1,83 @@
+"""The placement planner as the job driver asks it, on the driver's own bookkeeping objects."""
+
+from __future__ import annotations
+
+from baobab.advisor._job_options import parse_job_options
+from baobab.advisor._scheduling import ActiveTrial, JobState, SubJobState, record_finished
+from baobab.advisor.placement import Planner
+from baobab.store import TrialState
+
+NOW = 1_000_000.0
+
+
+def _job(job_id: int, *, cap: int = 2, count: int = 20, fusion: object = "off", created_at: float = 0.0) -> JobState:
+    sub = SubJobState(
+        id=job_id * 10,
+        job_id=job_id,
+        model_name=f"m{job_id}",
+        strategy_name="random",
+        seed=1,
+        knob_config={},
+        trial_count=count,
+        max_errors=3,
+        options=parse_job_options({"fusion": fusion}, trial_count=count),
+    )
+    return JobState(id=job_id, created_at=created_at, cap=cap, sub_jobs={sub.id: sub})
+
+
+def _completed(job: JobState, seconds: float, *, epochs: int = 2, group: int = 1) -> None:
+    """A trial of the job's sub-job completed after ``seconds``, as the driver accounts for it."""
+    (sub,) = job.sub_jobs.values()
+    trial = ActiveTrial(sub.trials + 1000, sub.trials, {"epochs": epochs}, group_size=group)
+    sub.trials += 1
+    record_finished(job, sub, trial, TrialState.COMPLETED, score=0.5, duration=seconds)
+
+
+def test_without_a_completed_trial_the_planner_leaves_the_choice_to_the_rules() -> None:
+    measured, fresh = _job(1), _job(2)
+    _completed(measured, 10.0)
+    planner = Planner("search")
+    assert planner.decide([measured, fresh], NOW, free=2) is None
+    _completed(fresh, 5.0)
+    assert planner.decide([measured, fresh], NOW, free=2) is not None
+
+
+def test_nobody_wanting_a_slot_or_no_slot_free_is_no_decision() -> None:
+    full = _job(1, cap=1)
+    _completed(full, 10.0)
+    (sub,) = full.sub_jobs.values()
+    sub.active[99] = ActiveTrial(99, 99, {})
+    planner = Planner("search")
+    assert planner.decide([full], NOW, free=1) is None  # at its cap
+    other = _job(2)
+    _completed(other, 10.0)
+    assert planner.decide([full, other], NOW, free=0) is None
+    decision = planner.decide([full, other], NOW, free=1)
+    assert decision is not None and decision.job is other and decision.size == 1
+
+
+def test_the_plan_fuses_where_the_measured_profile_pays() -> None:
+    job = _job(1, fusion={"max_group": 8})
+    (sub,) = job.sub_jobs.values()
+    sub.profiles["{}"] = (8, {1: 100.0, 2: 190.0, 4: 350.0, 8: 600.0})
+    _completed(job, 10.0)
+    decision = Planner("search").decide([job], NOW, free=2)
+    assert decision is not None and decision.size > 1
+    baseline = Planner("fcfs").decide([job], NOW, free=2)
+    assert baseline is not None and baseline.size == 1  # today's rule: one trial per slot
+    off = _job(2, fusion="off")
+    off.sub_jobs[20].profiles["{}"] = sub.profiles["{}"]
+    _completed(off, 10.0)
+    assert Planner("search").decide([off], NOW, free=2).size == 1  # the job's option forbids groups
+
+
+def test_fused_trials_teach_the_cost_of_one_alone() -> None:
+    job = _job(1, fusion={"max_group": 4})
+    (sub,) = job.sub_jobs.values()
+    sub.profiles["{}"] = (4, {1: 100.0, 4: 100.0})  # a group of 4 trains no faster than one
+    _completed(job, 40.0, group=4)
+    planner = Planner("fcfs")
+    planner.decide([job], NOW, free=1)
+    estimate = planner.cost.estimate("sub-job 10", "", {"epochs": 2})
+    assert estimate is not None and abs(estimate.seconds - 10.0) < 1.0
+    assert planner.last is not None and planner.last.method == "fcfs"
