@@ -1,6 +1,7 @@
-"""The placement simulator's fidelity: predicted against measured makespans of 10 mixed jobs.
+"""Placement: the simulator's fidelity (predicted against measured makespans of 10 mixed jobs), and the
+gain of the searched placement over the baselines on a mixed workload.
 
-Part 1 of the placement benchmark (issue 17). The platform (``baobab up``, SQLite, 2 local
+Part 1, **fidelity**. The platform (``baobab up``, SQLite, 2 local
 workers, 2 slots) runs three templates of different sizes: scikit-learn's logistic
 regression on breast cancer (about a second a trial), the MLP on Fashion-MNIST pixels and
 the CNN on Fashion-MNIST images (each a ``--images`` subset: seconds to a minute a trial,
@@ -20,11 +21,19 @@ runs: one trial per slot, first come first served), one after another. For each 
 Errors are ``|predicted - measured| / measured``; the aim is a median error of at most 15%.
 What the setup favours: one job at a time on a quiet machine, every template measured
 before it is forecast (the warm-up), and fusion and early stopping off; ASHA's stops and
-fused groups are not in it yet, nor are concurrent jobs (part 2, the gain of the searched
-placement, needs the driver to use the planner, which it does not yet).
+fused groups are not in it yet, nor are concurrent jobs.
 
-    .venv/bin/python bench/placement.py                      # about 15 minutes
-    .venv/bin/python bench/placement.py --jobs 2 --warmup 2 --images 1000 --out /tmp/placement   # a smoke run
+Part 2, **gain**: three jobs at once on the same 2 slots (the MLP, the CNN and the
+logistic regression, ``--gain-trials`` trials each, fusion ``auto``), once a way, each way
+on a fresh platform with ``BAOBAB_PLACEMENT`` set: ``fcfs`` (one trial per slot, first
+come first served), ``largest_first`` (groups of the profiled best size, longest first) and
+``search``. Reported: trials completed per hour (completed trials over the time from the
+first start to the last end) and each job's best validation score over time. The aim is
+``search`` at 1.5 times ``fcfs``'s trials per hour. The planner decides only once every job
+has a completed trial (the rules place the first ones) and it sees slots, not threads.
+
+    .venv/bin/python bench/placement.py                      # about 35 minutes
+    .venv/bin/python bench/placement.py --jobs 2 --warmup 2 --gain-trials 3 --images 1000 --out /tmp/placement
 """
 
 from __future__ import annotations
@@ -40,6 +49,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
 from shared_data import build_datasets
 from sklearn.datasets import load_breast_cancer
 
@@ -110,87 +121,157 @@ def replay(history: list[dict[str, Any]], trials: list[dict[str, Any]]) -> float
     return choice.outcome.makespan
 
 
+class Platform:
+    """A fresh platform on ``home`` with the datasets and templates uploaded, placing trials by ``placement``."""
+
+    def __init__(self, home: Path, data: dict[str, dict[str, Path]], placement: str) -> None:
+        settings = {
+            "BAOBAB_ADMIN_EMAIL": EMAIL,
+            "BAOBAB_ADMIN_PASSWORD": PASSWORD,
+            "BAOBAB_CPU_SLOTS": str(SLOTS),
+            "BAOBAB_PLACEMENT": placement,
+        }
+        self.local = LocalPlatform(home, workers=SLOTS, settings=settings)
+        self.data = data
+
+    def __enter__(self) -> Platform:
+        self.local.__enter__()
+        self.client = client = Client(self.local.url)
+        client.login(EMAIL, PASSWORD)
+        self.datasets = {
+            (kind, part): client.create_dataset(f"{kind} {part}", path, format=FORMATS[kind])["id"]
+            for kind, parts in self.data.items()
+            for part, path in parts.items()
+        }
+        self.models, self.ids = {}, {}
+        for key, (file, class_name, task) in TEMPLATES.items():
+            model = client.create_model(EXAMPLES / file, task=task, class_name=class_name, name=key)
+            self.models[model["id"]], self.ids[key] = key, model["id"]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.local.__exit__(*exc)
+
+    def spec(self, app: str, keys: list[str], kind: str, trials: int, fusion: str = "off") -> dict[str, Any]:
+        return {
+            "app": app,
+            "task": TEMPLATES[keys[0]][2],
+            "train_dataset_id": self.datasets[kind, "train"],
+            "val_dataset_id": self.datasets[kind, "val"],
+            "model_ids": [self.ids[k] for k in keys],
+            "budget": {"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0},
+            "train_args": {"fusion": fusion, "warm_start": False},
+        }
+
+    def wait(self, job: dict[str, Any]) -> dict[str, Any]:
+        return self.client.wait_for_train_job(job["app"], job["app_version"], timeout=3600, progress=False)
+
+
+def fidelity(data: dict[str, dict[str, Path]], folder: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Part 1: each job's forecast and replay against its measured makespan."""
+    rng = random.Random(args.seed)
+    # one template a job on its own data, or the two tabular ones on the pixels (logistic
+    # regression on 784 pixels is a size of its own: a kind is a template on a dataset)
+    mixes = [(["sklearn"], "cancer"), (["mlp"], "pixels"), (["cnn"], "images"), (["mlp", "sklearn"], "pixels")]
+    rows = []
+    with Platform(folder / "fidelity", data, "rules") as bench:
+        history: list[dict[str, Any]] = []
+        for key, kind in [("sklearn", "cancer"), ("sklearn", "pixels"), ("mlp", "pixels"), ("cnn", "images")]:
+            print(f"fidelity: warm-up of {key} on {kind}", flush=True)
+            job = bench.client.create_train_job(**bench.spec(f"warmup-{key}-{kind}", [key], kind, args.warmup))
+            history += job_trials(bench.client, bench.wait(job), bench.models, kind)
+        for n in range(args.jobs):
+            keys, kind = mixes[n] if n < len(mixes) else rng.choice(mixes)
+            body = bench.spec(f"job-{n}", keys, kind, rng.randint(3, 6))
+            forecast = bench.client.forecast_train_job(**{**body, "slots": SLOTS})
+            blind = next((f["seconds"] for f in forecast["forecasts"] if f["method"] == "fcfs"), None)
+            trials_run = job_trials(bench.client, bench.wait(bench.client.create_train_job(**body)), bench.models, kind)
+            measured = (max(t["end"] for t in trials_run) - min(t["start"] for t in trials_run)).total_seconds()
+            known = [t for t in history if t["kind"] in {r["kind"] for r in trials_run}]
+            replayed = replay(known, trials_run) if known else None
+            row = {
+                "job": n,
+                "templates": "+".join(keys) + f" on {kind}",
+                "trials": len(trials_run),
+                "measured_s": round(measured, 2),
+                "forecast_s": None if blind is None else round(blind, 2),
+                "replay_s": None if replayed is None else round(replayed, 2),
+                "forecast_fallback": forecast["fallback"],
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            history += trials_run
+    return rows
+
+
+GAIN_WAYS = ("fcfs", "largest_first", "search")
+#: The gain workload: (app, templates, dataset), all created at once.
+GAIN_JOBS = (("mlp", ["mlp"], "pixels"), ("cnn", ["cnn"], "images"), ("sklearn", ["sklearn"], "cancer"))
+
+
+def gain(data: dict[str, dict[str, Path]], folder: Path, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Part 2: the same three jobs at once under each placement; trials per hour and best scores over time."""
+    ways = {}
+    for way in GAIN_WAYS:
+        print(f"gain: {way}", flush=True)
+        with Platform(folder / f"gain-{way}", data, way) as bench:
+            jobs = {
+                app: bench.client.create_train_job(**bench.spec(app, keys, kind, args.gain_trials, fusion="auto"))
+                for app, keys, kind in GAIN_JOBS
+            }
+            finished = {app: bench.wait(job) for app, job in jobs.items()}
+            rows = []
+            for app, job in finished.items():
+                for row in bench.client.iter_trials(job["app"], job["app_version"]):
+                    if row["started_at"] and row["finished_at"]:
+                        rows.append((app, row))
+        start = min(_time(row["started_at"]) for _, row in rows)
+        end = max(_time(row["finished_at"]) for _, row in rows)
+        span = (end - start).total_seconds()
+        completed = [(app, row) for app, row in rows if row["status"] == "COMPLETED"]
+        timeline = sorted(
+            ((_time(row["finished_at"]) - start).total_seconds(), app, row["score"], row["fused_group"] is not None)
+            for app, row in completed
+        )
+        ways[way] = {
+            "completed": len(completed),
+            "span_s": round(span, 1),
+            "trials_per_hour": round(len(completed) / span * 3600, 1),
+            "fused": sum(fused for *_, fused in timeline),
+            "best": {app: max((score for _, a, score, _ in timeline if a == app and score is not None), default=None)
+                     for app, _, _ in GAIN_JOBS},
+            "timeline": timeline,
+        }  # fmt: skip
+        print(json.dumps({k: v for k, v in ways[way].items() if k != "timeline"}), flush=True)
+    return ways
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=4, help="trials of each template's warm-up job")
-    parser.add_argument("--images", type=int, default=3000, help="Fashion-MNIST images of the MLP and CNN sets")
+    parser.add_argument("--gain-trials", type=int, default=12, help="trials of each job of the gain workload")
+    parser.add_argument("--images", type=int, default=2000, help="Fashion-MNIST images of the MLP and CNN sets")
+    parser.add_argument("--parts", default="fidelity,gain")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args()
-    rng = random.Random(args.seed)
+    parts = set(args.parts.split(","))
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         print("building the datasets", flush=True)
         data = build(folder / "data", args.images)
-        settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD, "BAOBAB_CPU_SLOTS": str(SLOTS)}
-        with LocalPlatform(folder / "home", workers=SLOTS, settings=settings) as baobab:
-            client = Client(baobab.url)
-            client.login(EMAIL, PASSWORD)
-            datasets = {
-                (kind, part): client.create_dataset(f"{kind} {part}", path, format=FORMATS[kind])["id"]
-                for kind, parts in data.items()
-                for part, path in parts.items()
-            }
-            models, ids = {}, {}
-            for key, (file, class_name, task) in TEMPLATES.items():
-                model = client.create_model(EXAMPLES / file, task=task, class_name=class_name, name=key)
-                models[model["id"]], ids[key] = key, model["id"]
-
-            def spec(app: str, keys: list[str], kind: str, trials: int) -> dict[str, Any]:
-                return {
-                    "app": app,
-                    "task": TEMPLATES[keys[0]][2],
-                    "train_dataset_id": datasets[kind, "train"],
-                    "val_dataset_id": datasets[kind, "val"],
-                    "model_ids": [ids[k] for k in keys],
-                    "budget": {"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0},
-                    "train_args": {"fusion": "off", "warm_start": False},
-                }
-
-            def run(body: dict[str, Any]) -> dict[str, Any]:
-                job = client.create_train_job(**body)
-                return client.wait_for_train_job(job["app"], job["app_version"], timeout=3600, progress=False)
-
-            # one template a job on its own data, or the two tabular ones on the pixels (logistic
-            # regression on 784 pixels is a size of its own: a kind is a template on a dataset)
-            mixes = [(["sklearn"], "cancer"), (["mlp"], "pixels"), (["cnn"], "images"), (["mlp", "sklearn"], "pixels")]
-            history: list[dict[str, Any]] = []
-            for key, kind in [("sklearn", "cancer"), ("sklearn", "pixels"), ("mlp", "pixels"), ("cnn", "images")]:
-                print(f"warm-up: {key} on {kind}", flush=True)
-                history += job_trials(client, run(spec(f"warmup-{key}-{kind}", [key], kind, args.warmup)), models, kind)
-            rows = []
-            for n in range(args.jobs):
-                keys, kind = mixes[n] if n < len(mixes) else rng.choice(mixes)
-                body = spec(f"job-{n}", keys, kind, rng.randint(3, 6))
-                forecast = client.forecast_train_job(**{**body, "slots": SLOTS})
-                blind = next((f["seconds"] for f in forecast["forecasts"] if f["method"] == "fcfs"), None)
-                done = run(body)
-                trials_run = job_trials(client, done, models, kind)
-                measured = (max(t["end"] for t in trials_run) - min(t["start"] for t in trials_run)).total_seconds()
-                known = [t for t in history if t["kind"] in {r["kind"] for r in trials_run}]
-                replayed = replay(known, trials_run) if known else None
-                row = {
-                    "job": n,
-                    "templates": "+".join(keys) + f" on {kind}",
-                    "trials": len(trials_run),
-                    "measured_s": round(measured, 2),
-                    "forecast_s": None if blind is None else round(blind, 2),
-                    "replay_s": None if replayed is None else round(replayed, 2),
-                    "forecast_fallback": forecast["fallback"],
-                }
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                history += trials_run
-    write(rows, args, time.perf_counter() - began)
+        rows = fidelity(data, folder, args) if "fidelity" in parts else []
+        ways = gain(data, folder, args) if "gain" in parts else {}
+    write(rows, ways, args, time.perf_counter() - began)
 
 
 def _error(predicted: float | None, measured: float) -> float | None:
     return None if predicted is None or measured <= 0 else abs(predicted - measured) / measured
 
 
-def write(rows: list[dict[str, Any]], args: argparse.Namespace, wall_s: float) -> None:
+def write(rows: list[dict[str, Any]], ways: dict[str, dict[str, Any]], args: argparse.Namespace, wall_s: float) -> None:
     for row in rows:
         row["forecast_error"] = _error(row["forecast_s"], row["measured_s"])
         row["replay_error"] = _error(row["replay_s"], row["measured_s"])
@@ -204,33 +285,85 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, wall_s: float) -
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "placement.json").write_text(
         json.dumps({"date": when, "machine": machine, "args": vars(args) | {"out": str(args.out)},
-                    "wall_s": round(wall_s, 1), "jobs": rows, "median_error": medians}, indent=2)
+                    "wall_s": round(wall_s, 1), "fidelity": rows, "median_error": medians, "gain": ways}, indent=2)
     )  # fmt: skip
     lines = [
-        "# Placement: the simulator's fidelity",
+        "# Placement: the simulator's fidelity and the searched placement's gain",
         "",
-        f"`bench/placement.py`, run {when} ({machine}; {wall_s / 60:.1f} min). Each job ran alone on "
-        f"the platform's {SLOTS} slots, fusion and early stopping off, after a warm-up job of "
-        f"{args.warmup} trials per template; see the script's docstring for what the setup favours.",
-        "",
-        "| job | templates | trials | measured (s) | forecast (s) | error | replay (s) | error |",
-        "|---|---|---|---|---|---|---|---|",
+        f"`bench/placement.py`, run {when} ({machine}; {wall_s / 60:.1f} min in all); see the script's "
+        "docstring for what each part's setup favours.",
     ]
-    for r in rows:
-        fe = "—" if r["forecast_error"] is None else f"{r['forecast_error']:.0%}"
-        re_ = "—" if r["replay_error"] is None else f"{r['replay_error']:.0%}"
-        lines.append(
-            f"| {r['job']} | {r['templates']} | {r['trials']} | {r['measured_s']:.1f} | {r['forecast_s'] or '—'} | "
-            f"{fe} | {r['replay_s'] or '—'} | {re_} |"
-        )
-    lines += ["", "Median error (aim: at most 15%): " + ", ".join(f"{k} {v:.0%}" for k, v in medians.items()) + "."]
-    lines += [
-        "",
-        "*forecast*: before the job is created, its trials taken to be like the measured ones; "
-        "*replay*: the job's own knobs, once proposed, on a cost model of the earlier jobs only.",
-    ]
+    if rows:
+        lines += [
+            "",
+            "## Fidelity",
+            "",
+            f"Each job ran alone on {SLOTS} slots, fusion and early stopping off, after a warm-up job of "
+            f"{args.warmup} trials per template.",
+            "",
+            "| job | templates | trials | measured (s) | forecast (s) | error | replay (s) | error |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in rows:
+            fe = "—" if r["forecast_error"] is None else f"{r['forecast_error']:.0%}"
+            re_ = "—" if r["replay_error"] is None else f"{r['replay_error']:.0%}"
+            lines.append(
+                f"| {r['job']} | {r['templates']} | {r['trials']} | {r['measured_s']:.1f} | "
+                f"{r['forecast_s'] or '—'} | {fe} | {r['replay_s'] or '—'} | {re_} |"
+            )
+        lines += [
+            "",
+            "Median error (aim: at most 15%): " + ", ".join(f"{k} {v:.0%}" for k, v in medians.items()) + ". "
+            "*forecast*: before the job is created, its trials taken to be like the measured ones; "
+            "*replay*: the job's own knobs, once proposed, on a cost model of the earlier jobs only.",
+        ]
+    if ways:
+        base = ways["fcfs"]["trials_per_hour"]
+        lines += [
+            "",
+            "## Gain",
+            "",
+            f"Three jobs at once ({', '.join(app for app, _, _ in GAIN_JOBS)}; {args.gain_trials} trials each, "
+            f"fusion auto) on {SLOTS} slots, a fresh platform per way.",
+            "",
+            "| placement | completed | span (s) | trials per hour | vs fcfs | fused trials | best scores |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for way, w in ways.items():
+            best = ", ".join(f"{app} {score:.3f}" for app, score in w["best"].items() if score is not None)
+            lines.append(
+                f"| {way} | {w['completed']} | {w['span_s']} | {w['trials_per_hour']} | "
+                f"{w['trials_per_hour'] / base:.2f}x | {w['fused']} | {best} |"
+            )
+        lines += ["", "Aim: search at 1.5x fcfs's trials per hour.", "", "![trials over time](placement.png)"]
+        chart(ways, args.out / "placement.png")
     (args.out / "placement.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def chart(ways: dict[str, dict[str, Any]], path: Path) -> None:
+    """Completed trials and each job's best validation score against time, a line per placement."""
+    matplotlib.use("Agg")
+    fig, axes = plt.subplots(1, 1 + len(GAIN_JOBS), figsize=(4 * (1 + len(GAIN_JOBS)), 3.2))
+    for way, w in ways.items():
+        times = [t for t, *_ in w["timeline"]]
+        axes[0].step(times, range(1, len(times) + 1), where="post", label=way)
+        for ax, (app, _, _) in zip(axes[1:], GAIN_JOBS, strict=True):
+            best, xs, ys = None, [], []
+            for t, a, score, _ in w["timeline"]:
+                if a == app and score is not None:
+                    best = score if best is None else max(best, score)
+                    xs.append(t)
+                    ys.append(best)
+            ax.step(xs, ys, where="post", label=way)
+            ax.set_title(f"{app}: best validation score")
+            ax.set_xlabel("seconds")
+    axes[0].set_title("trials completed")
+    axes[0].set_xlabel("seconds")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
