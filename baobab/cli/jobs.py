@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -133,7 +134,8 @@ def jobs() -> None:
 
 
 def _job_spec_options(command: Callable[..., None]) -> Callable[..., None]:
-    """The options that say what a train job is: ``jobs create`` and ``jobs forecast`` take the same."""
+    """The options that say what a train job is, which ``jobs create`` and ``jobs forecast`` take alike: the
+    command gets them as ``spec``, the keyword arguments of the client's call."""
     options = [
         click.option(
             "--app", required=True, help="The application's name; each new job of an app is its next version."
@@ -172,9 +174,35 @@ def _job_spec_options(command: Callable[..., None]) -> Callable[..., None]:
         ),
         click.option("--strategy", help="The search strategy (random, bayes, tpe, ...) [default: auto]."),
     ]
+
+    @functools.wraps(command)
+    def with_spec(
+        *,
+        app: str,
+        task: str,
+        train_id: int,
+        val_id: int,
+        model_ids: tuple[int, ...],
+        budget_values: tuple[str, ...],
+        train_arg_values: tuple[str, ...],
+        strategy: str | None,
+        **rest: Any,
+    ) -> None:
+        spec = {
+            "app": app,
+            "task": task.upper(),
+            "train_dataset_id": train_id,
+            "val_dataset_id": val_id,
+            "model_ids": list(model_ids),
+            "budget": assignments(budget_values, option="--budget", upper_keys=True, json_only=True),
+            "train_args": assignments(train_arg_values, option="--train-arg") or None,
+            "strategy": strategy,
+        }
+        command(spec=spec, **rest)
+
     for option in reversed(options):
-        command = option(command)
-    return command
+        with_spec = option(with_spec)
+    return with_spec
 
 
 @jobs.command()
@@ -182,36 +210,13 @@ def _job_spec_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option("--watch", is_flag=True, help="Then watch it until it ends, as `baobab jobs watch` does.")
 @json_option
 @with_client
-def create(
-    client: Client,
-    app: str,
-    task: str,
-    train_id: int,
-    val_id: int,
-    model_ids: tuple[int, ...],
-    budget_values: tuple[str, ...],
-    train_arg_values: tuple[str, ...],
-    strategy: str | None,
-    watch: bool,
-    as_json: bool,
-) -> None:
+def create(client: Client, spec: dict[str, Any], watch: bool, as_json: bool) -> None:
     """Create a train job: tune the templates on the datasets within the budget."""
-    budget = assignments(budget_values, option="--budget", upper_keys=True, json_only=True)
-    train_args = assignments(train_arg_values, option="--train-arg")
-    job = client.create_train_job(
-        app,
-        task.upper(),
-        train_dataset_id=train_id,
-        val_dataset_id=val_id,
-        model_ids=list(model_ids),
-        budget=budget,
-        train_args=train_args or None,
-        strategy=strategy,
-    )
+    job = client.create_train_job(**spec)
     if as_json:
         print_json(job)
     else:
-        count = len(job.get("sub_jobs") or model_ids)
+        count = len(job.get("sub_jobs") or spec["model_ids"])
         click.echo(
             f"created train job {job['app']} v{job['app_version']} (id {job['id']}): "
             f"{count} model{'s' if count != 1 else ''}, budget {_budget(job)}"
@@ -243,37 +248,13 @@ def _duration(seconds: float) -> str:
 @click.option("--slots", type=click.IntRange(1), help="Trial slots of each worker [default: the platform's].")
 @json_option
 @with_client
-def forecast(
-    client: Client,
-    app: str,
-    task: str,
-    train_id: int,
-    val_id: int,
-    model_ids: tuple[int, ...],
-    budget_values: tuple[str, ...],
-    train_arg_values: tuple[str, ...],
-    strategy: str | None,
-    workers: int,
-    slots: int | None,
-    as_json: bool,
-) -> None:
+def forecast(client: Client, spec: dict[str, Any], workers: int, slots: int | None, as_json: bool) -> None:
     """How long the job `jobs create` would create takes on N workers, without creating it.
 
     Learned from the finished trials of the templates in your jobs; one line per placement
     method (search, and the baselines: fcfs is one trial per slot in turn).
     """
-    answer = client.forecast_train_job(
-        app,
-        task.upper(),
-        train_dataset_id=train_id,
-        val_dataset_id=val_id,
-        model_ids=list(model_ids),
-        budget=assignments(budget_values, option="--budget", upper_keys=True, json_only=True),
-        train_args=assignments(train_arg_values, option="--train-arg") or None,
-        strategy=strategy,
-        workers=workers,
-        slots=slots,
-    )
+    answer = client.forecast_train_job(**spec, workers=workers, slots=slots)
     if as_json:
         print_json(answer)
         return
