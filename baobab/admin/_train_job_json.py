@@ -113,7 +113,7 @@ TRAIN_JOB_SCHEMA = register_schema(
         "required": [
             "id", "app", "app_version", "task", "status", "error", "train_dataset_id", "val_dataset_id", "budget",
             "seed", "owner_id", "created_at", "started_at", "finished_at", "trial_counts", "best_score",
-            "budget_used", "sub_jobs",
+            "budget_used", "placement", "sub_jobs",
         ],
         "properties": {
             "id": {"type": "integer"},
@@ -144,6 +144,23 @@ TRAIN_JOB_SCHEMA = register_schema(
                     "time_limit_s": {"type": ["number", "null"]},
                     "trials": {"type": "integer"},
                     "trial_limit": {"type": ["integer", "null"]},
+                },
+            },
+            "placement": {
+                "type": ["object", "null"],
+                "description": "null while the driver's fixed rules place trials (BAOBAB_PLACEMENT=rules)",
+                "required": ["method", "fallback", "predictions"],
+                "properties": {
+                    "method": {"type": "string", "description": "the planner's: search or a baseline"},
+                    "fallback": {
+                        "type": ["string", "null"],
+                        "description": "why the fixed rules place the job's trials for now",
+                    },
+                    "predictions": {
+                        "type": "array",
+                        "description": "the latest: [when, the job's predicted finish, predicted utilisation]",
+                        "items": {"type": "array", "prefixItems": [_TIME, _TIME, {"type": "number"}]},
+                    },
                 },
             },
             "sub_jobs": {
@@ -329,6 +346,7 @@ def jobs_json(session: Session, jobs: Sequence[TrainJob], *, train_args: bool = 
             "budget_used": _budget_used(
                 job, sum(sum(counts.get(sub["id"], {}).values()) for sub in subs[job.id]), len(subs[job.id]), now
             ),
+            "placement": job.placement,
             "sub_jobs": subs[job.id],
         }
         for job in jobs

@@ -45,10 +45,10 @@ _DB_NAMES = frozenset(
         "end_trial", "end_unfinished_trials", "fail_inference_job", "fail_train_job", "finish_sub_job",
         "finish_train_job", "finish_trial", "fuse_trials", "head_revision", "ID_BATCH", "id_batches", "InferenceJob",
         "InferenceJobStatus", "InferenceMember", "insert_trial", "InterimMetric", "JobStatus", "Lease",
-        "mark_inference_job_stopped", "ModelAccess", "ModelTemplate", "RELEASED", "request_train_job_stop",
-        "request_trial_stop", "requeue_trial", "serve_inference_job", "session_scope", "set_trial_parent",
-        "start_train_job", "sub_job_seed", "SubJob", "take_over_inference_jobs", "TrainJob", "Trial", "TrialClaim",
-        "TrialLog", "TrialState", "upgrade_database", "User", "UserRole", "ZooModel",
+        "mark_inference_job_stopped", "ModelAccess", "ModelTemplate", "RELEASED", "record_train_job_placement",
+        "request_train_job_stop", "request_trial_stop", "requeue_trial", "serve_inference_job", "session_scope",
+        "set_trial_parent", "start_train_job", "sub_job_seed", "SubJob", "take_over_inference_jobs", "TrainJob",
+        "Trial", "TrialClaim", "TrialLog", "TrialState", "upgrade_database", "User", "UserRole", "ZooModel",
     }
 )  # fmt: skip
 

@@ -433,6 +433,12 @@ def test_the_placement_planner_places_the_trials_once_it_has_measurements(
             assert wait_finished(engine, job_id).status is JobStatus.COMPLETED
         assert driver.planner is not None and driver.planner.last is not None  # it planned
         assert driver.planner.last.method == "search" and driver.planner.last.outcome is not None
+    for job_id in (first, second):  # each job keeps what the planner predicted for it
+        placement = job_row(engine, job_id).placement
+        assert placement is not None and placement["method"] == "search"
+        assert placement["predictions"], placement
+        at, finish, utilisation = placement["predictions"][0]
+        assert datetime.fromisoformat(at) <= datetime.fromisoformat(finish) and 0 < utilisation <= 1
     for job_id, count in ((first, 12), (second, 5)):
         rows = trials(engine, job_id)
         assert len(rows) == count and all(t.status is TrialState.COMPLETED and t.attempts == 1 for t in rows)

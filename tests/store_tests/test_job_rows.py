@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from conftest import add_job
@@ -18,6 +18,7 @@ from baobab.store._db import (
     fail_train_job,
     finish_sub_job,
     finish_train_job,
+    record_train_job_placement,
     request_train_job_stop,
     session_scope,
     start_train_job,
@@ -154,3 +155,29 @@ def test_a_finished_job_is_not_failed(engine: Engine) -> None:
     with session_scope(engine) as session:
         assert fail_train_job(session, job.job_id, "late", now=NOW) == []
     assert _states(engine, job.job_id)[0] is JobStatus.STOPPED
+
+
+def test_a_job_keeps_the_planner_s_latest_predictions_while_unfinished(engine: Engine) -> None:
+    job = add_job(engine)
+    with session_scope(engine) as session:
+        assert record_train_job_placement(
+            session, job.job_id, method="search", fallback="no completed trial of m yet", prediction=None
+        )
+    with session_scope(engine) as session:
+        for k in range(103):
+            at = NOW + timedelta(seconds=k)
+            prediction = (at, at + timedelta(minutes=10), 0.9)
+            record_train_job_placement(session, job.job_id, method="search", fallback=None, prediction=prediction)
+    with session_scope(engine) as session:
+        placement = session.get(TrainJob, job.job_id).placement
+    assert (placement["method"], placement["fallback"]) == ("search", None)
+    assert len(placement["predictions"]) == 100  # the latest only
+    at, finish, utilisation = placement["predictions"][-1]
+    assert datetime.fromisoformat(at) == NOW + timedelta(seconds=102)
+    assert datetime.fromisoformat(finish) == NOW + timedelta(seconds=102, minutes=10)
+    assert utilisation == 0.9
+    with session_scope(engine) as session:
+        finish_train_job(session, job.job_id, JobStatus.COMPLETED, None, now=NOW)
+        assert not record_train_job_placement(session, job.job_id, method="fcfs", fallback=None, prediction=None)
+    with session_scope(engine) as session:
+        assert session.get(TrainJob, job.job_id).placement["method"] == "search"  # a finished job's is kept

@@ -70,6 +70,8 @@ class DriverCore:
         self.settings = settings
         #: The placement planner, unless the fixed rules place trials (``settings.placement``).
         self.planner = None if settings.placement is Placement.RULES else Planner(settings.placement.value)
+        #: Per job, when the planner's outlook was last stored, and its fallback then.
+        self._outlooks: dict[int, tuple[float, str | None]] = {}
         self.grace_s = float(grace_s)
         self.max_errors = int(max_errors)
         self.max_attempts = int(max_attempts)
@@ -210,6 +212,7 @@ class DriverCore:
 
     def _forget(self, job: JobState) -> None:
         self._jobs.pop(job.id, None)
+        self._outlooks.pop(job.id, None)
         for sub in job.sub_jobs.values():
             for trial_id in sub.active:
                 self._owners.pop(trial_id, None)

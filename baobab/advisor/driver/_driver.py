@@ -70,6 +70,8 @@ logger = logging.getLogger(__name__)
 
 #: Events handled before the driver looks at its timers and free slots again.
 _EVENT_BATCH = 256
+#: Seconds between two predictions of the placement planner stored for a job (a new fallback is stored at once).
+PLACEMENT_RECORD_S = 5.0
 
 
 class JobDriver(StoreSync):
@@ -236,10 +238,30 @@ class JobDriver(StoreSync):
         to weigh yet (a sub-job with no completed trial), the fixed rules."""
         if self.planner is not None:
             decision = self.planner.decide(self._jobs.values(), now, free=free, ahead=ahead)
+            self._safely(self._record_outlooks, now)
             if decision is not None:
                 return decision.job, decision.sub, decision.size
         picked = pick_next(self._jobs.values(), now, ahead=ahead)
         return None if picked is None else (*picked, None)
+
+    def _record_outlooks(self, now: float) -> None:
+        """Stores what the planner told of each job, when it says something new: another fallback, or a
+        prediction ``PLACEMENT_RECORD_S`` after the last one stored."""
+        assert self.planner is not None
+        for job_id, outlook in self.planner.outlooks.items():
+            last = self._outlooks.get(job_id)
+            if last is not None and last[1] == outlook.fallback and now - last[0] < PLACEMENT_RECORD_S:
+                continue
+            _rows.record_placement(
+                self.engine,
+                job_id,
+                self.planner.method,
+                outlook.fallback,
+                outlook.finish_in_s,
+                outlook.utilisation,
+                now,
+            )
+            self._outlooks[job_id] = (now, outlook.fallback)
 
     def _strategy(self, sub: SubJobState) -> Strategy | None:
         """The sub-job's strategy, built on first use from the records of its finished trials."""

@@ -24,6 +24,7 @@ from baobab.store import (
     finish_sub_job,
     finish_train_job,
     fuse_trials,
+    record_train_job_placement,
     request_train_job_stop,
     requeue_trial,
     session_scope,
@@ -38,6 +39,7 @@ __all__ = [
     "fail_job",
     "insert_trials",
     "leasable",
+    "record_placement",
     "release_leases",
     "renew_leases",
     "start_job",
@@ -115,6 +117,21 @@ def stop_job_for_time(engine: Engine, job_id: int) -> None:
     """A job whose time budget ended becomes STOPPING (a user's stop is written by the admin API)."""
     with session_scope(engine) as session:
         request_train_job_stop(session, job_id)
+
+
+def record_placement(
+    engine: Engine,
+    job_id: int,
+    method: str,
+    fallback: str | None,
+    finish_in_s: float | None,
+    utilisation: float | None,
+    now: float,
+) -> None:
+    """What the placement planner now tells of a job: its fallback, or its predicted finish and utilisation."""
+    prediction = None if finish_in_s is None else (utc(now), utc(now + finish_in_s), utilisation or 0.0)
+    with session_scope(engine) as session:
+        record_train_job_placement(session, job_id, method=method, fallback=fallback, prediction=prediction)
 
 
 def end_job(

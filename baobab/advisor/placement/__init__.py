@@ -2,7 +2,7 @@
 plays a plan forward, and a search over plans from greedy baselines. Pure: no store, no IO."""
 
 from baobab.advisor.placement._cost import CostModel
-from baobab.advisor.placement._driving import Decision, Planner
+from baobab.advisor.placement._driving import Decision, Outlook, Planner
 from baobab.advisor.placement._forecast import MAX_FORECAST_TRIALS, Forecast, Measured, forecast_job
 from baobab.advisor.placement._search import BASELINES, METHODS, Choice, choose_plan, estimator
 from baobab.advisor.placement._simulator import Outcome, simulate
@@ -22,6 +22,7 @@ __all__ = [
     "Machine",
     "Measured",
     "Outcome",
+    "Outlook",
     "Pending",
     "Planner",
     "Plan",

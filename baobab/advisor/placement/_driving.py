@@ -26,12 +26,22 @@ from baobab.advisor.placement._cost import CostModel
 from baobab.advisor.placement._search import Choice, choose_plan
 from baobab.advisor.placement._work import Job, Machine, Pending
 
-__all__ = ["Decision", "Planner"]
+__all__ = ["Decision", "Outlook", "Planner"]
 
 T = TypeVar("T")
 
 #: The structure every forecast trial of a sub-job is taken to have (see the module docstring).
 _STRUCTURE = ""
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """What the planner last told of a job: why the rules place its trials (``fallback``), or when its
+    trials in the plan end (``finish_in_s`` from the decision) and how busy the plan keeps the slots."""
+
+    fallback: str | None = None
+    finish_in_s: float | None = None
+    utilisation: float | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,8 @@ class Planner:
         self.cost = CostModel()
         self._fed: dict[int, int] = {}  # sub-job id -> timings fed
         self.last: Choice | None = None
+        #: The last decision's outlook of each job that wanted a slot then.
+        self.outlooks: dict[int, Outlook] = {}
 
     def decide(self, jobs: Iterable[JobState], now: float, *, free: int, ahead: int = 0) -> Decision | None:
         """The unit to start in one of ``free`` slots, or None: nobody wants one, or the rules decide."""
@@ -67,12 +79,17 @@ class Planner:
             subs = [sub for sub in job.sub_jobs.values() if isinstance(sub.next_step(job, now), PlanStep)]
             if room > 0 and subs:
                 wanting.append((job, room, subs))
+        self.outlooks = {}
         if not wanting or free <= 0:
             return None
         for _, _, subs in wanting:
             for sub in subs:
                 self._feed(sub)
-        if any(not self.cost.knows(_kind(sub)) for _, _, subs in wanting for sub in subs):
+        unknown = [sub for _, _, subs in wanting for sub in subs if not self.cost.knows(_kind(sub))]
+        if unknown:
+            names = ", ".join(f"{sub.model_name} (sub-job {sub.id})" for sub in unknown)
+            fallback = f"no completed trial of {names} yet: the fixed rules place the trials"
+            self.outlooks = {job.id: Outlook(fallback=fallback) for job, _, _ in wanting}
             return None
         pending, owners = self._forecast(wanting)
         limits = {
@@ -90,6 +107,11 @@ class Planner:
         )
         self.last = choice
         assert choice.outcome is not None  # every kind is known
+        outcome = choice.outcome
+        self.outlooks = {
+            job.id: Outlook(finish_in_s=outcome.job_finish.get(job.id), utilisation=outcome.utilisation)
+            for job, _, _ in wanting
+        }
         first = min(
             (i for i, start in enumerate(choice.outcome.starts) if start == 0.0), default=None
         )  # the launch that takes the free slot

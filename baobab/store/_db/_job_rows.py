@@ -7,7 +7,9 @@
   (the driver then lets the running trials end);
 - **finish**: a sub-job's or the job's final state, when the driver sees it ended;
 - **fail**: the job ERRORED, its unfinished sub-jobs ERRORED and its unfinished trials
-  CANCELLED, all with one message, when the driver cannot run it.
+  CANCELLED, all with one message, when the driver cannot run it;
+- **placement**: what the placement planner predicted for an unfinished job (the driver,
+  under ``BAOBAB_PLACEMENT`` other than ``rules``).
 
 Every write is conditional on the state it leaves, so a late writer (a user's stop
 while the driver ends the job) never overwrites an end another stored first: each
@@ -33,6 +35,7 @@ __all__ = [
     "fail_train_job",
     "finish_sub_job",
     "finish_train_job",
+    "record_train_job_placement",
     "request_train_job_stop",
     "start_train_job",
     "sub_job_seed",
@@ -157,6 +160,32 @@ def fail_train_job(session: Session, job_id: int, error: str, *, now: datetime) 
     )
     finish_train_job(session, job_id, JobStatus.ERRORED, error, now=now)
     return trial_ids
+
+
+#: Predictions a job keeps (the latest): enough to draw them against what happened.
+PLACEMENT_PREDICTIONS = 100
+
+
+def record_train_job_placement(
+    session: Session,
+    job_id: int,
+    *,
+    method: str,
+    fallback: str | None,
+    prediction: tuple[datetime, datetime, float] | None,
+) -> bool:
+    """Store the planner's ``method`` and ``fallback`` (why the rules placed its trials, or None) on an
+    unfinished job, and add ``prediction`` (when, the job's predicted finish, the predicted
+    utilisation of the slots) to its latest ones; True if the job was unfinished."""
+    job = session.get(TrainJob, job_id, with_for_update=True)
+    if job is None or job.status not in JobStatus.UNFINISHED:
+        return False
+    predictions = list((job.placement or {}).get("predictions", []))
+    if prediction is not None:
+        at, finish, utilisation = prediction
+        predictions.append([at.isoformat(), finish.isoformat(), round(utilisation, 4)])
+    job.placement = {"method": method, "fallback": fallback, "predictions": predictions[-PLACEMENT_PREDICTIONS:]}
+    return True
 
 
 def _check_final(status: JobStatus) -> None:

@@ -148,6 +148,9 @@ class TrainJob(Base):
     error: Mapped[str | None] = mapped_column(Text)
     driver: Mapped[str | None]
     lease_expires_at: Mapped[datetime | None]
+    # Under the placement planner: its method, its fallback, and its predictions over time
+    # (baobab.store.record_train_job_placement); null under the fixed rules.
+    placement: Mapped[dict[str, Any] | None]
 
     owner: Mapped[User] = relationship()
     train_dataset: Mapped[Dataset] = relationship(foreign_keys=[train_dataset_id])
