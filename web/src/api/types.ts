@@ -86,7 +86,17 @@ export interface TrainJob {
   trial_counts: TrialCounts;
   best_score: number | null;
   budget_used: BudgetUsed;
+  /** What the placement planner predicted; null while the driver's fixed rules place trials. */
+  placement: Placement | null;
   sub_jobs: SubJob[];
+}
+
+/** The placement planner's view of a job: its method, why it fell back to the rules, its predictions. */
+export interface Placement {
+  method: string;
+  fallback: string | null;
+  /** [when, the job's predicted finish, the slots' predicted utilisation], oldest first. */
+  predictions: [string, string, number][];
 }
 
 /** A train job as GET /train_jobs lists it: without train_args unless ?include=train_args asks. */

@@ -16,7 +16,7 @@ vi.mock("../components/Chart", () => ({
   ),
 }));
 
-function job(status: string, trials: number) {
+function job(status: string, trials: number, placement: unknown = null) {
   return {
     id: 1,
     app: "fraud",
@@ -36,6 +36,7 @@ function job(status: string, trials: number) {
     trial_counts: { PENDING: 0, RUNNING: 1, COMPLETED: trials - 1, ERRORED: 0, STOPPED: 0, CANCELLED: 0, INVALID: 0 },
     best_score: 0.8,
     budget_used: { time_s: 600, time_limit_s: 1800, trials, trial_limit: 10 },
+    placement,
     sub_jobs: [{ id: 1, model_id: 5, model_name: "forest", strategy: "tpe", status, error: null, trial_counts: {} }],
   };
 }
@@ -95,6 +96,57 @@ describe("JobPage", () => {
     expect(screen.queryByRole("button", { name: "Stop job" })).not.toBeInTheDocument();
     // The best trials changed: the metric curves ask for the new one's metrics (after the render).
     await waitFor(() => expect(calls.some((c) => c.path === "/trials/2/metrics")).toBe(true));
+  });
+});
+
+describe("the placement card", () => {
+  it("is shown only under the planner: its method, its fallback, its predictions against the finish", async () => {
+    const planned = {
+      method: "search",
+      fallback: "no completed trial of forest (sub-job 1) yet: the fixed rules place the trials",
+      predictions: [
+        ["2030-01-01T00:01:00+00:00", "2030-01-01T00:10:00+00:00", 0.9],
+        ["2030-01-01T00:02:00+00:00", "2030-01-01T00:09:00+00:00", 0.95],
+      ],
+    };
+    const finished = { ...job("COMPLETED", 3, planned), finished_at: "2030-01-01T00:09:30+00:00" };
+    mockApi({
+      "GET /train_jobs/fraud/2": [200, finished],
+      "GET /train_jobs/fraud/2/trials/changes": [200, { trials: [], last_id: 0, more: false }],
+      "GET /train_jobs/fraud/2/trials": [200, { trials: [], total: 0, page: 1, per_page: 25 }],
+      "GET /models/5": [200, { knob_config: {} }],
+    });
+    render(
+      <MemoryRouter initialEntries={["/jobs/fraud/2"]}>
+        <Routes>
+          <Route path="/jobs/:app/:version" element={<JobPage />} />
+        </Routes>
+      </MemoryRouter>,
+    );
+    const summary = await screen.findByTestId("placement-summary");
+    expect(summary).toHaveTextContent("Planned by search");
+    expect(summary).toHaveTextContent("slots 95% busy");
+    expect(summary).toHaveTextContent("it ended 30s after the last prediction");
+    expect(screen.getByTestId("placement-fallback")).toHaveTextContent("the fixed rules place the trials");
+    expect(screen.getByTestId("placement-chart")).toHaveAttribute("data-shown", "2");
+  });
+
+  it("is absent under the fixed rules", async () => {
+    mockApi({
+      "GET /train_jobs/fraud/2": [200, job("COMPLETED", 3)],
+      "GET /train_jobs/fraud/2/trials/changes": [200, { trials: [], last_id: 0, more: false }],
+      "GET /train_jobs/fraud/2/trials": [200, { trials: [], total: 0, page: 1, per_page: 25 }],
+      "GET /models/5": [200, { knob_config: {} }],
+    });
+    render(
+      <MemoryRouter initialEntries={["/jobs/fraud/2"]}>
+        <Routes>
+          <Route path="/jobs/:app/:version" element={<JobPage />} />
+        </Routes>
+      </MemoryRouter>,
+    );
+    expect(await screen.findByRole("progressbar", { name: "Time" })).toBeInTheDocument();
+    expect(screen.queryByRole("region", { name: "placement" })).not.toBeInTheDocument();
   });
 });
 

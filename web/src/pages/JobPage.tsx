@@ -11,6 +11,7 @@ import { formatDuration, formatScore, formatTime } from "../lib/format";
 import { usePolling } from "../lib/hooks";
 import { TrialFeed, pollChanges } from "../lib/trials";
 import { JobCharts } from "./JobCharts";
+import { JobPlacement } from "./JobPlacement";
 import { TrialsTable } from "./TrialsTable";
 
 const POLL_MS = 2000;
@@ -194,6 +195,8 @@ export function JobPage() {
           </p>
         </section>
       </div>
+
+      <JobPlacement job={job} />
 
       <JobCharts points={points} revision={revision} selected={selected} subJobs={job.sub_jobs} knobConfigs={knobConfigs} />
 
