@@ -24,15 +24,18 @@ before it is forecast (the warm-up), and fusion and early stopping off; ASHA's s
 fused groups are not in it yet, nor are concurrent jobs.
 
 Part 2, **gain**: three jobs at once on the same 2 slots (the MLP, the CNN and the
-logistic regression, ``--gain-trials`` trials each, fusion ``auto``), once a way, each way
-on a fresh platform with ``BAOBAB_PLACEMENT`` set: ``fcfs`` (one trial per slot, first
-come first served), ``largest_first`` (groups of the profiled best size, longest first) and
-``search``. Reported: trials completed per hour (completed trials over the time from the
-first start to the last end) and each job's best validation score over time. The aim is
-``search`` at 1.5 times ``fcfs``'s trials per hour. The planner decides only once every job
-has a completed trial (the rules place the first ones) and it sees slots, not threads.
+logistic regression, ``--gain-trials`` trials each), once a way, each way on a fresh
+platform with ``BAOBAB_PLACEMENT`` set: ``fcfs`` (one trial per slot, first come first
+served; the jobs' fusion off, so that no trial spends time measuring a fusion profile
+that fcfs would not use), ``rules`` (the driver's default: the fixed rules, with groups
+sized by each structure's profile), ``largest_first`` (groups of the profiled best size,
+longest first) and ``search``; all but fcfs with fusion ``auto``. Reported: trials
+completed per hour (completed trials over the time from the first start to the last end)
+and each job's best validation score over time. The aim is ``search`` at 1.5 times
+``fcfs``'s trials per hour. The planner decides only once every job has a completed trial
+(the rules place the first ones), and it sees slots, not threads.
 
-    .venv/bin/python bench/placement.py                      # about 35 minutes
+    .venv/bin/python bench/placement.py                      # about 40 minutes
     .venv/bin/python bench/placement.py --jobs 2 --warmup 2 --gain-trials 3 --images 1000 --out /tmp/placement
 """
 
@@ -204,7 +207,9 @@ def fidelity(data: dict[str, dict[str, Path]], folder: Path, args: argparse.Name
     return rows
 
 
-GAIN_WAYS = ("fcfs", "largest_first", "search")
+GAIN_WAYS = ("fcfs", "rules", "largest_first", "search")
+#: The jobs' fusion option under each way: fcfs never fuses, so its jobs do not measure fusion profiles either.
+FUSION = {"fcfs": "off", "rules": "auto", "largest_first": "auto", "search": "auto"}
 #: The gain workload: (app, templates, dataset), all created at once.
 GAIN_JOBS = (("mlp", ["mlp"], "pixels"), ("cnn", ["cnn"], "images"), ("sklearn", ["sklearn"], "cancer"))
 
@@ -216,7 +221,7 @@ def gain(data: dict[str, dict[str, Path]], folder: Path, args: argparse.Namespac
         print(f"gain: {way}", flush=True)
         with Platform(folder / f"gain-{way}", data, way) as bench:
             jobs = {
-                app: bench.client.create_train_job(**bench.spec(app, keys, kind, args.gain_trials, fusion="auto"))
+                app: bench.client.create_train_job(**bench.spec(app, keys, kind, args.gain_trials, fusion=FUSION[way]))
                 for app, keys, kind in GAIN_JOBS
             }
             finished = {app: bench.wait(job) for app, job in jobs.items()}
@@ -323,8 +328,8 @@ def write(rows: list[dict[str, Any]], ways: dict[str, dict[str, Any]], args: arg
             "",
             "## Gain",
             "",
-            f"Three jobs at once ({', '.join(app for app, _, _ in GAIN_JOBS)}; {args.gain_trials} trials each, "
-            f"fusion auto) on {SLOTS} slots, a fresh platform per way.",
+            f"Three jobs at once ({', '.join(app for app, _, _ in GAIN_JOBS)}; {args.gain_trials} trials each; "
+            f"fusion off under fcfs, auto otherwise) on {SLOTS} slots, a fresh platform per way.",
             "",
             "| placement | completed | span (s) | trials per hour | vs fcfs | fused trials | best scores |",
             "|---|---|---|---|---|---|---|",
