@@ -134,3 +134,14 @@ def test_gpu_jobs_get_devices_and_pack_by_memory() -> None:
     found = choose_plan(pending, machines=machines, jobs=jobs, cost=cost, budget_s=60.0, max_steps=1500)
     # three of 30 bytes fit the device's 100 at once, with a thread each
     assert found.outcome.makespan == pytest.approx(20.0, rel=0.05)
+
+
+def test_without_a_profile_the_search_fuses_nothing() -> None:
+    """A group of K without a measured profile takes K trials' time: fusing gains nothing, so no plan does it."""
+    cost = CostModel()
+    cost.observe("cnn", "s", {}, seconds=10.0)
+    pending = [Pending(t, 1, "cnn", "s") for t in range(8)]
+    jobs = {1: Job(1, cap=2, max_group=8)}
+    found = choose_plan(pending, machines=[Machine("m", cores=2, slots=2)], jobs=jobs, cost=cost, max_steps=500)
+    assert all(len(launch.trials) == 1 for launch in found.plan)
+    assert found.outcome.makespan == pytest.approx(40.0, rel=0.05)

@@ -11,7 +11,8 @@ worse than the baseline it started from.
 A plan's energy, lower being better: its makespan, plus a trial's worth of the whole
 horizon for every trial it leaves unfinished at its job's deadline, plus ten times the
 seconds by which any job would finish later than under today's fair rule (one trial per
-slot, first come first served) — the fairness between jobs is kept as a limit, not traded.
+slot, first come first served) — the fairness between jobs is kept as a limit, not traded —
+and, to break ties, a trifle per fused trial: fusing that gains nothing is not chosen.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ __all__ = ["BASELINES", "METHODS", "Choice", "choose_plan", "estimator"]
 FAIR_SLACK = 1.05
 #: How much a second of unfairness weighs against a second of makespan.
 FAIR_WEIGHT = 10.0
+#: A fused trial's weight, in horizons: it breaks ties only, so that fusing that gains nothing is not chosen.
+FUSED_TIE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -158,19 +161,20 @@ def choose_plan(
     fair = play(fcfs(pending, jobs, cost, estimate))
     horizon = 2 * fair.makespan + 1.0
 
-    def energy(outcome: Outcome) -> float:
+    def energy(plan: Plan, outcome: Outcome) -> float:
         if not outcome.feasible:
             return math.inf
         late = sum(
             max(0.0, end - FAIR_SLACK * fair.job_finish.get(job, end)) for job, end in outcome.job_finish.items()
         )
-        return outcome.makespan + horizon * outcome.unfinished + FAIR_WEIGHT * late
+        fused = sum(len(launch.trials) - 1 for launch in plan)
+        return outcome.makespan + horizon * (outcome.unfinished + FUSED_TIE * fused) + FAIR_WEIGHT * late
 
     candidates = [(name, BASELINES[name](pending, jobs, cost, estimate)) for name in BASELINES]
     if method != "search":
         plan = dict(candidates)[method]
         return Choice(plan, method, method, 1, play(plan))
-    weighed = [(energy(outcome), name, plan, outcome) for name, plan in candidates for outcome in [play(plan)]]
+    weighed = [(energy(plan, outcome), name, plan, outcome) for name, plan in candidates for outcome in [play(plan)]]
     best_energy, start, best, best_outcome = min(weighed, key=lambda row: row[0])
     current, current_energy = best, best_energy
     rng = random.Random(seed)
@@ -188,7 +192,7 @@ def choose_plan(
             continue
         outcome = play(proposal)
         steps += 1
-        e = energy(outcome)
+        e = energy(proposal, outcome)
         temperature = t0 * (1.0 - progress)
         if e <= current_energy or (
             temperature > 0 and math.isfinite(e) and rng.random() < math.exp((current_energy - e) / temperature)

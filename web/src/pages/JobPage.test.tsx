@@ -99,6 +99,24 @@ describe("JobPage", () => {
   });
 });
 
+/** The job page of a finished job with no trials, the API answering `shown` for the job. */
+async function showFinished(shown: unknown) {
+  mockApi({
+    "GET /train_jobs/fraud/2": [200, shown],
+    "GET /train_jobs/fraud/2/trials/changes": [200, { trials: [], last_id: 0, more: false }],
+    "GET /train_jobs/fraud/2/trials": [200, { trials: [], total: 0, page: 1, per_page: 25 }],
+    "GET /models/5": [200, { knob_config: {} }],
+  });
+  render(
+    <MemoryRouter initialEntries={["/jobs/fraud/2"]}>
+      <Routes>
+        <Route path="/jobs/:app/:version" element={<JobPage />} />
+      </Routes>
+    </MemoryRouter>,
+  );
+  await screen.findByRole("progressbar", { name: "Time" });
+}
+
 describe("the placement card", () => {
   it("is shown only under the planner: its method, its fallback, its predictions against the finish", async () => {
     const planned = {
@@ -109,21 +127,8 @@ describe("the placement card", () => {
         ["2030-01-01T00:02:00+00:00", "2030-01-01T00:09:00+00:00", 0.95],
       ],
     };
-    const finished = { ...job("COMPLETED", 3, planned), finished_at: "2030-01-01T00:09:30+00:00" };
-    mockApi({
-      "GET /train_jobs/fraud/2": [200, finished],
-      "GET /train_jobs/fraud/2/trials/changes": [200, { trials: [], last_id: 0, more: false }],
-      "GET /train_jobs/fraud/2/trials": [200, { trials: [], total: 0, page: 1, per_page: 25 }],
-      "GET /models/5": [200, { knob_config: {} }],
-    });
-    render(
-      <MemoryRouter initialEntries={["/jobs/fraud/2"]}>
-        <Routes>
-          <Route path="/jobs/:app/:version" element={<JobPage />} />
-        </Routes>
-      </MemoryRouter>,
-    );
-    const summary = await screen.findByTestId("placement-summary");
+    await showFinished({ ...job("COMPLETED", 3, planned), finished_at: "2030-01-01T00:09:30+00:00" });
+    const summary = screen.getByTestId("placement-summary");
     expect(summary).toHaveTextContent("Planned by search");
     expect(summary).toHaveTextContent("slots 95% busy");
     expect(summary).toHaveTextContent("it ended 30s after the last prediction");
@@ -132,20 +137,7 @@ describe("the placement card", () => {
   });
 
   it("is absent under the fixed rules", async () => {
-    mockApi({
-      "GET /train_jobs/fraud/2": [200, job("COMPLETED", 3)],
-      "GET /train_jobs/fraud/2/trials/changes": [200, { trials: [], last_id: 0, more: false }],
-      "GET /train_jobs/fraud/2/trials": [200, { trials: [], total: 0, page: 1, per_page: 25 }],
-      "GET /models/5": [200, { knob_config: {} }],
-    });
-    render(
-      <MemoryRouter initialEntries={["/jobs/fraud/2"]}>
-        <Routes>
-          <Route path="/jobs/:app/:version" element={<JobPage />} />
-        </Routes>
-      </MemoryRouter>,
-    );
-    expect(await screen.findByRole("progressbar", { name: "Time" })).toBeInTheDocument();
+    await showFinished(job("COMPLETED", 3));
     expect(screen.queryByRole("region", { name: "placement" })).not.toBeInTheDocument();
   });
 });
