@@ -154,7 +154,8 @@ TRAIN_JOB_SCHEMA = register_schema(
                     "method": {"type": "string", "description": "the planner's: search or a baseline"},
                     "fallback": {
                         "type": ["string", "null"],
-                        "description": "why the fixed rules place the job's trials for now",
+                        "description": "what the planner could not weigh: why the fixed rules place the job's "
+                        "trials for now, or that its trials' times are guessed",
                     },
                     "predictions": {
                         "type": "array",

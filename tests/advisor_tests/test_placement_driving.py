@@ -33,13 +33,20 @@ def _completed(job: JobState, seconds: float, *, epochs: int = 2, group: int = 1
     record_finished(job, sub, trial, TrialState.COMPLETED, score=0.5, duration=seconds)
 
 
-def test_without_a_completed_trial_the_planner_leaves_the_choice_to_the_rules() -> None:
-    measured, fresh = _job(1), _job(2)
-    _completed(measured, 10.0)
+def test_without_a_completed_trial_anywhere_the_planner_leaves_the_choice_to_the_rules() -> None:
+    first, fresh = _job(1), _job(2)
     planner = Planner("search")
-    assert planner.decide([measured, fresh], NOW, free=2) is None
-    _completed(fresh, 5.0)
-    assert planner.decide([measured, fresh], NOW, free=2) is not None
+    assert planner.decide([first, fresh], NOW, free=2) is None
+    assert planner.outlooks[1].fallback == (
+        "no completed trial of m1 (sub-job 10), m2 (sub-job 20) yet: the fixed rules place the trials"
+    )
+    _completed(first, 10.0)  # the fresh job's trials are now taken to last the median of the others'
+    assert planner.decide([first, fresh], NOW, free=2) is not None
+    assert planner.last is not None and planner.last.guessed == ("sub-job 20",)
+    assert planner.outlooks[2].fallback == (
+        "no completed trial of m2 (sub-job 20) yet: its trials are taken to last the median of the others'"
+    )
+    assert planner.outlooks[1].fallback is None and planner.outlooks[1].finish_in_s is not None
 
 
 def test_nobody_wanting_a_slot_or_no_slot_free_is_no_decision() -> None:

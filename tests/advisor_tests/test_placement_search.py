@@ -100,14 +100,27 @@ def test_the_step_limit_is_counted_on_a_clock_of_its_own() -> None:
 
 
 def test_without_measurements_the_baseline_is_used_and_says_why() -> None:
-    cost = CostModel()
-    cost.observe("known", "s", {}, seconds=5.0)
-    pending = [Pending(0, 1, "known", "s"), Pending(1, 2, "new", "s")]
+    pending = [Pending(0, 1, "new", "s"), Pending(1, 2, "newer", "s")]
     jobs = {1: Job(1, cap=1), 2: Job(2, cap=1)}
-    choice = choose_plan(pending, machines=[Machine("m", cores=2, slots=2)], jobs=jobs, cost=cost)
+    choice = choose_plan(pending, machines=[Machine("m", cores=2, slots=2)], jobs=jobs, cost=CostModel())
     assert choice.start == "fcfs" and choice.outcome is None and choice.steps == 0
-    assert choice.fallback == "no trial of new measured yet"
+    assert choice.fallback == "no trial of new, newer measured yet"
     assert [launch.trials for launch in choice.plan] == [(0,), (1,)]
+
+
+def test_an_unmeasured_kind_is_taken_to_last_the_median_of_the_measured_ones_alone() -> None:
+    cost = CostModel()
+    cost.observe("short", "s", {}, seconds=4.0)
+    cost.observe("long", "s", {}, seconds=20.0)
+    cost.observe_profile("long", "s", {1: 100.0, 4: 400.0})
+    pending = [Pending(0, 1, "short", "s"), Pending(1, 1, "long", "s"), Pending(2, 1, "long", "s")]
+    pending += [Pending(3 + k, 2, "new", "s") for k in range(4)]
+    jobs = {1: Job(1, cap=4, max_group=4), 2: Job(2, cap=4, max_group=4)}
+    choice = choose_plan(pending, machines=[Machine("m", cores=1, slots=1)], jobs=jobs, cost=cost, method="fcfs")
+    assert choice.guessed == ("new",) and choice.fallback is None
+    assert choice.outcome.makespan == pytest.approx(4 + 20 + 20 + 4 * 20, rel=0.05)  # the median: 20 s
+    found = choose_plan(pending, machines=[Machine("m", cores=1, slots=1)], jobs=jobs, cost=cost, max_steps=800)
+    assert all(len(launch.trials) == 1 for launch in found.plan if launch.trials[0] >= 3)  # no group is guessed to pay
 
 
 def test_a_baseline_can_be_chosen_instead_of_the_search() -> None:

@@ -7,9 +7,10 @@ cap less those it runs). What the jobs will run is forecast from what they ran: 
 sub-job wanting trials brings its next ones (a few per slot of its job, or those left
 of its trial count), each like one of its latest completed trials in turn, with the
 fusion profile it measured. The plan's first launch is the answer: its job, its
-sub-job, and its size as the limit of the group the driver forms. Where a sub-job that
-wants trials has no completed trial yet, the planner has nothing to weigh and answers
-None, so the driver's fixed rules decide (the fallback the job's placement says).
+sub-job, and its size as the limit of the group the driver forms. A sub-job with no
+completed trial yet is taken to run trials as long as the median of the others', alone
+(the job's placement says so); where no sub-job that wants trials has one, the planner
+has nothing to weigh and answers None, so the driver's fixed rules decide.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ _STRUCTURE = ""
 
 @dataclass(frozen=True)
 class Outlook:
-    """What the planner last told of a job: why the rules place its trials (``fallback``), or when its
-    trials in the plan end (``finish_in_s`` from the decision) and how busy the plan keeps the slots."""
+    """What the planner last told of a job: what it could not weigh (``fallback``: why the rules place
+    its trials, or that their times are guessed), when its trials in the plan end (``finish_in_s``
+    from the decision) and how busy the plan keeps the slots."""
 
     fallback: str | None = None
     finish_in_s: float | None = None
@@ -85,9 +87,9 @@ class Planner:
         for _, _, subs in wanting:
             for sub in subs:
                 self._feed(sub)
-        unknown = [sub for _, _, subs in wanting for sub in subs if not self.cost.knows(_kind(sub))]
-        if unknown:
-            names = ", ".join(f"{sub.model_name} (sub-job {sub.id})" for sub in unknown)
+        unknown = {sub.id: sub for _, _, subs in wanting for sub in subs if not self.cost.knows(_kind(sub))}
+        if len(unknown) == sum(len(subs) for _, _, subs in wanting):
+            names = ", ".join(f"{sub.model_name} (sub-job {sub.id})" for sub in unknown.values())
             fallback = f"no completed trial of {names} yet: the fixed rules place the trials"
             self.outlooks = {job.id: Outlook(fallback=fallback) for job, _, _ in wanting}
             return None
@@ -109,8 +111,12 @@ class Planner:
         assert choice.outcome is not None  # every kind is known
         outcome = choice.outcome
         self.outlooks = {
-            job.id: Outlook(finish_in_s=outcome.job_finish.get(job.id), utilisation=outcome.utilisation)
-            for job, _, _ in wanting
+            job.id: Outlook(
+                fallback=_guessed([sub for sub in subs if sub.id in unknown]),
+                finish_in_s=outcome.job_finish.get(job.id),
+                utilisation=outcome.utilisation,
+            )
+            for job, _, subs in wanting
         }
         first = min(
             (i for i, start in enumerate(choice.outcome.starts) if start == 0.0), default=None
@@ -151,6 +157,14 @@ class Planner:
             owners[len(pending)] = (job, sub)
             pending.append(Pending(len(pending), job.id, _kind(sub), _STRUCTURE, knobs))
         return pending, owners
+
+
+def _guessed(subs: list[SubJobState]) -> str | None:
+    """What the outlook of a job with sub-jobs of no completed trial says of them."""
+    if not subs:
+        return None
+    names = ", ".join(f"{sub.model_name} (sub-job {sub.id})" for sub in subs)
+    return f"no completed trial of {names} yet: its trials are taken to last the median of the others'"
 
 
 def _kind(sub: SubJobState) -> str:

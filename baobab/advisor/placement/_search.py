@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,8 +42,9 @@ FUSED_TIE = 1e-9
 @dataclass(frozen=True)
 class Choice:
     """A plan and why: the ``method`` asked for, the ``start`` baseline, the plans weighed
-    (``steps``), and the simulator's ``outcome``; ``fallback`` says why no search ran (no
-    measurements yet for a kind), in which case ``outcome`` is None."""
+    (``steps``), and the simulator's ``outcome``; ``fallback`` says why no plan was weighed (no
+    kind measured yet), in which case ``outcome`` is None; ``guessed`` names the kinds with no
+    measurement, whose trials were taken to last the median of the measured ones."""
 
     plan: Plan
     method: str
@@ -50,16 +52,19 @@ class Choice:
     steps: int
     outcome: Outcome | None
     fallback: str | None = None
+    guessed: tuple[str, ...] = ()
 
 
 def estimator(
-    cost: CostModel, pending: Mapping[int, Pending], machines: Sequence[Machine]
+    cost: CostModel, pending: Mapping[int, Pending], machines: Sequence[Machine], *, guess: float = 1.0
 ) -> Callable[[Launch], Estimate]:
     """A launch's estimate from the cost model (cached per launch): its slowest member's time as
     one of a group of its size, with its threads (the named machine's slot threads, or the
-    fewest of any machine's, when unset) and devices."""
+    fewest of any machine's, when unset) and devices. A member of a kind with no measurement
+    is taken to last ``guess`` seconds, in a group as alone (``measured`` False)."""
     by_name = {m.name: m for m in machines}
     default_threads = min((m.slot_threads for m in machines), default=1)
+    unmeasured = guess
     signature = {
         p.trial: (p.kind, p.structure, json.dumps(p.features, sort_keys=True, default=str)) for p in pending.values()
     }
@@ -71,7 +76,7 @@ def estimator(
         if key not in members:
             p = pending[trial]
             guess = cost.estimate(p.kind, p.structure, p.features, group=group, threads=threads, devices=devices)
-            members[key] = Estimate(seconds=1.0, measured=False) if guess is None else guess
+            members[key] = Estimate(seconds=unmeasured * group, measured=False) if guess is None else guess
         return members[key]
 
     def estimate(launch: Launch) -> Estimate:
@@ -150,10 +155,14 @@ def choose_plan(
         raise ValueError(f"unknown placement method {method!r}: one of {', '.join(METHODS)}")
     by_trial = {p.trial: p for p in pending}
     estimate = estimator(cost, by_trial, machines)
-    unknown = sorted({p.kind for p in pending if not cost.knows(p.kind)})
-    if unknown:
+    unknown = tuple(sorted({p.kind for p in pending if not cost.knows(p.kind)}))
+    known = [p for p in pending if cost.knows(p.kind)]
+    if not known:
         plan = fcfs(pending, jobs, cost, estimate)
         return Choice(plan, method, "fcfs", 0, None, fallback=f"no trial of {', '.join(unknown)} measured yet")
+    if unknown:  # their trials are taken to last as long as the median of the others'
+        typical = statistics.median(estimate(Launch((p.trial,), devices=_devices(jobs[p.job]))).seconds for p in known)
+        estimate = estimator(cost, by_trial, machines, guess=typical)
 
     def play(plan: Plan) -> Outcome:
         return simulate(plan, machines=machines, jobs=jobs, pending=by_trial, estimate=estimate)
@@ -173,7 +182,7 @@ def choose_plan(
     candidates = [(name, BASELINES[name](pending, jobs, cost, estimate)) for name in BASELINES]
     if method != "search":
         plan = dict(candidates)[method]
-        return Choice(plan, method, method, 1, play(plan))
+        return Choice(plan, method, method, 1, play(plan), guessed=unknown)
     weighed = [(energy(plan, outcome), name, plan, outcome) for name, plan in candidates for outcome in [play(plan)]]
     best_energy, start, best, best_outcome = min(weighed, key=lambda row: row[0])
     current, current_energy = best, best_energy
@@ -200,7 +209,7 @@ def choose_plan(
             current, current_energy = proposal, e
             if e < best_energy:
                 best, best_energy, best_outcome = proposal, e, outcome
-    return Choice(best, method, start, steps, best_outcome)
+    return Choice(best, method, start, steps, best_outcome, guessed=unknown)
 
 
 def _move(
