@@ -88,3 +88,14 @@ def test_fused_trials_teach_the_cost_of_one_alone() -> None:
     estimate = planner.cost.estimate("sub-job 10", "", {"epochs": 2})
     assert estimate is not None and abs(estimate.seconds - 10.0) < 1.0
     assert planner.last is not None and planner.last.method == "fcfs"
+
+
+def test_a_sub_job_past_its_trial_count_that_still_wants_a_step_is_forecast_one_trial() -> None:
+    """A plan's last step (a final retraining) can come after the trial count: it still gets a slot."""
+    job = _job(1, count=1)
+    _completed(job, 10.0)
+    (sub,) = job.sub_jobs.values()
+    sub.trial_count = 1  # spent; the sub-job wants a slot all the same, as a plan's final step would
+    planner = Planner("search")
+    pending, owners = planner._forecast([(job, 2, [sub])])
+    assert len(pending) == 1 and owners[0] == (job, sub)

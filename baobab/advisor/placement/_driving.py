@@ -147,9 +147,9 @@ class Planner:
             per_sub = []
             for sub in subs:
                 left = math.inf if sub.trial_count is None else sub.trial_count - sub.trials
-                count = int(min(left, self.horizon * room))
-                samples = list(sub.timings)
-                per_sub.append([(job, sub, dict(samples[k % len(samples)][0])) for k in range(count)])
+                count = max(1, int(min(left, self.horizon * room)))  # it wants one: a plan's step past the count
+                samples = [dict(proposal) for proposal, _, _ in sub.timings] or [{}]  # {}: guessed anyway
+                per_sub.append([(job, sub, samples[k % len(samples)]) for k in range(count)])
             queues.append(_interleave(per_sub))
         pending: list[Pending] = []
         owners: dict[int, tuple[JobState, SubJobState]] = {}
