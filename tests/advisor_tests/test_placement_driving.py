@@ -36,12 +36,12 @@ def _completed(job: JobState, seconds: float, *, epochs: int = 2, group: int = 1
 def test_without_a_completed_trial_anywhere_the_planner_leaves_the_choice_to_the_rules() -> None:
     first, fresh = _job(1), _job(2)
     planner = Planner("search")
-    assert planner.decide([first, fresh], NOW, free=2) is None
+    assert planner.decide([first, fresh], NOW, free=2) == []
     assert planner.outlooks[1].fallback == (
         "no completed trial of m1 (sub-job 10), m2 (sub-job 20) yet: the fixed rules place the trials"
     )
     _completed(first, 10.0)  # the fresh job's trials are now taken to last the median of the others'
-    assert planner.decide([first, fresh], NOW, free=2) is not None
+    assert planner.decide([first, fresh], NOW, free=2)
     assert planner.last is not None and planner.last.guessed == ("sub-job 20",)
     assert planner.outlooks[2].fallback == (
         "no completed trial of m2 (sub-job 20) yet: its trials are taken to last the median of the others'"
@@ -55,12 +55,12 @@ def test_nobody_wanting_a_slot_or_no_slot_free_is_no_decision() -> None:
     (sub,) = full.sub_jobs.values()
     sub.active[99] = ActiveTrial(99, 99, {})
     planner = Planner("search")
-    assert planner.decide([full], NOW, free=1) is None  # at its cap
+    assert planner.decide([full], NOW, free=1) == []  # at its cap
     other = _job(2)
     _completed(other, 10.0)
-    assert planner.decide([full, other], NOW, free=0) is None
-    decision = planner.decide([full, other], NOW, free=1)
-    assert decision is not None and decision.job is other and decision.size == 1
+    assert planner.decide([full, other], NOW, free=0) == []
+    (decision,) = planner.decide([full, other], NOW, free=1)
+    assert decision.job is other and decision.size == 1
 
 
 def test_the_plan_fuses_where_the_measured_profile_pays() -> None:
@@ -68,14 +68,14 @@ def test_the_plan_fuses_where_the_measured_profile_pays() -> None:
     (sub,) = job.sub_jobs.values()
     sub.profiles["{}"] = (8, {1: 100.0, 2: 190.0, 4: 350.0, 8: 600.0})
     _completed(job, 10.0)
-    decision = Planner("search").decide([job], NOW, free=2)
-    assert decision is not None and decision.size > 1
+    decisions = Planner("search").decide([job], NOW, free=2)
+    assert decisions and decisions[0].size > 1
     baseline = Planner("fcfs").decide([job], NOW, free=2)
-    assert baseline is not None and baseline.size == 1  # today's rule: one trial per slot
+    assert [d.size for d in baseline] == [1, 1]  # today's rule: one trial per slot, both slots at once
     off = _job(2, fusion="off")
     off.sub_jobs[20].profiles["{}"] = sub.profiles["{}"]
     _completed(off, 10.0)
-    assert Planner("search").decide([off], NOW, free=2).size == 1  # the job's option forbids groups
+    assert [d.size for d in Planner("search").decide([off], NOW, free=2)] == [1, 1]  # the option forbids groups
 
 
 def test_fused_trials_teach_the_cost_of_one_alone() -> None:

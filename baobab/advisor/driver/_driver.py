@@ -61,6 +61,7 @@ from baobab.advisor._trial_knobs import is_structural, structure_key, trial_knob
 from baobab.advisor.driver import _rows
 from baobab.advisor.driver._reads import job_status, trial_rows
 from baobab.advisor.driver._sync import StoreSync
+from baobab.advisor.placement import Decision
 from baobab.model import Policy, knobs_to_json
 from baobab.store import Event, EventKind, JobStatus, TrialState
 
@@ -219,8 +220,9 @@ class JobDriver(StoreSync):
         free = self.executor.slots * (1 + ahead) - sum(job.units for job in self._jobs.values())
         started = 0
         now = time.time()
+        planned: list[Decision] = []
         while free > 0:
-            picked = self._pick(now, free, ahead)
+            picked = self._pick(now, free, ahead, planned)
             if picked is None:
                 break
             job, sub, size = picked
@@ -232,15 +234,22 @@ class JobDriver(StoreSync):
                 started += 1
         return started
 
-    def _pick(self, now: float, free: int, ahead: int) -> tuple[JobState, SubJobState, int | None] | None:
+    def _pick(
+        self, now: float, free: int, ahead: int, planned: list[Decision]
+    ) -> tuple[JobState, SubJobState, int | None] | None:
         """Who gets a free slot, and the most trials its unit may hold (None: as the job's fusion option
-        says): the placement planner's first launch, or where there is no planner or it has nothing
-        to weigh yet (a sub-job with no completed trial), the fixed rules."""
+        says): the next of the placement planner's launches (``planned``, planned again once used up),
+        or where there is no planner or it has nothing to weigh yet, the fixed rules."""
         if self.planner is not None:
-            decision = self.planner.decide(self._jobs.values(), now, free=free, ahead=ahead)
-            self._safely(self._record_outlooks, now)
-            if decision is not None:
-                return decision.job, decision.sub, decision.size
+            if not planned:
+                planned.extend(self.planner.decide(self._jobs.values(), now, free=free, ahead=ahead))
+                self._safely(self._record_outlooks, now)
+            while planned:
+                decision = planned.pop(0)
+                job, sub = decision.job, decision.sub
+                wanted = self._jobs.get(job.id) is job and job.units < job.cap * (1 + ahead)
+                if wanted and isinstance(sub.next_step(job, now), PlanStep):
+                    return job, sub, decision.size
         picked = pick_next(self._jobs.values(), now, ahead=ahead)
         return None if picked is None else (*picked, None)
 

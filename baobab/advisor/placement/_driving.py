@@ -6,8 +6,8 @@ slots free now as one machine, each job limited to the units it may still start 
 cap less those it runs). What the jobs will run is forecast from what they ran: each
 sub-job wanting trials brings its next ones (a few per slot of its job, or those left
 of its trial count), each like one of its latest completed trials in turn, with the
-fusion profile it measured. The plan's first launch is the answer: its job, its
-sub-job, and its size as the limit of the group the driver forms. A sub-job with no
+fusion profile it measured. The plan's launches that start at once are the answer, in
+its order: each one's job, sub-job, and size as the limit of the group the driver forms. A sub-job with no
 completed trial yet is taken to run trials as long as the median of the others', alone
 (the job's placement says so); where no sub-job that wants trials has one, the planner
 has nothing to weigh and answers None, so the driver's fixed rules decide.
@@ -73,8 +73,9 @@ class Planner:
         #: The last decision's outlook of each job that wanted a slot then.
         self.outlooks: dict[int, Outlook] = {}
 
-    def decide(self, jobs: Iterable[JobState], now: float, *, free: int, ahead: int = 0) -> Decision | None:
-        """The unit to start in one of ``free`` slots, or None: nobody wants one, or the rules decide."""
+    def decide(self, jobs: Iterable[JobState], now: float, *, free: int, ahead: int = 0) -> list[Decision]:
+        """The units to start in the ``free`` slots now, in the plan's order (one plan for them all); none
+        when nobody wants a slot or the rules decide."""
         wanting: list[tuple[JobState, int, list[SubJobState]]] = []
         for job in jobs:
             room = job.cap * (1 + ahead) - job.units
@@ -83,7 +84,7 @@ class Planner:
                 wanting.append((job, room, subs))
         self.outlooks = {}
         if not wanting or free <= 0:
-            return None
+            return []
         for _, _, subs in wanting:
             for sub in subs:
                 self._feed(sub)
@@ -92,7 +93,7 @@ class Planner:
             names = ", ".join(f"{sub.model_name} (sub-job {sub.id})" for sub in unknown.values())
             fallback = f"no completed trial of {names} yet: the fixed rules place the trials"
             self.outlooks = {job.id: Outlook(fallback=fallback) for job, _, _ in wanting}
-            return None
+            return []
         pending, owners = self._forecast(wanting)
         limits = {
             job.id: Job(
@@ -118,14 +119,8 @@ class Planner:
             )
             for job, _, subs in wanting
         }
-        first = min(
-            (i for i, start in enumerate(choice.outcome.starts) if start == 0.0), default=None
-        )  # the launch that takes the free slot
-        if first is None:
-            return None
-        launch = choice.plan[first]
-        job, sub = owners[launch.trials[0]]
-        return Decision(job, sub, len(launch.trials), choice)
+        now_launches = [launch for launch, start in zip(choice.plan, outcome.starts, strict=True) if start == 0.0]
+        return [Decision(*owners[launch.trials[0]], len(launch.trials), choice) for launch in now_launches[:free]]
 
     def _feed(self, sub: SubJobState) -> None:
         """Gives the cost model the sub-job's timings it has not seen, and its latest fusion profile."""
