@@ -160,7 +160,12 @@ TRAIN_JOB_SCHEMA = register_schema(
                     "predictions": {
                         "type": "array",
                         "description": "the latest: [when, the job's predicted finish, predicted utilisation]",
-                        "items": {"type": "array", "prefixItems": [_TIME, _TIME, {"type": "number"}]},
+                        "items": {
+                            "type": "array",
+                            "minItems": 3,
+                            "maxItems": 3,
+                            "items": {"type": ["string", "number"]},
+                        },
                     },
                 },
             },
