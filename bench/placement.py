@@ -2,11 +2,10 @@
 gain of the searched placement over the baselines on a mixed workload.
 
 Part 1, **fidelity**. The platform (``baobab up``, SQLite, 2 local
-workers, 2 slots) runs three templates of different sizes: scikit-learn's logistic
-regression on breast cancer (about a second a trial), the MLP on Fashion-MNIST pixels and
-the CNN on Fashion-MNIST images (each a ``--images`` subset: seconds to a minute a trial,
-by their epochs and widths). First a warm-up job per template (``--warmup`` trials) gives
-the cost model its first measurements; then 10 jobs of one or two templates, 3 to 6 trials
+workers, 2 slots) runs three templates of different sizes on a ``--images`` subset of
+Fashion-MNIST: scikit-learn's logistic regression and the MLP on the pixels, the CNN on
+the images (about a second to a minute a trial, by their knobs). First a warm-up job
+per template (``--warmup`` trials) gives the cost model its first measurements; then 10 jobs of one or two templates, 3 to 6 trials
 each, fusion off and no early stopping (what the simulator plays is then what the driver
 runs: one trial per slot, first come first served), one after another. For each job:
 
@@ -24,7 +23,7 @@ before it is forecast (the warm-up), and fusion and early stopping off; ASHA's s
 fused groups are not in it yet, nor are concurrent jobs.
 
 Part 2, **gain**: three jobs at once on the same 2 slots (the MLP, the CNN and the
-logistic regression, ``--gain-trials`` trials each), once a way, each way on a fresh
+logistic regression as above, ``--gain-trials`` trials each), once a way, each way on a fresh
 platform with ``BAOBAB_PLACEMENT`` set: ``fcfs`` (one trial per slot, first come first
 served; the jobs' fusion off, so that no trial spends time measuring a fusion profile
 that fcfs would not use), ``rules`` (the driver's default: the fixed rules, with groups
@@ -55,11 +54,10 @@ from typing import Any
 import matplotlib
 import matplotlib.pyplot as plt
 from shared_data import build_datasets
-from sklearn.datasets import load_breast_cancer
 
 from baobab.advisor.placement import CostModel, Job, Machine, Pending, choose_plan
 from baobab.sdk import Client
-from baobab.store import build_fashion_mnist, write_tabular
+from baobab.store import build_fashion_mnist
 from baobab.testing import LocalPlatform
 
 HERE = Path(__file__).parent
@@ -72,7 +70,7 @@ TEMPLATES = {
     "mlp": ("torch_mlp.py", "TorchMlp", "TABULAR_CLASSIFICATION"),
     "cnn": ("torch_cnn.py", "TorchCnn", "IMAGE_CLASSIFICATION"),
 }
-FORMATS = {"cancer": "TABULAR", "pixels": "TABULAR", "images": "IMAGE_FILES"}
+FORMATS = {"pixels": "TABULAR", "images": "IMAGE_FILES"}
 
 
 def _time(value: str) -> datetime.datetime:
@@ -80,16 +78,9 @@ def _time(value: str) -> datetime.datetime:
 
 
 def build(folder: Path, images: int) -> dict[str, dict[str, Path]]:
-    cancer = load_breast_cancer(as_frame=True).frame
-    cancer = cancer.rename(columns={c: f"f{i}" for i, c in enumerate(cancer.columns) if c != "target"})
-    cut = int(len(cancer) * 0.8)
     pixels = build_datasets(folder / "pixels", images)
     built = build_fashion_mnist(folder / "images", limit=images, val_fraction=0.1, seed=0)
     return {
-        "cancer": {
-            "train": write_tabular(folder / "cancer-train.csv", cancer.iloc[:cut]),
-            "val": write_tabular(folder / "cancer-val.csv", cancer.iloc[cut:]),
-        },
         "pixels": {"train": pixels["train"], "val": pixels["val"]},
         "images": {split.name: split.path for split in built.splits if split.name != "test"},
     }
@@ -173,13 +164,12 @@ class Platform:
 def fidelity(data: dict[str, dict[str, Path]], folder: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Part 1: each job's forecast and replay against its measured makespan."""
     rng = random.Random(args.seed)
-    # one template a job on its own data, or the two tabular ones on the pixels (logistic
-    # regression on 784 pixels is a size of its own: a kind is a template on a dataset)
-    mixes = [(["sklearn"], "cancer"), (["mlp"], "pixels"), (["cnn"], "images"), (["mlp", "sklearn"], "pixels")]
+    # one template a job, or the two tabular ones together (a kind is a template on a dataset)
+    mixes = [(["sklearn"], "pixels"), (["mlp"], "pixels"), (["cnn"], "images"), (["mlp", "sklearn"], "pixels")]
     rows = []
     with Platform(folder / "fidelity", data, "rules") as bench:
         history: list[dict[str, Any]] = []
-        for key, kind in [("sklearn", "cancer"), ("sklearn", "pixels"), ("mlp", "pixels"), ("cnn", "images")]:
+        for key, kind in [("sklearn", "pixels"), ("mlp", "pixels"), ("cnn", "images")]:
             print(f"fidelity: warm-up of {key} on {kind}", flush=True)
             job = bench.client.create_train_job(**bench.spec(f"warmup-{key}-{kind}", [key], kind, args.warmup))
             history += job_trials(bench.client, bench.wait(job), bench.models, kind)
@@ -211,7 +201,7 @@ GAIN_WAYS = ("fcfs", "rules", "largest_first", "search")
 #: The jobs' fusion option under each way: fcfs never fuses, so its jobs do not measure fusion profiles either.
 FUSION = {"fcfs": "off", "rules": "auto", "largest_first": "auto", "search": "auto"}
 #: The gain workload: (app, templates, dataset), all created at once.
-GAIN_JOBS = (("mlp", ["mlp"], "pixels"), ("cnn", ["cnn"], "images"), ("sklearn", ["sklearn"], "cancer"))
+GAIN_JOBS = (("mlp", ["mlp"], "pixels"), ("cnn", ["cnn"], "images"), ("sklearn", ["sklearn"], "pixels"))
 
 
 def gain(data: dict[str, dict[str, Path]], folder: Path, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
