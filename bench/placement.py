@@ -1,13 +1,14 @@
 """Placement: the simulator's fidelity (predicted against measured makespans of 10 mixed jobs), and the
 gain of the searched placement over the baselines on a mixed workload.
 
-Part 1, **fidelity**. The platform (``baobab up``, SQLite, 2 local
-workers, 2 slots) runs three templates of different sizes on a ``--images`` subset of
-Fashion-MNIST: scikit-learn's logistic regression and the MLP on the pixels, the CNN on
-the images (about a second to a minute a trial, by their knobs). First a warm-up job
-per template (``--warmup`` trials) gives the cost model its first measurements; then 10 jobs of one or two templates, 3 to 6 trials
-each, fusion off and no early stopping (what the simulator plays is then what the driver
-runs: one trial per slot, first come first served), one after another. For each job:
+Part 1, **fidelity**. The platform (``baobab up``, SQLite, 2 local workers, 2 slots) runs
+three templates of different sizes on a ``--images`` subset of Fashion-MNIST:
+scikit-learn's logistic regression and the MLP on the pixels, the CNN on the images (about
+a second to a minute a trial, by their knobs). First a warm-up job per template
+(``--warmup`` trials) gives the cost model its first measurements; then 10 jobs of one or
+two templates, 3 to 6 trials each, fusion off and no early stopping (what the simulator
+plays is then what the driver runs: one trial per slot, first come first served), one
+after another. For each job:
 
 - **forecast**: ``Client.forecast_train_job`` before the job is created: the simulator on
   the cost model of every earlier trial, with the job's trials taken to be like the
