@@ -16,6 +16,17 @@ vi.mock("../components/Chart", () => ({
   ),
 }));
 
+/** The page of job fraud v2, as the router shows it. */
+function renderJobPage() {
+  render(
+    <MemoryRouter initialEntries={["/jobs/fraud/2"]}>
+      <Routes>
+        <Route path="/jobs/:app/:version" element={<JobPage />} />
+      </Routes>
+    </MemoryRouter>,
+  );
+}
+
 function job(status: string, trials: number, placement: unknown = null) {
   return {
     id: 1,
@@ -72,13 +83,7 @@ describe("JobPage", () => {
       "GET /trials/1/metrics": [200, { metrics: [{ step: 0, time: "", metrics: { acc: 0.5 } }] }],
       "GET /trials/2/metrics": [200, { metrics: [{ step: 0, time: "", metrics: { acc: 0.6 } }] }],
     });
-    render(
-      <MemoryRouter initialEntries={["/jobs/fraud/2"]}>
-        <Routes>
-          <Route path="/jobs/:app/:version" element={<JobPage />} />
-        </Routes>
-      </MemoryRouter>,
-    );
+    renderJobPage();
 
     expect(await screen.findByRole("progressbar", { name: "Time" })).toHaveAttribute("aria-valuenow", "33");
     expect(screen.getByRole("progressbar", { name: "Trials" })).toHaveAttribute("aria-valuetext", "3 of 10");
@@ -107,13 +112,7 @@ async function showFinished(shown: unknown) {
     "GET /train_jobs/fraud/2/trials": [200, { trials: [], total: 0, page: 1, per_page: 25 }],
     "GET /models/5": [200, { knob_config: {} }],
   });
-  render(
-    <MemoryRouter initialEntries={["/jobs/fraud/2"]}>
-      <Routes>
-        <Route path="/jobs/:app/:version" element={<JobPage />} />
-      </Routes>
-    </MemoryRouter>,
-  );
+  renderJobPage();
   await screen.findByRole("progressbar", { name: "Time" });
 }
 
@@ -152,13 +151,7 @@ describe("stopping a job", () => {
       "POST /train_jobs/fraud/2/stop": [200, job("STOPPING", 1)],
     });
     const confirm = vi.spyOn(window, "confirm").mockReturnValueOnce(false).mockReturnValueOnce(true);
-    render(
-      <MemoryRouter initialEntries={["/jobs/fraud/2"]}>
-        <Routes>
-          <Route path="/jobs/:app/:version" element={<JobPage />} />
-        </Routes>
-      </MemoryRouter>,
-    );
+    renderJobPage();
     const user = userEvent.setup();
     await user.click(await screen.findByRole("button", { name: "Stop job" }));
     expect(calls.some((c) => c.method === "POST")).toBe(false);
