@@ -6,12 +6,13 @@ second by group size (:func:`baobab.model.profile_fusion`) and the memory of a s
 A Bayesian ridge regression per kind (template) over the knobs predicts configurations
 not yet seen, with its uncertainty.
 
-What it assumes until measured, each chosen to favour no plan: a thread more divides
-the time of a trial on the CPU, a device more that of a trial on GPUs (the regression
-learns core-seconds or device-seconds, so a plan gains nothing by reshaping threads until
-trials ran at two counts and showed it), but no more threads or devices speed a trial
-up than the most it was measured with;
-a group of K without a profile takes K times one member (fusing gains nothing).
+What it assumes until measured, each chosen to favour no plan:
+
+- a thread more divides the time of a trial on the CPU, a device more that of a trial
+  on GPUs (the regression learns core-seconds or device-seconds, so a plan gains nothing
+  by reshaping threads until trials ran at two counts and showed it), but no more
+  threads or devices speed a trial up than the most it was measured with;
+- a group of K without a profile takes K times one member (fusing gains nothing).
 """
 
 from __future__ import annotations
