@@ -11,6 +11,7 @@ finished gives no forecast, and the answer says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flask import Blueprint
@@ -26,7 +27,7 @@ from baobab.admin._train_job_spec import CREATE_SCHEMA, TrainJobSpec, check_trai
 from baobab.advisor import AUTO_MAX_GROUP, structure_key
 from baobab.advisor.placement import MAX_FORECAST_TRIALS, Machine, Measured, forecast_job
 from baobab.exceptions import RequestError
-from baobab.model import knob_config_from_json
+from baobab.model import EPOCHS_KNOB, knob_config_from_json
 from baobab.store import ModelTemplate, SubJob, TrainJob, Trial, TrialState, User, session_scope
 
 __all__ = ["blueprint"]
@@ -115,6 +116,7 @@ def forecast_train_job() -> dict[str, Any]:
         deadline=budget.time_hours * 3600 if budget.time_hours else float("inf"),
         max_group=_max_group(spec),
         profiles=profiles,
+        share=_share(spec),
     )
     return {
         "workers": workers,
@@ -138,6 +140,17 @@ def forecast_train_job() -> dict[str, Any]:
 def _kind(template: ModelTemplate) -> str:
     """How a forecast names a template (and says which one has no finished trial)."""
     return f"model {template.id} ({template.name!r})"
+
+
+def _share(spec: TrainJobSpec) -> Callable[[Mapping[str, Any]], float]:
+    """The share of a trial's epochs the job's early-stopping rule is expected to let run."""
+    rule = spec.options.stopping_rule_for()
+
+    def share(knobs: Mapping[str, Any]) -> float:
+        epochs = knobs.get(EPOCHS_KNOB)
+        return rule.expected_share(epochs) if isinstance(epochs, int) and not isinstance(epochs, bool) else 1.0
+
+    return share
 
 
 def _max_group(spec: TrainJobSpec) -> int:

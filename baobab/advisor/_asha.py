@@ -62,6 +62,22 @@ class AshaRule(StoppingRule):
         #: Per rung, trial id to the (signed) value it reached the rung with.
         self._rungs: list[dict[int, float]] = []
 
+    def expected_share(self, steps: int) -> float:
+        """The share of its ``steps`` steps (reported from 0) a trial is expected to run when each trial is as
+        likely as any to be in a rung's top ``1/eta``: all reach the first rung, ``1/eta`` of them
+        the next, ``1/eta**2`` the one after, and the survivors of the last rung below the end run
+        to the end. Early in a job more go on (the first trials at a rung always do), so this is
+        the share of a job with many trials."""
+        if steps <= 1:
+            return 1.0
+        expected, reach, done, rung = 0.0, 1.0, 0, 0
+        while True:
+            step = self.rung_step(rung)
+            if step >= steps - 1 or (self.max_resource is not None and step >= self.max_resource):
+                return (expected + reach * (steps - done)) / steps
+            expected += reach * (step + 1 - done)  # steps done..step, judged at the rung
+            done, reach, rung = step + 1, reach / self.eta, rung + 1
+
     def rung_step(self, rung: int) -> int:
         """The step of rung ``rung`` (0 is the lowest)."""
         return self.min_resource * self.eta**rung

@@ -126,6 +126,11 @@ class StoppingRule(ABC):
                 return float(value) if math.isfinite(value) else None
         return None
 
+    def expected_share(self, steps: int) -> float:
+        """The share of a trial of ``steps`` steps this rule is expected to let run, for forecasts. 1 here:
+        a rule whose stops depend on the values seen says nothing ahead (an upper bound)."""
+        return 1.0
+
     def report(self, trial_id: int, step: int, value: float | None) -> Decision:
         """Record an interim value of a running trial and decide whether it goes on.
 

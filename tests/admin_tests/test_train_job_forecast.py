@@ -158,3 +158,11 @@ def test_trials_on_the_job_s_own_dataset_are_preferred(app: Flask, client: Flask
     elsewhere = upload_dataset(client, alice["headers"])  # nothing ran on it: every trial of the template counts
     anywhere = _forecast(client, alice, "?slots=1", train_dataset_id=elsewhere, budget={"MODEL_TRIAL_COUNT": 2}).json
     assert anywhere["measured_trials"] == 8
+
+
+def test_early_stopping_shortens_trials_that_report_epochs_only(client: FlaskClient, alice) -> None:
+    """The fixture's trials have no epochs knob: ASHA cannot tell their share, so they count whole."""
+    asha = {"early_stopping": {"rule": "asha", "eta": 3}}
+    answer = _forecast(client, alice, "?slots=1", budget={"MODEL_TRIAL_COUNT": 2}, train_args=asha)
+    assert answer.status_code == 200, answer.json
+    assert _by_method(answer.json)["fcfs"]["seconds"] == pytest.approx(20.0, rel=0.05)

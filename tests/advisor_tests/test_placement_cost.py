@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from baobab.advisor.placement import CostModel
+from baobab.advisor.placement import CostModel, Machine, Measured, forecast_job
 
 
 def test_nothing_measured_is_no_estimate() -> None:
@@ -75,3 +75,15 @@ def test_a_fused_trial_teaches_the_time_of_one_member() -> None:
     cost.observe("mlp", "s", {}, seconds=20.0, group=8)  # 8 members in 20 s: one alone takes 10 s
     alone = cost.estimate("mlp", "s", {})
     assert alone is not None and alone.seconds == pytest.approx(10.0, rel=0.05)
+
+
+def test_a_forecast_runs_each_trial_for_its_expected_share() -> None:
+    """Trials of 10 s, one slot: all of each without early stopping, a third of each under a rule that says so."""
+    measured = [Measured("mlp", "s", {"epochs": 9}, 10.0) for _ in range(3)]
+    machines = [Machine("m", cores=1, slots=1)]
+    plain, _ = forecast_job(["mlp"], measured, trials=3, machines=machines, cap=1)
+    stopped, _ = forecast_job(["mlp"], measured, trials=3, machines=machines, cap=1, share=lambda knobs: 1 / 3)
+    fcfs = {f.method: f for f in plain}["fcfs"]
+    early = {f.method: f for f in stopped}["fcfs"]
+    assert fcfs.makespan == pytest.approx(30.0, rel=0.05)
+    assert early.makespan == pytest.approx(10.0, rel=0.05)

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from baobab.advisor import Action, AshaRule, Finish, Report, make_stopping_rule
+from baobab.advisor import Action, AshaRule, Finish, MedianRule, Report, make_stopping_rule
 from baobab.exceptions import StrategyError
 
 
@@ -171,3 +171,14 @@ def test_options_are_checked() -> None:
             AshaRule(**options)
     with pytest.raises(TypeError, match="step must be an int, got 1.0"):
         AshaRule().report(0, 1.0, 0.5)  # type: ignore[arg-type]
+
+
+def test_the_expected_share_of_a_trial_follows_the_rungs() -> None:
+    """eta 3 from step 1: all run steps 0-1, a third steps 2-3, a ninth steps 4-9 of ten."""
+    rule = AshaRule(eta=3, min_resource=1)
+    assert rule.expected_share(10) == pytest.approx((2 + 2 / 3 + 6 / 9) / 10)
+    assert rule.expected_share(1) == 1.0  # no rung before its end
+    assert rule.expected_share(2) == 1.0  # its one rung is its last step
+    capped = AshaRule(eta=2, min_resource=1, max_resource=3)  # rungs at steps 1 and 2; 4 is past 3
+    assert capped.expected_share(10) == pytest.approx((2 + 1 / 2 * 1 + 1 / 4 * 7) / 10)
+    assert MedianRule().expected_share(10) == 1.0  # a rule that cannot tell ahead says all

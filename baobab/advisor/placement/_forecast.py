@@ -11,7 +11,7 @@ placement method plans them and the simulator plays the plan.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +61,7 @@ def forecast_job(
     deadline: float = math.inf,
     max_group: int = 1,
     profiles: Mapping[tuple[str, str], Mapping[int, float]] | None = None,
+    share: Callable[[Mapping[str, Any]], float] | None = None,
     budget_s: float = 0.2,
 ) -> tuple[list[Forecast], str | None]:
     """Each placement method's forecast for a job of ``kinds`` (its templates, in sub-job order);
@@ -70,6 +71,8 @@ def forecast_job(
         trials: the trials of each template (MODEL_TRIAL_COUNT; None: as many as ``deadline`` allows).
         cap, gpus, deadline, max_group: the job's limits (see :class:`Job`).
         profiles: packing profiles, rows per second by group size, by (kind, structure).
+        share: the share of its training a trial with these knobs is expected to run (early
+            stopping; see :meth:`~baobab.advisor.StoppingRule.expected_share`); all of it when None.
     """
     cost = CostModel()
     by_kind: dict[str, list[Measured]] = {kind: [] for kind in kinds}
@@ -93,7 +96,8 @@ def forecast_job(
     for n in range(trials * len(kinds)):
         kind = kinds[n % len(kinds)]
         like = by_kind[kind][(n // len(kinds)) % len(by_kind[kind])]
-        pending.append(Pending(n, 1, kind, like.structure, like.knobs))
+        fraction = 1.0 if share is None else share(like.knobs)
+        pending.append(Pending(n, 1, kind, like.structure, like.knobs, fraction=fraction))
     jobs = {1: Job(1, cap=cap, gpus=gpus, deadline=deadline, max_group=max_group)}
     forecasts = []
     for method in METHODS:
