@@ -25,9 +25,9 @@ from baobab.admin._query import check_query_args, int_query_arg
 from baobab.admin._state import admin_state
 from baobab.admin._train_job_spec import CREATE_SCHEMA, TrainJobSpec, check_train_job_spec, read_train_job_spec
 from baobab.advisor import AUTO_MAX_GROUP, structure_key
-from baobab.advisor.placement import MAX_FORECAST_TRIALS, Machine, Measured, forecast_job
+from baobab.advisor.placement import MAX_FORECAST_TRIALS, Machine, Measured, forecast_job, stopped_share
 from baobab.exceptions import RequestError
-from baobab.model import EPOCHS_KNOB, knob_config_from_json
+from baobab.model import knob_config_from_json
 from baobab.store import ModelTemplate, SubJob, TrainJob, Trial, TrialState, User, session_scope
 
 __all__ = ["blueprint"]
@@ -145,12 +145,7 @@ def _kind(template: ModelTemplate) -> str:
 def _share(spec: TrainJobSpec) -> Callable[[Mapping[str, Any]], float]:
     """The share of a trial's epochs the job's early-stopping rule is expected to let run."""
     rule = spec.options.stopping_rule_for()
-
-    def share(knobs: Mapping[str, Any]) -> float:
-        epochs = knobs.get(EPOCHS_KNOB)
-        return rule.expected_share(epochs) if isinstance(epochs, int) and not isinstance(epochs, bool) else 1.0
-
-    return share
+    return lambda knobs: stopped_share(rule, knobs)
 
 
 def _max_group(spec: TrainJobSpec) -> int:

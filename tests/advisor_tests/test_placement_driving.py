@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from baobab.advisor._job_options import parse_job_options
 from baobab.advisor._scheduling import ActiveTrial, JobState, SubJobState, record_finished
 from baobab.advisor.placement import Planner
@@ -10,7 +12,15 @@ from baobab.store import TrialState
 NOW = 1_000_000.0
 
 
-def _job(job_id: int, *, cap: int = 2, count: int = 20, fusion: object = "off", created_at: float = 0.0) -> JobState:
+def _job(
+    job_id: int,
+    *,
+    cap: int = 2,
+    count: int = 20,
+    fusion: object = "off",
+    created_at: float = 0.0,
+    early_stopping: object = "none",
+) -> JobState:
     sub = SubJobState(
         id=job_id * 10,
         job_id=job_id,
@@ -20,7 +30,7 @@ def _job(job_id: int, *, cap: int = 2, count: int = 20, fusion: object = "off", 
         knob_config={},
         trial_count=count,
         max_errors=3,
-        options=parse_job_options({"fusion": fusion}, trial_count=count),
+        options=parse_job_options({"fusion": fusion, "early_stopping": early_stopping}, trial_count=count),
     )
     return JobState(id=job_id, created_at=created_at, cap=cap, sub_jobs={sub.id: sub})
 
@@ -99,3 +109,14 @@ def test_a_sub_job_past_its_trial_count_that_still_wants_a_step_is_forecast_one_
     planner = Planner("search")
     pending, owners = planner._forecast([(job, 2, [sub])])
     assert len(pending) == 1 and owners[0] == (job, sub)
+
+
+def test_under_asha_the_forecast_trials_run_their_expected_share() -> None:
+    plain, asha = _job(1), _job(2, early_stopping={"rule": "asha", "eta": 3})
+    for job in (plain, asha):
+        _completed(job, 10.0, epochs=10)
+    planner = Planner("fcfs")
+    pending, _ = planner._forecast([(plain, 2, list(plain.sub_jobs.values())), (asha, 2, list(asha.sub_jobs.values()))])
+    shares = {p.job: p.fraction for p in pending}
+    assert shares[1] == 1.0
+    assert shares[2] == pytest.approx((2 + 2 / 3 + 6 / 9) / 10)  # steps 0-1 all, 2-3 a third, 4-9 a ninth

@@ -3,7 +3,7 @@ plays a plan forward, and a search over plans from greedy baselines. Pure: no st
 
 from baobab.advisor.placement._cost import CostModel
 from baobab.advisor.placement._driving import Decision, Outlook, Planner
-from baobab.advisor.placement._forecast import MAX_FORECAST_TRIALS, Forecast, Measured, forecast_job
+from baobab.advisor.placement._forecast import MAX_FORECAST_TRIALS, Forecast, Measured, forecast_job, stopped_share
 from baobab.advisor.placement._search import BASELINES, METHODS, Choice, choose_plan, estimator
 from baobab.advisor.placement._simulator import Outcome, simulate
 from baobab.advisor.placement._work import Estimate, Job, Launch, Machine, Pending, Plan
@@ -30,4 +30,5 @@ __all__ = [
     "estimator",
     "forecast_job",
     "simulate",
+    "stopped_share",
 ]

@@ -6,7 +6,8 @@ slots free now as one machine, each job limited to the units it may still start 
 cap less those it runs). What the jobs will run is forecast from what they ran: each
 sub-job wanting trials brings its next ones (a few per slot of its job, or those left
 of its trial count), each like one of its latest completed trials in turn, with the
-fusion profile it measured. The plan's launches that start at once are the answer, in
+fusion profile it measured, and under early stopping for the share of its epochs the
+rule is expected to let run. The plan's launches that start at once are the answer, in
 its order: each one's job, sub-job, and size as the limit of the group the driver forms. A sub-job with no
 completed trial yet is taken to run trials as long as the median of the others', alone
 (the job's placement says so); where no sub-job that wants trials has one, the planner
@@ -24,6 +25,7 @@ from baobab.advisor._job_options import AUTO_MAX_GROUP
 from baobab.advisor._plans import PlanStep
 from baobab.advisor._scheduling import JobState, SubJobState
 from baobab.advisor.placement._cost import CostModel
+from baobab.advisor.placement._forecast import stopped_share
 from baobab.advisor.placement._search import Choice, choose_plan
 from baobab.advisor.placement._work import Job, Machine, Pending
 
@@ -137,20 +139,22 @@ class Planner:
     ) -> tuple[list[Pending], dict[int, tuple[JobState, SubJobState]]]:
         """The trials each job would start next, in the order the fixed rules would start them: jobs in
         turn, oldest first, and within a job its sub-jobs in turn."""
-        queues: list[list[tuple[JobState, SubJobState, dict[str, Any]]]] = []
+        queues: list[list[tuple[JobState, SubJobState, dict[str, Any], float]]] = []
         for job, room, subs in sorted(wanting, key=lambda w: (w[0].created_at, w[0].id)):
             per_sub = []
             for sub in subs:
                 left = math.inf if sub.trial_count is None else sub.trial_count - sub.trials
                 count = max(1, int(min(left, self.horizon * room)))  # it wants one: a plan's step past the count
                 samples = [dict(proposal) for proposal, _, _ in sub.timings] or [{}]  # {}: guessed anyway
-                per_sub.append([(job, sub, samples[k % len(samples)]) for k in range(count)])
+                rule = sub.options.stopping_rule_for()
+                shares = [stopped_share(rule, knobs) for knobs in samples]
+                per_sub.append([(job, sub, samples[k % len(samples)], shares[k % len(samples)]) for k in range(count)])
             queues.append(_interleave(per_sub))
         pending: list[Pending] = []
         owners: dict[int, tuple[JobState, SubJobState]] = {}
-        for job, sub, knobs in _interleave(queues):
+        for job, sub, knobs, share in _interleave(queues):
             owners[len(pending)] = (job, sub)
-            pending.append(Pending(len(pending), job.id, _kind(sub), _STRUCTURE, knobs))
+            pending.append(Pending(len(pending), job.id, _kind(sub), _STRUCTURE, knobs, fraction=share))
         return pending, owners
 
 

@@ -15,14 +15,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from baobab.advisor._stopping import StoppingRule
 from baobab.advisor.placement._cost import CostModel
 from baobab.advisor.placement._search import METHODS, choose_plan
 from baobab.advisor.placement._work import Job, Machine, Pending
+from baobab.model import EPOCHS_KNOB
 
-__all__ = ["MAX_FORECAST_TRIALS", "Forecast", "Measured", "forecast_job"]
+__all__ = ["MAX_FORECAST_TRIALS", "Forecast", "Measured", "forecast_job", "stopped_share"]
 
 #: Trials a forecast plays at most, over all templates (an open count stops there).
 MAX_FORECAST_TRIALS = 2000
+
+
+def stopped_share(rule: StoppingRule | None, knobs: Mapping[str, Any]) -> float:
+    """The share of its training a trial of ``knobs`` is expected to run under ``rule``: by its epoch
+    count (the steps a ``TorchModel`` reports); all of it without a rule or an epoch count."""
+    epochs = knobs.get(EPOCHS_KNOB)
+    if rule is None or isinstance(epochs, bool) or not isinstance(epochs, int):
+        return 1.0
+    return rule.expected_share(epochs)
 
 
 @dataclass(frozen=True)
