@@ -24,7 +24,7 @@ from baobab.admin._openapi import api_doc
 from baobab.admin._query import check_query_args, int_query_arg
 from baobab.admin._state import admin_state
 from baobab.admin._train_job_spec import CREATE_SCHEMA, TrainJobSpec, check_train_job_spec, read_train_job_spec
-from baobab.advisor import AUTO_MAX_GROUP, structure_key
+from baobab.advisor import structure_key
 from baobab.advisor.placement import MAX_FORECAST_TRIALS, Machine, Measured, forecast_job, stopped_share
 from baobab.exceptions import RequestError
 from baobab.model import knob_config_from_json
@@ -114,7 +114,7 @@ def forecast_train_job() -> dict[str, Any]:
         cap=budget.workers(workers * slots),
         gpus=gpus,
         deadline=budget.time_hours * 3600 if budget.time_hours else float("inf"),
-        max_group=_max_group(spec),
+        max_group=spec.options.largest_group(measured=bool(profiles)),
         profiles=profiles,
         share=_share(spec),
     )
@@ -146,12 +146,6 @@ def _share(spec: TrainJobSpec) -> Callable[[Mapping[str, Any]], float]:
     """The share of a trial's epochs the job's early-stopping rule is expected to let run."""
     rule = spec.options.stopping_rule_for()
     return lambda knobs: stopped_share(rule, knobs)
-
-
-def _max_group(spec: TrainJobSpec) -> int:
-    if spec.options.fusion == "max_group":
-        return spec.options.max_group or 1
-    return AUTO_MAX_GROUP if spec.options.fusion == "auto" else 1
 
 
 def _history(

@@ -99,6 +99,13 @@ class JobOptions:
         """The asked-for policies that make search trials cheaper than a final model (a final phase follows)."""
         return self.policies & _REDUCING
 
+    def largest_group(self, *, measured: bool) -> int:
+        """The most trials a fused group may hold under the ``fusion`` option: ``max_group``'s K, under
+        ``auto`` :data:`AUTO_MAX_GROUP` once a profile was ``measured`` (1 before), 1 when off."""
+        if self.fusion == "max_group":
+            return self.max_group or 1
+        return AUTO_MAX_GROUP if self.fusion == "auto" and measured else 1
+
     def stopping_rule_for(self, history: Iterable[StoppingEvent] = ()) -> StoppingRule:
         return make_stopping_rule(self.stopping_rule, history=history, **self.stopping_options)
 

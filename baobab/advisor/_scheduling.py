@@ -181,10 +181,8 @@ class SubJobState:
         """The group size the job option ``fusion`` asks for trials of ``structure`` (a structure_key):
         ``max_group``'s K; under "auto", by the structure's profile (:func:`packed_size`), or until it is
         measured, by the profile of the nearest structure measured in the sub-job (1 when none is)."""
-        if self.options.fusion == "max_group":
-            return self.options.max_group or 1
         if self.options.fusion != "auto":
-            return 1
+            return self.options.largest_group(measured=False)
         profile = self.profiles.get(structure) or self._nearest_profile(structure)
         if profile is None:
             return 1

@@ -229,17 +229,11 @@ def create(client: Client, spec: dict[str, Any], watch: bool, as_json: bool) -> 
 
 _FORECAST_COLUMNS: list[Column] = [
     ("method", lambda f: f["method"]),
-    ("time", lambda f: _duration(f["seconds"])),
+    ("time (s)", lambda f: f"{f['seconds']:.1f}"),
     ("trials finished", lambda f: f["trials_finished"]),
     ("unfinished", lambda f: f["trials_unfinished"]),
     ("utilisation", lambda f: f"{f['utilisation']:.0%}"),
 ]
-
-
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
 @jobs.command()

@@ -12,7 +12,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import func, select
 from train_job_world import T0, add_model, add_trial, job_body, upload_dataset
 
-from baobab.store import ModelAccess, TrainJob, Trial, UserRole, session_scope
+from baobab.store import ModelAccess, SubJob, TrainJob, Trial, UserRole, session_scope
 
 Headers = dict[str, str]
 AddUser = Callable[[UserRole], tuple[dict[str, Any], Headers]]
@@ -160,9 +160,21 @@ def test_trials_on_the_job_s_own_dataset_are_preferred(app: Flask, client: Flask
     assert anywhere["measured_trials"] == 8
 
 
-def test_early_stopping_shortens_trials_that_report_epochs_only(client: FlaskClient, alice) -> None:
-    """The fixture's trials have no epochs knob: ASHA cannot tell their share, so they count whole."""
+def test_under_asha_a_trial_counts_for_its_expected_share_of_its_epochs(app: Flask, client: FlaskClient, alice) -> None:
+    """The twin's trials trained 10 epochs in 10 s: under ASHA (eta 3) each is taken to run a third of them;
+    the other template's trials report no epochs, so no rule can tell their share and they count whole."""
+    with session_scope(app.extensions["baobab"].engine) as session:
+        for trial in session.scalars(select(Trial).join(SubJob).where(SubJob.model_template_id == alice["twin"])):
+            trial.knobs = {**trial.knobs, "epochs": 10}
     asha = {"early_stopping": {"rule": "asha", "eta": 3}}
-    answer = _forecast(client, alice, "?slots=1", budget={"MODEL_TRIAL_COUNT": 2}, train_args=asha)
-    assert answer.status_code == 200, answer.json
-    assert _by_method(answer.json)["fcfs"]["seconds"] == pytest.approx(20.0, rel=0.05)
+    budget = {"MODEL_TRIAL_COUNT": 3}
+
+    def fcfs_seconds(model: int, train_args: dict[str, Any]) -> float:
+        body = job_body(alice["data"], alice["data"], [model], budget=budget, train_args=train_args)
+        answer = client.post(f"{URL}?slots=1", json=body, headers=alice["headers"])
+        assert answer.status_code == 200, answer.json
+        return _by_method(answer.json)["fcfs"]["seconds"]
+
+    assert fcfs_seconds(alice["twin"], {}) == pytest.approx(30.0, rel=0.05)
+    assert fcfs_seconds(alice["twin"], asha) == pytest.approx(30.0 * (2 + 2 / 3 + 6 / 9) / 10, rel=0.05)
+    assert fcfs_seconds(alice["model"], asha) == pytest.approx(30.0, rel=0.05)

@@ -355,9 +355,10 @@ def test_forecast_a_job_before_creating_it(
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "4 trials on 2 workers of 1 slot, from 2 finished trials:"
+    assert lines[1].split() == ["method", "time", "(s)", "trials", "finished", "unfinished", "utilisation"]
     rows = {line.split()[0]: line.split() for line in lines[3:]}
     assert set(rows) == {"search", "fcfs", "largest_first", "shortest_first"}
-    assert rows["fcfs"][1:4] == ["1m00s", "4", "0"]  # 4 trials of 30 s, two at a time
+    assert rows["fcfs"][1:4] == ["60.0", "4", "0"]  # 4 trials of 30 s, two at a time
     answer = json.loads(run([*four, "--slots", "1", "--json"]).stdout)
     fcfs = next(f for f in answer["forecasts"] if f["method"] == "fcfs")
     assert fcfs["seconds"] == pytest.approx(120.0, rel=0.01)

@@ -21,7 +21,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from baobab.advisor._job_options import AUTO_MAX_GROUP
 from baobab.advisor._plans import PlanStep
 from baobab.advisor._scheduling import JobState, SubJobState
 from baobab.advisor.placement._cost import CostModel
@@ -102,7 +101,7 @@ class Planner:
                 job.id,
                 cap=room,
                 deadline=math.inf if job.deadline is None else max(0.0, job.deadline - now),
-                max_group=_max_group(subs),
+                max_group=subs[0].options.largest_group(measured=any(sub.profiles for sub in subs)),
             )
             for job, room, subs in wanting
         }
@@ -168,16 +167,6 @@ def _guessed(subs: list[SubJobState]) -> str | None:
 
 def _kind(sub: SubJobState) -> str:
     return f"sub-job {sub.id}"
-
-
-def _max_group(subs: list[SubJobState]) -> int:
-    """The largest group the job's fusion option allows (``auto``: only where a profile was measured)."""
-    options = subs[0].options  # a job's options: every sub-job has the same
-    if options.fusion == "max_group":
-        return options.max_group or 1
-    if options.fusion == "auto" and any(sub.profiles for sub in subs):
-        return AUTO_MAX_GROUP
-    return 1
 
 
 def _interleave(lists: list[list[T]]) -> list[T]:

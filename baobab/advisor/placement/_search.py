@@ -167,7 +167,13 @@ def choose_plan(
     def play(plan: Plan) -> Outcome:
         return simulate(plan, machines=machines, jobs=jobs, pending=by_trial, estimate=estimate)
 
-    fair = play(fcfs(pending, jobs, cost, estimate))
+    if method != "search":
+        plan = BASELINES[method](pending, jobs, cost, estimate)
+        return Choice(plan, method, method, 1, play(plan), guessed=unknown)
+    played = {
+        name: (plan, play(plan)) for name, make in BASELINES.items() for plan in [make(pending, jobs, cost, estimate)]
+    }
+    fair = played["fcfs"][1]
     horizon = 2 * fair.makespan + 1.0
 
     def energy(plan: Plan, outcome: Outcome) -> float:
@@ -179,11 +185,7 @@ def choose_plan(
         fused = sum(len(launch.trials) - 1 for launch in plan)
         return outcome.makespan + horizon * (outcome.unfinished + FUSED_TIE * fused) + FAIR_WEIGHT * late
 
-    candidates = [(name, BASELINES[name](pending, jobs, cost, estimate)) for name in BASELINES]
-    if method != "search":
-        plan = dict(candidates)[method]
-        return Choice(plan, method, method, 1, play(plan), guessed=unknown)
-    weighed = [(energy(plan, outcome), name, plan, outcome) for name, plan in candidates for outcome in [play(plan)]]
+    weighed = [(energy(plan, outcome), name, plan, outcome) for name, (plan, outcome) in played.items()]
     best_energy, start, best, best_outcome = min(weighed, key=lambda row: row[0])
     current, current_energy = best, best_energy
     rng = random.Random(seed)
