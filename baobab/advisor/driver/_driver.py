@@ -257,20 +257,16 @@ class JobDriver(StoreSync):
         """Stores what the planner told of each job, when it says something new: another fallback, or a
         prediction ``PLACEMENT_RECORD_S`` after the last one stored."""
         assert self.planner is not None
-        for job_id, outlook in self.planner.outlooks.items():
-            last = self._outlooks.get(job_id)
-            if last is not None and last[1] == outlook.fallback and now - last[0] < PLACEMENT_RECORD_S:
-                continue
-            _rows.record_placement(
-                self.engine,
-                job_id,
-                self.planner.method,
-                outlook.fallback,
-                outlook.finish_in_s,
-                outlook.utilisation,
-                now,
-            )
-            self._outlooks[job_id] = (now, outlook.fallback)
+        due = {
+            job_id: outlook
+            for job_id, outlook in self.planner.outlooks.items()
+            if (last := self._outlooks.get(job_id)) is None
+            or last[1] != outlook.fallback
+            or now - last[0] >= PLACEMENT_RECORD_S
+        }
+        if due:
+            _rows.record_placements(self.engine, self.planner.method, due, now)
+            self._outlooks.update({job_id: (now, outlook.fallback) for job_id, outlook in due.items()})
 
     def _strategy(self, sub: SubJobState) -> Strategy | None:
         """The sub-job's strategy, built on first use from the records of its finished trials."""

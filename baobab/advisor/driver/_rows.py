@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Engine
 
+from baobab.advisor.placement import Outlook
 from baobab.model import Policy
 from baobab.store import (
     JobStatus,
@@ -39,7 +40,7 @@ __all__ = [
     "fail_job",
     "insert_trials",
     "leasable",
-    "record_placement",
+    "record_placements",
     "release_leases",
     "renew_leases",
     "start_job",
@@ -119,19 +120,15 @@ def stop_job_for_time(engine: Engine, job_id: int) -> None:
         request_train_job_stop(session, job_id)
 
 
-def record_placement(
-    engine: Engine,
-    job_id: int,
-    method: str,
-    fallback: str | None,
-    finish_in_s: float | None,
-    utilisation: float | None,
-    now: float,
-) -> None:
-    """What the placement planner now tells of a job: its fallback, or its predicted finish and utilisation."""
-    prediction = None if finish_in_s is None else (utc(now), utc(now + finish_in_s), utilisation or 0.0)
+def record_placements(engine: Engine, method: str, outlooks: Mapping[int, Outlook], now: float) -> None:
+    """What the placement planner now tells of jobs (job id -> outlook), in one transaction: what it could not
+    weigh, or each job's predicted finish and utilisation."""
     with session_scope(engine) as session:
-        record_train_job_placement(session, job_id, method=method, fallback=fallback, prediction=prediction)
+        for job_id, outlook in outlooks.items():
+            prediction = None
+            if outlook.finish_in_s is not None:
+                prediction = (utc(now), utc(now + outlook.finish_in_s), outlook.utilisation or 0.0)
+            record_train_job_placement(session, job_id, method=method, fallback=outlook.fallback, prediction=prediction)
 
 
 def end_job(
