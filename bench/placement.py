@@ -35,8 +35,15 @@ and each job's best validation score over time. The aim is ``search`` at 1.5 tim
 ``fcfs``'s trials per hour. The planner decides only once every job has a completed trial
 (the rules place the first ones), and it sees slots, not threads.
 
+Part 2 on a GPU, ``--gpu`` (gain only; ``placement_gpu.md``): the MLP and the CNN jobs, each with
+``GPU_COUNT`` 1, on a platform of one worker on one CUDA GPU, so that one trial holds the GPU at a
+time: ``fcfs`` (fusion off) is one trial per GPU; under the other ways fused groups are sized by
+the profile each structure's first trial measures on the GPU (its step times, its stack bounded by
+the device's free memory).
+
     .venv/bin/python bench/placement.py                      # about 40 minutes
     .venv/bin/python bench/placement.py --jobs 2 --warmup 2 --gain-trials 3 --images 1000 --out /tmp/placement
+    python bench/placement.py --gpu --gain-trials 8                # on a CUDA machine
 """
 
 from __future__ import annotations
@@ -119,15 +126,15 @@ def replay(history: list[dict[str, Any]], trials: list[dict[str, Any]]) -> float
 class Platform:
     """A fresh platform on ``home`` with the datasets and templates uploaded, placing trials by ``placement``."""
 
-    def __init__(self, home: Path, data: dict[str, dict[str, Path]], placement: str) -> None:
+    def __init__(self, home: Path, data: dict[str, dict[str, Path]], placement: str, gpus: int = 0) -> None:
         settings = {
             "BAOBAB_ADMIN_EMAIL": EMAIL,
             "BAOBAB_ADMIN_PASSWORD": PASSWORD,
             "BAOBAB_CPU_SLOTS": str(SLOTS),
             "BAOBAB_PLACEMENT": placement,
         }
-        self.local = LocalPlatform(home, workers=SLOTS, settings=settings)
-        self.data = data
+        self.local = LocalPlatform(home, workers=gpus or SLOTS, settings=settings)
+        self.data, self.gpus = data, gpus
 
     def __enter__(self) -> Platform:
         self.local.__enter__()
@@ -154,7 +161,7 @@ class Platform:
             "train_dataset_id": self.datasets[kind, "train"],
             "val_dataset_id": self.datasets[kind, "val"],
             "model_ids": [self.ids[k] for k in keys],
-            "budget": {"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0},
+            "budget": {"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": self.gpus},
             "train_args": {"fusion": fusion, "warm_start": False},
         }
 
@@ -203,17 +210,19 @@ GAIN_WAYS = ("fcfs", "rules", "largest_first", "search")
 FUSION = {"fcfs": "off", "rules": "auto", "largest_first": "auto", "search": "auto"}
 #: The gain workload: (app, templates, dataset), all created at once.
 GAIN_JOBS = (("mlp", ["mlp"], "pixels"), ("cnn", ["cnn"], "images"), ("sklearn", ["sklearn"], "pixels"))
+#: On a GPU: the torch jobs alone, and the ways to compare (each ~ a fresh platform, so few).
+GPU_JOBS, GPU_WAYS = GAIN_JOBS[:2], ("fcfs", "rules", "search")
 
 
 def gain(data: dict[str, dict[str, Path]], folder: Path, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Part 2: the same three jobs at once under each placement; trials per hour and best scores over time."""
     ways = {}
-    for way in GAIN_WAYS:
+    for way in GPU_WAYS if args.gpu else GAIN_WAYS:
         print(f"gain: {way}", flush=True)
-        with Platform(folder / f"gain-{way}", data, way) as bench:
+        with Platform(folder / f"gain-{way}", data, way, gpus=int(args.gpu)) as bench:
             jobs = {
                 app: bench.client.create_train_job(**bench.spec(app, keys, kind, args.gain_trials, fusion=FUSION[way]))
-                for app, keys, kind in GAIN_JOBS
+                for app, keys, kind in (GPU_JOBS if args.gpu else GAIN_JOBS)
             }
             finished = {app: bench.wait(job) for app, job in jobs.items()}
             rows = []
@@ -235,7 +244,7 @@ def gain(data: dict[str, dict[str, Path]], folder: Path, args: argparse.Namespac
             "trials_per_hour": round(len(completed) / span * 3600, 1),
             "fused": sum(fused for *_, fused in timeline),
             "best": {app: max((score for _, a, score, _ in timeline if a == app and score is not None), default=None)
-                     for app, _, _ in GAIN_JOBS},
+                     for app, _, _ in (GPU_JOBS if args.gpu else GAIN_JOBS)},
             "timeline": timeline,
         }  # fmt: skip
         print(json.dumps({k: v for k, v in ways[way].items() if k != "timeline"}), flush=True)
@@ -251,8 +260,9 @@ def main() -> None:
     parser.add_argument("--parts", default="fidelity,gain")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--gpu", action="store_true", help="the gain part alone, on one CUDA GPU")
     args = parser.parse_args()
-    parts = set(args.parts.split(","))
+    parts = {"gain"} if args.gpu else set(args.parts.split(","))
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -277,9 +287,11 @@ def write(rows: list[dict[str, Any]], ways: dict[str, dict[str, Any]], args: arg
         if any(r[f"{way}_error"] is not None for r in rows)
     }
     when = datetime.date.today().isoformat()
-    machine = f"{platform.machine()}, {SLOTS} slots, Python {platform.python_version()}"
+    stem = "placement_gpu" if args.gpu else "placement"
+    where = f"one {gpu_name()}, one trial or fused group at a time" if args.gpu else f"{SLOTS} slots"
+    machine = f"{platform.machine()}, {where}, Python {platform.python_version()}"
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "placement.json").write_text(
+    (args.out / f"{stem}.json").write_text(
         json.dumps({"date": when, "machine": machine, "args": vars(args) | {"out": str(args.out)},
                     "wall_s": round(wall_s, 1), "fidelity": rows, "median_error": medians, "gain": ways}, indent=2)
     )  # fmt: skip
@@ -314,13 +326,13 @@ def write(rows: list[dict[str, Any]], ways: dict[str, dict[str, Any]], args: arg
             "*replay*: the job's own knobs, once proposed, on a cost model of the earlier jobs only.",
         ]
     if ways:
-        base = ways["fcfs"]["trials_per_hour"]
+        base, jobs = ways["fcfs"]["trials_per_hour"], GPU_JOBS if args.gpu else GAIN_JOBS
         lines += [
             "",
             "## Gain",
             "",
-            f"Three jobs at once ({', '.join(app for app, _, _ in GAIN_JOBS)}; {args.gain_trials} trials each; "
-            f"fusion off under fcfs, auto otherwise) on {SLOTS} slots, a fresh platform per way.",
+            f"{len(jobs)} jobs at once ({', '.join(app for app, _, _ in jobs)}; {args.gain_trials} trials each; "
+            f"fusion off under fcfs, auto otherwise) on {where}, a fresh platform per way.",
             "",
             "| placement | completed | span (s) | trials per hour | vs fcfs | fused trials | best scores |",
             "|---|---|---|---|---|---|---|",
@@ -331,20 +343,30 @@ def write(rows: list[dict[str, Any]], ways: dict[str, dict[str, Any]], args: arg
                 f"| {way} | {w['completed']} | {w['span_s']} | {w['trials_per_hour']} | "
                 f"{w['trials_per_hour'] / base:.2f}x | {w['fused']} | {best} |"
             )
-        lines += ["", "Aim: search at 1.5x fcfs's trials per hour.", "", "![trials over time](placement.png)"]
-        chart(ways, args.out / "placement.png")
-    (args.out / "placement.md").write_text("\n".join(lines) + "\n")
+        lines += ["", "Aim: search at 1.5x fcfs's trials per hour.", "", f"![trials over time]({stem}.png)"]
+        chart(ways, args.out / f"{stem}.png")
+    (args.out / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def gpu_name() -> str:
+    import torch  # the platform's trials import it; here only to name the GPU
+
+    if not torch.cuda.is_available():
+        return "CPU, no GPU (a check of the script)"
+    props = torch.cuda.get_device_properties(0)
+    return f"{props.name} ({props.total_memory / 2**30:.0f} GiB)"
 
 
 def chart(ways: dict[str, dict[str, Any]], path: Path) -> None:
     """Completed trials and each job's best validation score against time, a line per placement."""
     matplotlib.use("Agg")
-    fig, axes = plt.subplots(1, 1 + len(GAIN_JOBS), figsize=(4 * (1 + len(GAIN_JOBS)), 3.2))
+    apps = list(next(iter(ways.values()))["best"])
+    fig, axes = plt.subplots(1, 1 + len(apps), figsize=(4 * (1 + len(apps)), 3.2))
     for way, w in ways.items():
         times = [t for t, *_ in w["timeline"]]
         axes[0].step(times, range(1, len(times) + 1), where="post", label=way)
-        for ax, (app, _, _) in zip(axes[1:], GAIN_JOBS, strict=True):
+        for ax, app in zip(axes[1:], apps, strict=True):
             best, xs, ys = None, [], []
             for t, a, score, _ in w["timeline"]:
                 if a == app and score is not None:
