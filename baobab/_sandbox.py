@@ -11,7 +11,10 @@ variables, and confines itself with :func:`confine` before it starts any thread:
   be neither read nor written, except the process's own private folder inside them
   and files named to it for reading (the one template a check loads);
 - everything else can be read; writing is allowed in the private folder, ``/tmp``
-  and ``/dev`` only, so a template cannot plant code where the platform will run it;
+  and ``/dev`` only, so a template cannot plant code where the platform will run it,
+  and in the process's own ``/proc/<pid>/task``: CUDA names its threads there
+  (``pthread_setname_np`` opens ``task/<tid>/comm`` to write and truncate), and without
+  it ``cuInit`` fails with "OS call failed" (error 304), seen on an H200;
 - Landlock also keeps it from tracing processes outside its sandbox, which is what
   reading another process's ``/proc/<pid>/environ`` or memory takes.
 
@@ -175,6 +178,8 @@ def confine(confinement: Confinement) -> bool:
         _allow(ruleset, Path(os.path.realpath(path)), read)
     if confinement.private is not None:
         _allow(ruleset, Path(os.path.realpath(confinement.private)), everything)
+    # its own threads' names (see the module docstring): no other process's, nor its other files
+    _allow(ruleset, Path(f"/proc/{os.getpid()}/task"), (FSAccess.WRITE_FILE | FSAccess.TRUNCATE) & everything)
     ruleset.apply()
     return True
 

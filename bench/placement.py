@@ -126,12 +126,15 @@ def replay(history: list[dict[str, Any]], trials: list[dict[str, Any]]) -> float
 class Platform:
     """A fresh platform on ``home`` with the datasets and templates uploaded, placing trials by ``placement``."""
 
-    def __init__(self, home: Path, data: dict[str, dict[str, Path]], placement: str, gpus: int = 0) -> None:
+    def __init__(
+        self, home: Path, data: dict[str, dict[str, Path]], placement: str, gpus: int = 0, more: Any = ()
+    ) -> None:
         settings = {
             "BAOBAB_ADMIN_EMAIL": EMAIL,
             "BAOBAB_ADMIN_PASSWORD": PASSWORD,
             "BAOBAB_CPU_SLOTS": str(SLOTS),
             "BAOBAB_PLACEMENT": placement,
+            **dict(more),
         }
         self.local = LocalPlatform(home, workers=gpus or SLOTS, settings=settings)
         self.data, self.gpus = data, gpus
@@ -219,7 +222,7 @@ def gain(data: dict[str, dict[str, Path]], folder: Path, args: argparse.Namespac
     ways = {}
     for way in GPU_WAYS if args.gpu else GAIN_WAYS:
         print(f"gain: {way}", flush=True)
-        with Platform(folder / f"gain-{way}", data, way, gpus=int(args.gpu)) as bench:
+        with Platform(folder / f"gain-{way}", data, way, gpus=int(args.gpu), more=args.setting) as bench:
             jobs = {
                 app: bench.client.create_train_job(**bench.spec(app, keys, kind, args.gain_trials, fusion=FUSION[way]))
                 for app, keys, kind in (GPU_JOBS if args.gpu else GAIN_JOBS)
@@ -261,6 +264,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--gpu", action="store_true", help="the gain part alone, on one CUDA GPU")
+    parser.add_argument("--setting", type=lambda s: tuple(s.split("=", 1)), action="append", default=[],
+                        help="BAOBAB_NAME=VALUE: one more setting of the gain's platforms (repeatable)")  # fmt: skip
     args = parser.parse_args()
     parts = {"gain"} if args.gpu else set(args.parts.split(","))
     began = time.perf_counter()
