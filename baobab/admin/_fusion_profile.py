@@ -2,7 +2,8 @@
 
 Under the job option ``fusion: "auto"`` the driver picks one trial per sub-job and
 structure to measure how many same-shaped trials one slot should train as one stack
-(:func:`baobab.model.profile_fusion`). The request is ``{"max_group": K}``; the worker
+(:func:`baobab.model.profile_fusion`). The request is ``{"max_group": K}``, with a time budget
+``"budget_s"`` once the sub-job has a completed trial; the worker
 finishes the trial with the request plus what it measured. The measurement comes from
 a worker, which runs user code, so :func:`fusion_profile_field` checks it at the
 boundary: the driver sizes every later group of the sub-job by ``best``.
@@ -27,6 +28,7 @@ FUSION_PROFILE_SCHEMA = register_schema(
         "required": ["max_group"],
         "properties": {
             "max_group": {"type": "integer", "minimum": 1, "maximum": MAX_GROUP, "description": "the largest size"},
+            "budget_s": {"type": "number", "minimum": 0, "description": "the seconds measuring may take"},
             "samples_per_s": {
                 "type": "object",
                 "description": "group size (1: unfused) to training rows per second of all members together",
@@ -39,6 +41,7 @@ FUSION_PROFILE_SCHEMA = register_schema(
     },
 )
 
+_REQUEST = ("max_group", "budget_s")
 _RESULT = ("samples_per_s", "best", "seconds", "reason")
 
 
@@ -64,15 +67,17 @@ def fusion_profile_field(body: dict[str, Any], name: str) -> dict[str, Any] | No
     def fail(where: str, rule: str) -> RequestError:
         return RequestError(f"{where} {rule}", field=name)
 
-    if not isinstance(profile, dict) or "max_group" not in profile or not set(profile) <= {"max_group", *_RESULT}:
+    if not isinstance(profile, dict) or "max_group" not in profile or not set(profile) <= {*_REQUEST, *_RESULT}:
         result = ", ".join(map(repr, _RESULT))
-        raise fail(repr(name), f"must be an object with 'max_group' and, once measured, {result}")
+        raise fail(repr(name), f"must be an object with 'max_group' (and 'budget_s') and, once measured, {result}")
     limit = profile["max_group"]
     if not _whole(limit, 1, MAX_GROUP):
         raise fail(f"{name}.max_group", f"must be a whole number from 1 to {MAX_GROUP}")
-    if len(profile) == 1:
+    if "budget_s" in profile and not _rate(profile["budget_s"]):
+        raise fail(f"{name}.budget_s", "must be a number >= 0")
+    if not set(profile) & set(_RESULT):
         return profile
-    if set(profile) != {"max_group", *_RESULT}:
+    if not set(_RESULT) <= set(profile):
         missing = ", ".join(repr(k) for k in _RESULT if k not in profile)
         raise fail(repr(name), f"has part of a measurement: {missing} missing")
     rates = profile["samples_per_s"]

@@ -12,13 +12,14 @@ from __future__ import annotations
 import bisect
 import json
 import math
+import statistics
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
-from baobab.advisor._job_options import JobOptions
+from baobab.advisor._job_options import AUTO_MAX_GROUP, JobOptions
 from baobab.advisor._packing import packed_size
 from baobab.advisor._plans import Next, Outcome, Plan, PlanStep, RetrainPhase, StopCause
 from baobab.advisor._stopping import StoppingRule
@@ -40,6 +41,10 @@ __all__ = [
 _ERROR_CHARS = 500
 #: Completed trials' run times a sub-job keeps for the placement planner (the latest).
 TIMINGS_KEPT = 200
+#: Fusion "auto": the share of a sub-job's remaining work (its trials left times the median completed
+#: trial's run time) that measuring one structure's profile may take. On 2-second trials a profile of
+#: the worker's full 10 s cost more than all the fusing it enabled (bench/results/placement.md).
+PROFILE_SHARE = 0.1
 
 
 def first_line(text: str | None, limit: int = _ERROR_CHARS) -> str:
@@ -207,13 +212,29 @@ class SubJobState:
 
     def wants_profile(self, step: PlanStep, structure: str) -> bool:
         """Under fusion "auto": whether a trial of ``step`` with ``structure`` should measure where fusing
-        it pays, since no trial of that structure has measured it, nor is measuring it now."""
+        it pays, since no trial of that structure has measured it, nor is measuring it now. Not before a
+        trial of the sub-job completed (until then nobody knows what a measurement may cost against
+        the trials: see :meth:`profile_request`), nor when no trial is left to start after it (no group
+        could use the measurement)."""
         return (
             self.options.fusion == "auto"
             and self.groupable(step)
+            and bool(self.timings)
+            and (self.trial_count is None or self.trial_count - self.trials >= 2)
             and structure not in self.profiles
             and all(trial.profiling != structure for trial in self.active.values())
         )
+
+    def profile_request(self) -> dict[str, Any]:
+        """What the trial that measures a profile is asked: the largest group worth timing (no more than
+        the sub-job's trials left, itself included), and a time budget of :data:`PROFILE_SHARE` of the
+        remaining work (the worker caps it at its own limit, which is all a job of no trial count gets)."""
+        left = None if self.trial_count is None else self.trial_count - self.trials
+        request: dict[str, Any] = {"max_group": AUTO_MAX_GROUP if left is None else max(2, min(AUTO_MAX_GROUP, left))}
+        if self.timings and left is not None:
+            median = statistics.median(seconds for _, seconds, _ in self.timings)
+            request["budget_s"] = round(PROFILE_SHARE * left * median, 3)
+        return request
 
     def best_configs(self, n: int) -> list[Knobs]:
         """The proposals of the ``n`` best-scored searching trials, distinct, best first (ties: earlier trial)."""
@@ -261,6 +282,9 @@ class SubJobState:
         if duration is not None and state is not TrialState.CANCELLED:
             bisect.insort(self.durations.setdefault(trial.phase, []), duration)
         if duration is not None and state is TrialState.COMPLETED:  # a whole training, not a stopped one
+            measuring = profile.get("seconds") if trial.profiling is not None and profile is not None else None
+            if isinstance(measuring, (int, float)):  # the trial's own training, without its measurement
+                duration = max(0.0, duration - measuring)
             self.timings.append((trial.proposal, duration, trial.group_size))
             self.timed += 1
         good = state.is_scored() and score is not None and math.isfinite(score)

@@ -1,8 +1,9 @@
 """A trial asked to measure where fusing its structure pays does so before it trains.
 
 Under the job option ``fusion: "auto"`` the job driver asks the first trial of each
-structure of a sub-job (its claim's ``fusion_profile``, ``{"max_group": K}``) how many
-stacked copies of its model one slot trains fastest. The worker answers with
+structure of a sub-job (its claim's ``fusion_profile``, ``{"max_group": K, "budget_s": B}``,
+the budget being the driver's share of the sub-job's remaining work, within
+:data:`PROFILE_BUDGET_S`) how many stacked copies of its model one slot trains fastest. The worker answers with
 :func:`baobab.model.profile_fusion` on a second instance of the trial's template, built
 with the trial's knobs and train args and fed the trial's own data (from the machine's
 data cache when there is one), before the trial itself trains as it would unasked. The
@@ -76,7 +77,7 @@ def measure_fusion(
             max_group=int(request["max_group"]),
             context=context,
             train_args=train_kwargs(template.cls, given, seed),
-            budget_s=PROFILE_BUDGET_S,
+            budget_s=min(PROFILE_BUDGET_S, float(request.get("budget_s", PROFILE_BUDGET_S))),
             memory_bytes=_memory_bytes(model),
         )
     except Exception as e:  # the template's own errors: its trial meets them again, alone

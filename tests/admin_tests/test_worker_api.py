@@ -125,9 +125,9 @@ def test_a_worker_claims_beats_records_and_finishes_its_trial(app: Flask, client
 
 def test_a_worker_finishes_with_the_fusion_profile_it_measured(app: Flask, client: FlaskClient, trial: int) -> None:
     assert _post(client, app, trial, "claim", {"worker": "w"}).status_code == 200
-    body = {"attempt": 1, "status": "COMPLETED", "score": 0.5, "fusion_profile": MEASURED}
+    body = {"attempt": 1, "status": "COMPLETED", "score": 0.5, "fusion_profile": {**MEASURED, "budget_s": 4.5}}
     assert _post(client, app, trial, "finish", body).json == {"status": "COMPLETED"}
-    assert _row(app, trial).fusion_profile == MEASURED
+    assert _row(app, trial).fusion_profile == {**MEASURED, "budget_s": 4.5}
 
 
 def test_a_silent_workers_trial_is_taken_over_and_the_old_claim_can_no_longer_finish_it(
@@ -243,7 +243,10 @@ def test_a_token_opens_its_own_trial_only_and_a_user_token_opens_none(
                     "architecture": _architecture(_node("x", changed="yes"))}, "architecture",
          "architecture.nodes[0].changed must be a boolean"),
         ("finish", {"attempt": 1, "status": "ERRORED", "error": "x", "fusion_profile": {"best": 2}}, "fusion_profile",
-         "'fusion_profile' must be an object with 'max_group' and, once measured, 'samples_per_s', 'best'"),
+         "'fusion_profile' must be an object with 'max_group' (and 'budget_s') and, once measured, 'samples_per_s'"),
+        ("finish", {"attempt": 1, "status": "ERRORED", "error": "x",
+                    "fusion_profile": {**MEASURED, "budget_s": -1}}, "fusion_profile",
+         "fusion_profile.budget_s must be a number >= 0"),
         ("finish", {"attempt": 1, "status": "ERRORED", "error": "x", "fusion_profile": {"max_group": 0}},
          "fusion_profile", "fusion_profile.max_group must be a whole number from 1 to 1024"),
         ("finish", {"attempt": 1, "status": "ERRORED", "error": "x", "fusion_profile": {**MEASURED, "best": 32}},

@@ -12,10 +12,11 @@ import math
 import pytest
 
 from baobab.advisor import TrialStatus, base_knobs, trial_knobs, trial_policies
-from baobab.advisor._job_options import parse_job_options
+from baobab.advisor._job_options import AUTO_MAX_GROUP, parse_job_options
 from baobab.advisor._packing import packed_size
 from baobab.advisor._plans import PlanStep, RetrainPhase, options_plan
 from baobab.advisor._scheduling import (
+    PROFILE_SHARE,
     ActiveTrial,
     JobState,
     StopCause,
@@ -137,6 +138,8 @@ def test_under_auto_a_structure_is_measured_once_and_its_groups_take_the_measure
     owner, plain = job(1, cap=1), PlanStep(None, {Policy.SHARE_PARAMS: False})
     a, b = '{"width": 8}', '{"width": 16}'  # structure keys
     state = fusing("auto", count=40)
+    assert not state.wants_profile(plain, a)  # no trial completed: what measuring may cost is unknown
+    state.add_finished(ActiveTrial(99, 0, {}), TrialState.COMPLETED, 0.5, 1.0, None)
     assert state.wants_profile(plain, a) and state.fusion_size(a, owner) == 1
     measuring = ActiveTrial(100, 0, {}, profiling=a)
     state.active[100] = measuring
@@ -157,6 +160,26 @@ def test_under_auto_a_structure_is_measured_once_and_its_groups_take_the_measure
     state.add_finished(ActiveTrial(101, 1, {}, profiling=b), TrialState.ERRORED, None, 1.0, None, {"max_group": 64})
     assert b not in state.profiles and state.wants_profile(plain, b)
     assert not fusing("off").wants_profile(plain, a) and not fusing({"max_group": 4}).wants_profile(plain, a)
+
+
+def test_a_profile_is_asked_for_no_larger_group_and_no_longer_than_the_sub_job_can_use() -> None:
+    plain = PlanStep(None, {Policy.SHARE_PARAMS: False})
+    state = fusing("auto", count=12)
+    # No trial has completed: the largest group is the trials left (this one included), the time the worker's.
+    assert state.profile_request() == {"max_group": 12}
+    assert fusing("auto", count=None).profile_request() == {"max_group": AUTO_MAX_GROUP}
+    done = ActiveTrial(100, 0, {"lr": 0.1}, profiling='{"width": 8}')
+    measured = {"max_group": 12, "samples_per_s": {"1": 900.0}, "best": 1, "seconds": 1.5, "reason": None}
+    state.add_finished(done, TrialState.COMPLETED, 0.5, 3.5, None, measured)
+    state.add_finished(ActiveTrial(101, 1, {"lr": 0.2}), TrialState.COMPLETED, 0.6, 2.0, None)
+    # Its own training is what the planner learns from, without the measurement's 1.5 s.
+    assert [seconds for _, seconds, _ in state.timings] == [2.0, 2.0]
+    state.trials = 2  # 10 left, 2 s each: a tenth of those 20 s
+    assert state.profile_request() == {"max_group": 10, "budget_s": pytest.approx(PROFILE_SHARE * 10 * 2.0)}
+    state.trials = 9
+    assert state.wants_profile(plain, '{"width": 16}')  # 3 left: a group of 2 or 3 could use it
+    state.trials = 11
+    assert not state.wants_profile(plain, '{"width": 16}')  # the last trial: no group could use it
 
 
 def test_an_unmeasured_structure_borrows_the_size_of_the_nearest_measured_one() -> None:

@@ -118,12 +118,25 @@ def test_a_job_trains_its_trials_in_groups_each_as_it_would_alone(platform: Plat
             assert ours_m["loss"] == pytest.approx(theirs_m["loss"], abs=LOSS_ATOL)
 
 
+def test_a_profile_stops_at_the_time_budget_the_driver_gave(platform: Platform, executor) -> None:
+    ids = _group(platform, [3e-2, 5e-2])
+    with session_scope(platform.engine) as session:
+        session.get_one(Trial, ids[0]).fusion_profile = {"max_group": 4, "budget_s": 0.0}
+    executor.submit(ids)
+    assert _finished(executor, ids) == Counter(ids)
+    profile = platform.trial(ids[0]).fusion_profile
+    assert profile is not None and set(profile["samples_per_s"]) == {"1"} and profile["best"] == 1, profile
+    assert profile["reason"] == "the profile's 0 s were spent before size 2"
+
+
 # -- fusion "auto": measured, then sized by the measurement -----------------------------------------
 
 PROFILE_KEYS = {"max_group", "samples_per_s", "best", "seconds", "reason"}
 
 
-def test_under_auto_the_first_trial_measures_and_later_groups_take_its_size(platform: Platform) -> None:
+def test_under_auto_the_trial_after_the_first_completed_one_measures_and_later_groups_take_its_size(
+    platform: Platform,
+) -> None:
     events = LocalEventChannel()
     with driving(platform, events, workers=1):
         job_id = _job(platform, "auto", trials=8)
@@ -131,10 +144,11 @@ def test_under_auto_the_first_trial_measures_and_later_groups_take_its_size(plat
         wait_until(lambda: _job_status(platform, job_id).is_finished(), timeout=300, what="the job to end")
     trials = _trials(platform, job_id)
     assert [t.status for t in trials] == [TrialState.COMPLETED] * 8, [(t.status, t.error) for t in trials]
-    first, *rest = trials
+    alone, first, *rest = trials  # the first trial completed before anyone knew what measuring may cost
     profile = first.fusion_profile  # one structure (a learning rate is all that varies): measured once
-    assert profile is not None and set(profile) == PROFILE_KEYS and profile["max_group"] == 64, profile
-    assert all(t.fusion_profile is None for t in rest) and first.fused_group is None
+    # no larger group than the sub-job's 7 trials left is timed, for a tenth of their time at the first's pace
+    assert profile is not None and set(profile) == {*PROFILE_KEYS, "budget_s"} and profile["max_group"] == 7, profile
+    assert all(t.fusion_profile is None for t in [alone, *rest]) and first.fused_group is None
     sizes = {int(k) for k in profile["samples_per_s"]}
     assert 1 in sizes and profile["best"] in sizes and profile["seconds"] > 0
     assert any(line.startswith("fusion profile (") for line in platform.logs(first.id))

@@ -54,7 +54,6 @@ from typing import Any
 
 from baobab.advisor._base import Strategy
 from baobab.advisor._factory import choose_strategy, make_strategy
-from baobab.advisor._job_options import AUTO_MAX_GROUP
 from baobab.advisor._plans import PlanStep, servable
 from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobState, pick_next
 from baobab.advisor._trial_knobs import is_structural, structure_key, trial_knobs, trial_policies
@@ -319,7 +318,7 @@ class JobDriver(StoreSync):
                 phase=step.phase,
                 servable=servable(policies),
                 shared_params_path=sub.shared_params(trial.parent) if sharing else None,
-                fusion_profile=None if trial.profiling is None else {"max_group": AUTO_MAX_GROUP},
+                fusion_profile=None if trial.profiling is None else sub.profile_request(),
             )
             for trial in trials
         ]
