@@ -41,10 +41,12 @@ __all__ = [
 _ERROR_CHARS = 500
 #: Completed trials' run times a sub-job keeps for the placement planner (the latest).
 TIMINGS_KEPT = 200
-#: Fusion "auto": the share of a sub-job's remaining work (its trials left times the median completed
-#: trial's run time) that measuring one structure's profile may take. On 2-second trials a profile of
-#: the worker's full 10 s cost more than all the fusing it enabled (bench/results/placement.md).
+#: Fusion "auto": the share of a sub-job's work (its trial count times the median completed trial's run
+#: time) that measuring fusion profiles may take in all. On trials of one to a few seconds, profiles of
+#: the worker's full 10 s per structure cost more than all the fusing they enabled (bench/results/placement.md).
 PROFILE_SHARE = 0.1
+#: Seconds below which no profile is asked for: enough to time the trial alone and a stack or two.
+MIN_PROFILE_S = 1.0
 
 
 def first_line(text: str | None, limit: int = _ERROR_CHARS) -> str:
@@ -143,6 +145,8 @@ class SubJobState:
     #: size of the group they ran in), and how many were ever recorded (it feeds on the new ones).
     timings: deque[tuple[Knobs, float, int]] = field(default_factory=lambda: deque(maxlen=TIMINGS_KEPT))
     timed: int = 0
+    #: Seconds its trials spent measuring fusion profiles.
+    profiled_s: float = 0.0
 
     def next_step(self, job: JobState, now: float) -> Next:
         """What the sub-job's plan says to start next (see :mod:`baobab.advisor._plans`)."""
@@ -214,26 +218,38 @@ class SubJobState:
         """Under fusion "auto": whether a trial of ``step`` with ``structure`` should measure where fusing
         it pays, since no trial of that structure has measured it, nor is measuring it now. Not before a
         trial of the sub-job completed (until then nobody knows what a measurement may cost against
-        the trials: see :meth:`profile_request`), nor when no trial is left to start after it (no group
-        could use the measurement)."""
+        the trials), nor once the measurements spent their share of the sub-job's work
+        (:meth:`profile_budget`; the structure then borrows the nearest measured one's size), nor when
+        no trial is left to start after it (no group could use the measurement)."""
+        budget = self.profile_budget()
         return (
             self.options.fusion == "auto"
             and self.groupable(step)
             and bool(self.timings)
+            and (budget is None or budget >= MIN_PROFILE_S)
             and (self.trial_count is None or self.trial_count - self.trials >= 2)
             and structure not in self.profiles
             and all(trial.profiling != structure for trial in self.active.values())
         )
 
+    def profile_budget(self) -> float | None:
+        """Seconds a new measurement may take: what the measurements so far left of :data:`PROFILE_SHARE`
+        of the sub-job's work (its trial count at the median completed trial's pace). None without a
+        trial count or a completed trial: the worker's own limit then. Measurements running on several
+        slots at once each see the same budget, so a sub-job may overrun it by that many."""
+        if self.trial_count is None or not self.timings:
+            return None
+        median = statistics.median(seconds for _, seconds, _ in self.timings)
+        return max(0.0, PROFILE_SHARE * self.trial_count * median - self.profiled_s)
+
     def profile_request(self) -> dict[str, Any]:
         """What the trial that measures a profile is asked: the largest group worth timing (no more than
-        the sub-job's trials left, itself included), and a time budget of :data:`PROFILE_SHARE` of the
-        remaining work (the worker caps it at its own limit, which is all a job of no trial count gets)."""
+        the sub-job's trials left, itself included), and its :meth:`profile_budget` where there is one."""
         left = None if self.trial_count is None else self.trial_count - self.trials
         request: dict[str, Any] = {"max_group": AUTO_MAX_GROUP if left is None else max(2, min(AUTO_MAX_GROUP, left))}
-        if self.timings and left is not None:
-            median = statistics.median(seconds for _, seconds, _ in self.timings)
-            request["budget_s"] = round(PROFILE_SHARE * left * median, 3)
+        budget = self.profile_budget()
+        if budget is not None:
+            request["budget_s"] = round(budget, 3)
         return request
 
     def best_configs(self, n: int) -> list[Knobs]:
@@ -279,6 +295,7 @@ class SubJobState:
         if trial.profiling is not None and profile is not None and isinstance(profile.get("best"), int):
             rates = {int(size): float(rate) for size, rate in profile["samples_per_s"].items()}
             self.profiles[trial.profiling] = (profile["best"], rates)
+            self.profiled_s += float(profile["seconds"])
         if duration is not None and state is not TrialState.CANCELLED:
             bisect.insort(self.durations.setdefault(trial.phase, []), duration)
         if duration is not None and state is TrialState.COMPLETED:  # a whole training, not a stopped one

@@ -16,6 +16,7 @@ from baobab.advisor._job_options import AUTO_MAX_GROUP, parse_job_options
 from baobab.advisor._packing import packed_size
 from baobab.advisor._plans import PlanStep, RetrainPhase, options_plan
 from baobab.advisor._scheduling import (
+    MIN_PROFILE_S,
     PROFILE_SHARE,
     ActiveTrial,
     JobState,
@@ -162,24 +163,29 @@ def test_under_auto_a_structure_is_measured_once_and_its_groups_take_the_measure
     assert not fusing("off").wants_profile(plain, a) and not fusing({"max_group": 4}).wants_profile(plain, a)
 
 
-def test_a_profile_is_asked_for_no_larger_group_and_no_longer_than_the_sub_job_can_use() -> None:
-    plain = PlanStep(None, {Policy.SHARE_PARAMS: False})
-    state = fusing("auto", count=12)
-    # No trial has completed: the largest group is the trials left (this one included), the time the worker's.
-    assert state.profile_request() == {"max_group": 12}
-    assert fusing("auto", count=None).profile_request() == {"max_group": AUTO_MAX_GROUP}
-    done = ActiveTrial(100, 0, {"lr": 0.1}, profiling='{"width": 8}')
-    measured = {"max_group": 12, "samples_per_s": {"1": 900.0}, "best": 1, "seconds": 1.5, "reason": None}
-    state.add_finished(done, TrialState.COMPLETED, 0.5, 3.5, None, measured)
-    state.add_finished(ActiveTrial(101, 1, {"lr": 0.2}), TrialState.COMPLETED, 0.6, 2.0, None)
-    # Its own training is what the planner learns from, without the measurement's 1.5 s.
+def test_profiles_are_asked_for_no_larger_group_than_is_left_and_within_a_tenth_of_the_work() -> None:
+    plain, wide = PlanStep(None, {Policy.SHARE_PARAMS: False}), '{"width": 16}'
+    state = fusing("auto", count=40)
+    # No trial has completed: nobody knows what measuring may cost against the trials.
+    assert state.profile_budget() is None and not state.wants_profile(plain, wide)
+    assert state.profile_request() == {"max_group": 40}
+    state.add_finished(ActiveTrial(100, 0, {"lr": 0.2}), TrialState.COMPLETED, 0.6, 2.0, None)
+    state.trials = 2
+    # 40 trials of 2 s: a tenth of those 80 s, for groups of up to the 38 trials left
+    assert state.profile_request() == {"max_group": 38, "budget_s": pytest.approx(PROFILE_SHARE * 40 * 2.0)}
+    assert state.wants_profile(plain, wide)
+    done = ActiveTrial(101, 1, {"lr": 0.1}, profiling='{"width": 8}')
+    measured = {"max_group": 38, "samples_per_s": {"1": 900.0}, "best": 1, "seconds": 7.5, "reason": None}
+    state.add_finished(done, TrialState.COMPLETED, 0.5, 9.5, None, measured)
+    # The planner learns the trial's training, without its 7.5 s of measuring; the budget, what is left.
     assert [seconds for _, seconds, _ in state.timings] == [2.0, 2.0]
-    state.trials = 2  # 10 left, 2 s each: a tenth of those 20 s
-    assert state.profile_request() == {"max_group": 10, "budget_s": pytest.approx(PROFILE_SHARE * 10 * 2.0)}
-    state.trials = 9
-    assert state.wants_profile(plain, '{"width": 16}')  # 3 left: a group of 2 or 3 could use it
-    state.trials = 11
-    assert not state.wants_profile(plain, '{"width": 16}')  # the last trial: no group could use it
+    assert state.profile_budget() == pytest.approx(PROFILE_SHARE * 40 * 2.0 - 7.5)
+    assert state.profile_budget() < MIN_PROFILE_S and not state.wants_profile(plain, wide)  # spent: borrowed
+    assert fusing("auto", count=None).profile_request() == {"max_group": AUTO_MAX_GROUP}  # the worker's limit
+    state = fusing("auto", count=40)
+    state.add_finished(ActiveTrial(100, 0, {}), TrialState.COMPLETED, 0.6, 2.0, None)
+    state.trials = 39
+    assert not state.wants_profile(plain, wide)  # the last trial: no group could use its measurement
 
 
 def test_an_unmeasured_structure_borrows_the_size_of_the_nearest_measured_one() -> None:

@@ -23,6 +23,7 @@ import pytest
 from sqlalchemy import select
 from worker_world import Platform, driving
 
+from baobab.advisor._scheduling import MIN_PROFILE_S, PROFILE_SHARE
 from baobab.model import Task
 from baobab.store import (
     Event,
@@ -145,10 +146,16 @@ def test_under_auto_the_trial_after_the_first_completed_one_measures_and_later_g
     trials = _trials(platform, job_id)
     assert [t.status for t in trials] == [TrialState.COMPLETED] * 8, [(t.status, t.error) for t in trials]
     alone, first, *rest = trials  # the first trial completed before anyone knew what measuring may cost
+    assert alone.fusion_profile is None and alone.started_at is not None and alone.finished_at is not None
+    budget = PROFILE_SHARE * 8 * (alone.finished_at - alone.started_at).total_seconds()  # a tenth of 8 such trials
+    if budget < MIN_PROFILE_S:  # trials too short to be worth measuring (a fast machine): none measures
+        assert all(t.fusion_profile is None and t.fused_group is None for t in trials)
+        return
     profile = first.fusion_profile  # one structure (a learning rate is all that varies): measured once
-    # no larger group than the sub-job's 7 trials left is timed, for a tenth of their time at the first's pace
+    # no larger group than the sub-job's 7 trials left is timed, within the budget
     assert profile is not None and set(profile) == {*PROFILE_KEYS, "budget_s"} and profile["max_group"] == 7, profile
-    assert all(t.fusion_profile is None for t in [alone, *rest]) and first.fused_group is None
+    assert profile["budget_s"] == pytest.approx(budget, abs=1e-3)
+    assert all(t.fusion_profile is None for t in rest) and first.fused_group is None
     sizes = {int(k) for k in profile["samples_per_s"]}
     assert 1 in sizes and profile["best"] in sizes and profile["seconds"] > 0
     assert any(line.startswith("fusion profile (") for line in platform.logs(first.id))
