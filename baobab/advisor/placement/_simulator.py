@@ -33,8 +33,9 @@ class Outcome:
     the machines' core-seconds in that time; ``finished``: trials expected to end before
     their job's deadline; ``unfinished``: those that would not (cut at the deadline, or never
     started); ``job_finish``: when each job's last launch ends; ``starts``: each launch's start
-    (None: never); ``feasible``: False when a launch fits no machine at all (too much memory,
-    more threads or devices than any has), and the plan must not be used.
+    (None: never); ``completion``: the mean time at which its started trials end (a fused
+    trial's at its launch's end); ``feasible``: False when a launch fits no machine at all (too
+    much memory, more threads or devices than any has), and the plan must not be used.
     """
 
     makespan: float
@@ -43,6 +44,7 @@ class Outcome:
     unfinished: int
     job_finish: Mapping[int, float]
     starts: tuple[float | None, ...]
+    completion: float = 0.0
     feasible: bool = True
 
 
@@ -75,7 +77,7 @@ def simulate(
     running: list[tuple[float, int, str, int, list[int]]] = []  # end, launch, machine, threads, devices used
     job_finish: dict[int, float] = {}
     finished = unfinished = 0
-    busy = 0.0
+    busy = ended = 0.0  # core-seconds, and the sum of the started trials' end times
     now = 0.0
     free_cores = sum(m.cores for m in machines)
 
@@ -112,6 +114,7 @@ def simulate(
             units[job_id] += 1
             held.update((name, g) for g in gpus)
             busy += threads * (end - now)
+            ended += end * len(launch.trials)
             job_finish[job_id] = max(job_finish.get(job_id, 0.0), end)
             heapq.heappush(running, (end, i, name, threads, gpus))
             if queue and units[job_id] < job.cap:
@@ -133,6 +136,7 @@ def simulate(
         devices_held[job_of[i]] += Counter()  # drops the devices it no longer uses
     unfinished += sum(len(plan[i].trials) for queue in queues.values() for i in queue)
     total_cores = sum(m.cores for m in machines)
+    started = sum(len(plan[i].trials) for i, start in enumerate(starts) if start is not None)
     return Outcome(
         makespan=now,
         utilisation=busy / (total_cores * now) if now > 0 and total_cores else 0.0,
@@ -140,6 +144,7 @@ def simulate(
         unfinished=unfinished,
         job_finish=job_finish,
         starts=tuple(starts),
+        completion=ended / started if started else 0.0,
     )
 
 
