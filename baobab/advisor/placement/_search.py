@@ -16,8 +16,8 @@ slot, first come first served) — the fairness between jobs is kept as a limit,
 and, to break ties, a trifle per fused trial: fusing that gains nothing is not chosen.
 The mean end time is there because the driver plans again whenever a slot frees, over a
 window of each job's next trials: on the makespan of such a window alone, the longest trials
-went first at every decision, and a job of short trials waited behind them to the end (its
-trials took 0.3 s; bench/results/placement.md, 2026-11-27). Ending trials early is also what
+went first at every decision, and a job of short trials waited behind them to the end (0.3 s
+trials, in a run of bench/placement.py's gain part). Ending trials early is also what
 trials per hour and a best score found sooner are made of.
 """
 

@@ -149,6 +149,8 @@ export interface FusedGroup {
 /** The job driver's request to a trial to measure fusion before it trains, up to `max_group` stacked copies. */
 export interface FusionRequest {
   max_group: number;
+  /** The seconds measuring may take: the sub-job's measurements share a tenth of its work; absent, the worker's own limit. */
+  budget_s?: number;
 }
 
 /** The request with what the worker measured (the API stores a request alone or with all of these). */

@@ -84,5 +84,8 @@ describe("fusionSummary", () => {
     expect(fusionSummary({ max_group: 64 })).toBe(
       "Asked to measure fusion (up to 64 stacked copies); no measurement stored.",
     );
+    expect(fusionSummary({ max_group: 12, budget_s: 2.4 })).toBe(
+      "Asked to measure fusion (up to 12 stacked copies, within 2.4s); no measurement stored.",
+    );
   });
 });

@@ -50,7 +50,8 @@ export function formatRatio(ratio: number | null): string {
 /** One sentence on the profile: what was measured and how later trials of the structure train, or that it was only asked for. */
 export function fusionSummary(profile: FusionProfile): string {
   if (!isMeasured(profile)) {
-    return `Asked to measure fusion (up to ${profile.max_group} stacked copies); no measurement stored.`;
+    const within = profile.budget_s === undefined ? "" : `, within ${formatDuration(profile.budget_s)}`;
+    return `Asked to measure fusion (up to ${profile.max_group} stacked copies${within}); no measurement stored.`;
   }
   const sizes = Object.keys(profile.samples_per_s);
   if (!sizes.length) return "Nothing measured before training: later trials of this structure train alone.";
