@@ -57,6 +57,7 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +129,12 @@ class Platform:
     """A fresh platform on ``home`` with the datasets and templates uploaded, placing trials by ``placement``."""
 
     def __init__(
-        self, home: Path, data: dict[str, dict[str, Path]], placement: str, gpus: int = 0, more: Any = ()
+        self,
+        home: Path,
+        data: dict[str, dict[str, Path]],
+        placement: str,
+        gpus: int = 0,
+        more: Iterable[tuple[str, str]] = (),
     ) -> None:
         settings = {
             "BAOBAB_ADMIN_EMAIL": EMAIL,

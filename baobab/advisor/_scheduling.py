@@ -292,17 +292,16 @@ class SubJobState:
         """Account for a finished trial in the per-phase counts, the scored configurations, the shared
         params and the fusion profiles (``profile``: what the trial measured, when it was asked to)."""
         self.finished[trial.phase] += 1
+        measuring = 0.0  # seconds the trial spent measuring a fusion profile before it trained
         if trial.profiling is not None and profile is not None and isinstance(profile.get("best"), int):
             rates = {int(size): float(rate) for size, rate in profile["samples_per_s"].items()}
             self.profiles[trial.profiling] = (profile["best"], rates)
-            self.profiled_s += float(profile["seconds"])
+            measuring = float(profile["seconds"])
+            self.profiled_s += measuring
         if duration is not None and state is not TrialState.CANCELLED:
             bisect.insort(self.durations.setdefault(trial.phase, []), duration)
         if duration is not None and state is TrialState.COMPLETED:  # a whole training, not a stopped one
-            measuring = profile.get("seconds") if trial.profiling is not None and profile is not None else None
-            if isinstance(measuring, (int, float)):  # the trial's own training, without its measurement
-                duration = max(0.0, duration - measuring)
-            self.timings.append((trial.proposal, duration, trial.group_size))
+            self.timings.append((trial.proposal, max(0.0, duration - measuring), trial.group_size))
             self.timed += 1
         good = state.is_scored() and score is not None and math.isfinite(score)
         observed = self.plan is None or self.plan.observed_phases is None or trial.phase in self.plan.observed_phases

@@ -1,9 +1,9 @@
-import { render, screen, waitFor, within } from "@testing-library/react";
+import { screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
-import { MemoryRouter, Route, Routes } from "react-router";
 import { describe, expect, it } from "vitest";
 
 import { apiError, mockApi } from "../test/api";
+import { renderAt } from "../test/route";
 import { InferenceJobPage, queriesBody } from "./InferenceJobPage";
 import { rememberApiKey } from "./InferenceJobs";
 
@@ -23,13 +23,7 @@ const JOB = {
 };
 
 function renderPage() {
-  render(
-    <MemoryRouter initialEntries={["/inference/3"]}>
-      <Routes>
-        <Route path="/inference/:id" element={<InferenceJobPage />} />
-      </Routes>
-    </MemoryRouter>,
-  );
+  renderAt("/inference/3", "/inference/:id", <InferenceJobPage />);
 }
 
 describe("queriesBody", () => {

@@ -1,10 +1,10 @@
-import { render, screen, waitFor } from "@testing-library/react";
+import { screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
-import { MemoryRouter, Route, Routes } from "react-router";
 import { describe, expect, it, vi } from "vitest";
 
 import type { Built } from "../lib/charts";
 import { mockApi } from "../test/api";
+import { renderAt } from "../test/route";
 import { JobPage } from "./JobPage";
 
 // jsdom has no canvas: the charts show what they were given instead of drawing it.
@@ -18,13 +18,7 @@ vi.mock("../components/Chart", () => ({
 
 /** The page of job fraud v2, as the router shows it. */
 function renderJobPage() {
-  render(
-    <MemoryRouter initialEntries={["/jobs/fraud/2"]}>
-      <Routes>
-        <Route path="/jobs/:app/:version" element={<JobPage />} />
-      </Routes>
-    </MemoryRouter>,
-  );
+  renderAt("/jobs/fraud/2", "/jobs/:app/:version", <JobPage />);
 }
 
 function job(status: string, trials: number, placement: unknown = null) {

@@ -1,9 +1,9 @@
-import { render, screen, within } from "@testing-library/react";
-import { MemoryRouter, Route, Routes } from "react-router";
+import { screen, within } from "@testing-library/react";
 import { describe, expect, it, vi } from "vitest";
 
 import type { Architecture, Trial } from "../api/types";
 import { mockApi, signInAs } from "../test/api";
+import { renderAt } from "../test/route";
 import { TrialPage } from "./TrialPage";
 
 // jsdom has no canvas.
@@ -53,13 +53,7 @@ function renderTrial(shown: Trial, architecture?: Architecture) {
   if (architecture) routes["GET /trials/7/architecture"] = [200, architecture];
   const calls = mockApi(routes);
   signInAs({ id: 1, email: "dev@example.com", role: "MODEL_DEVELOPER" });
-  render(
-    <MemoryRouter initialEntries={["/jobs/cifar/1/trials/7"]}>
-      <Routes>
-        <Route path="/jobs/:app/:version/trials/:trialId" element={<TrialPage />} />
-      </Routes>
-    </MemoryRouter>,
-  );
+  renderAt("/jobs/cifar/1/trials/7", "/jobs/:app/:version/trials/:trialId", <TrialPage />);
   return calls;
 }
 
