@@ -517,7 +517,8 @@ def test_at_the_deadline_trials_are_asked_to_stop_then_cancelled(
 ) -> None:
     # Trial 0 stops when asked (its score counts); trial 1 ignores the request and is cancelled after the grace.
     executor = StandInExecutor(engine, events, slots=4, hold=True, honour_stop=lambda number: number == 0)
-    hours, grace = 0.8 / 3600, 0.4
+    # The job is STOPPING for the grace only: a grace of a few seconds lets a busy machine's poll see it.
+    hours, grace = 0.8 / 3600, 3.0
     with running(engine, executor, events, settings, grace_s=grace):
         job_id = make_job(engine, events, {"TIME_HOURS": hours, "GPU_COUNT": 2})
         wait_until(lambda: job_row(engine, job_id).status is JobStatus.STOPPING, what="STOPPING at the deadline")
@@ -532,7 +533,7 @@ def test_at_the_deadline_trials_are_asked_to_stop_then_cancelled(
     assert [i for i, _, _ in executor.cancels] == [rows[1].id]
     _, reason, cancelled_at = executor.cancels[0]
     assert cancelled_at >= deadline + grace - 0.01
-    assert "time budget" in reason and "0.4 s later" in reason
+    assert "time budget" in reason and "3 s later" in reason
     assert rows[1].error == reason
     assert [s.status for s in sub_jobs(engine, job_id)] == [JobStatus.COMPLETED]
 
