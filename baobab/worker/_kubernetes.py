@@ -1,5 +1,6 @@
 """``BAOBAB_EXECUTOR=kubernetes``: the advisor sizes the Helm release's worker Deployments
-and runs a Deployment and a Service per inference job.
+and runs a Deployment and a Service per inference job, and a HorizontalPodAutoscaler when the
+chart lets a predictor grow.
 
 Trials still travel through Celery; this manager only changes how many worker pods there
 are: the GPU Deployment gets enough pods for the GPUs that active train jobs ask for
@@ -7,6 +8,12 @@ are: the GPU Deployment gets enough pods for the GPUs that active train jobs ask
 nothing runs. Predictor Deployments are built from the chart's own pods (the advisor's env:
 database, broker, secret; the worker image) and carry labels naming their inference job,
 so whatever an advisor left behind is found and removed by the next one.
+
+Autoscaling is per inference job: each predictor pod serves its whole job, so more pods of
+one job's Deployment behind its Service take more of that job's traffic. (The celery
+executor's predictor hosts hold whole jobs by leases instead; adding hosts would not spread
+a busy job, and removing one restarts its jobs elsewhere.) The autoscaler follows the pods'
+CPU against their request, which needs only the cluster's metrics server.
 
 Credentials: in a pod, the service account the chart gives the advisor; elsewhere the
 kubeconfig (``KUBECONFIG`` or ``~/.kube/config``).
@@ -62,6 +69,9 @@ class KubernetesPoolConfig:
     slots_per_pod: int = 2
     max_gpu_pods: int = 64
     max_cpu_pods: int = 64
+    predictor_min_pods: int = 1
+    predictor_max_pods: int = 1
+    predictor_target_cpu: int = 70
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> KubernetesPoolConfig:
@@ -72,6 +82,9 @@ class KubernetesPoolConfig:
             "slots_per_pod": "K8S_SLOTS_PER_POD",
             "max_gpu_pods": "K8S_MAX_GPU_PODS",
             "max_cpu_pods": "K8S_MAX_CPU_PODS",
+            "predictor_min_pods": "K8S_PREDICTOR_MIN_PODS",
+            "predictor_max_pods": "K8S_PREDICTOR_MAX_PODS",
+            "predictor_target_cpu": "K8S_PREDICTOR_TARGET_CPU",
         }
         values: dict[str, Any] = {
             "namespace": env.get("K8S_NAMESPACE", "default"),
@@ -83,7 +96,20 @@ class KubernetesPoolConfig:
                     values[field] = int(env[name])
                 except ValueError:
                     raise ValueError(f"{name}={env[name]!r}: expected a whole number") from None
-        return cls(**values)
+        pool = cls(**values)
+        if pool.predictor_min_pods < 1 or pool.predictor_max_pods < pool.predictor_min_pods:
+            raise ValueError(
+                f"K8S_PREDICTOR_MIN_PODS={pool.predictor_min_pods} and "
+                f"K8S_PREDICTOR_MAX_PODS={pool.predictor_max_pods}: expected 1 <= min <= max"
+            )
+        if not 1 <= pool.predictor_target_cpu <= 100:
+            raise ValueError(f"K8S_PREDICTOR_TARGET_CPU={pool.predictor_target_cpu}: expected a percentage, 1 to 100")
+        return pool
+
+    @property
+    def autoscaled(self) -> bool:
+        """Whether a predictor's pods may grow past their minimum (then each gets an autoscaler)."""
+        return self.predictor_max_pods > self.predictor_min_pods
 
 
 class KubernetesPool:
@@ -95,6 +121,7 @@ class KubernetesPool:
         self.cpu_slots = cpu_slots
         self.apps = client.AppsV1Api(api)
         self.core = client.CoreV1Api(api)
+        self.autoscaling = client.AutoscalingV2Api(api)
 
     # -- what to run --------------------------------------------------------------
 
@@ -158,12 +185,20 @@ class KubernetesPool:
         selector = f"{MANAGED_LABEL}={self.pool.release}"
         deployments = self.running_predictors()
         services = self._managed(self.core.list_namespaced_service(ns, label_selector=selector).items)
+        scalers = self._managed(
+            self.autoscaling.list_namespaced_horizontal_pod_autoscaler(ns, label_selector=selector).items
+        )
         for job_id in sorted(wanted - deployments.keys()):
             deployment, service = self.predictor_objects(job_id)
             logger.info("kubernetes pool: starting the predictor of inference job %d", job_id)
             _tolerate(409, self.apps.create_namespaced_deployment, ns, deployment)
             if job_id not in services:
                 _tolerate(409, self.core.create_namespaced_service, ns, service)
+        if self.pool.autoscaled:
+            for job_id in sorted(wanted - scalers.keys()):
+                _tolerate(
+                    409, self.autoscaling.create_namespaced_horizontal_pod_autoscaler, ns, self.autoscaler(job_id)
+                )
         for job_id, name in sorted(deployments.items()):
             if job_id not in wanted:
                 logger.info("kubernetes pool: removing the predictor of inference job %d", job_id)
@@ -171,6 +206,40 @@ class KubernetesPool:
         for job_id, name in sorted(services.items()):
             if job_id not in wanted:
                 _tolerate(404, self.core.delete_namespaced_service, name, ns)
+        for job_id, name in sorted(scalers.items()):
+            if job_id not in wanted:
+                _tolerate(404, self.autoscaling.delete_namespaced_horizontal_pod_autoscaler, name, ns)
+
+    def autoscaler(self, job_id: int) -> dict[str, Any]:
+        """The HorizontalPodAutoscaler of one inference job's predictor Deployment (see the module doc)."""
+        name = self.predictor_name(job_id)
+        return {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name, "namespace": self.pool.namespace, "labels": self._labels(job_id)},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                "minReplicas": self.pool.predictor_min_pods,
+                "maxReplicas": self.pool.predictor_max_pods,
+                "metrics": [
+                    {
+                        "type": "Resource",
+                        "resource": {
+                            "name": "cpu",
+                            "target": {"type": "Utilization", "averageUtilization": self.pool.predictor_target_cpu},
+                        },
+                    }
+                ],
+            },
+        }
+
+    def _labels(self, job_id: int) -> dict[str, str]:
+        return {
+            "app.kubernetes.io/name": "baobab",
+            "app.kubernetes.io/component": "predictor",
+            MANAGED_LABEL: self.pool.release,
+            JOB_LABEL: str(job_id),
+        }
 
     def predictor_objects(self, job_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """The Deployment and Service of one inference job's predictor.
@@ -183,12 +252,7 @@ class KubernetesPool:
         worker = self._raw_deployment(f"{release}-worker-cpu")
         image = worker["spec"]["template"]["spec"]["containers"][0]["image"]
         name = self.predictor_name(job_id)
-        labels = {
-            "app.kubernetes.io/name": "baobab",
-            "app.kubernetes.io/component": "predictor",
-            MANAGED_LABEL: release,
-            JOB_LABEL: str(job_id),
-        }
+        labels = self._labels(job_id)
         pod = advisor["spec"]["template"]["spec"]
         pod.pop("serviceAccountName", None)
         pod.pop("serviceAccount", None)
@@ -210,7 +274,8 @@ class KubernetesPool:
             "kind": "Deployment",
             "metadata": {"name": name, "namespace": ns, "labels": labels},
             "spec": {
-                "replicas": 1,
+                # the autoscaler, when there is one, owns the count from here on
+                "replicas": self.pool.predictor_min_pods,
                 "selector": {"matchLabels": {MANAGED_LABEL: release, JOB_LABEL: str(job_id)}},
                 "template": {"metadata": {"labels": labels}, "spec": pod},
             },

@@ -114,6 +114,10 @@ class Kube:
     def core(self) -> client.CoreV1Api:
         return client.CoreV1Api(self.api)
 
+    @property
+    def autoscaling(self) -> client.AutoscalingV2Api:
+        return client.AutoscalingV2Api(self.api)
+
 
 @pytest.fixture
 def kube() -> Iterator[Kube]:
@@ -126,6 +130,7 @@ def kube() -> Iterator[Kube]:
             # listing a kind with no object yet needs the kind declared
             emulator.resources["apps/v1/deployments"] = {}
             emulator.resources["v1/services"] = {}
+            emulator.resources["autoscaling/v2/horizontalpodautoscalers"] = {}
             box.update(emulator=emulator, url=str(server.url), loop=asyncio.get_running_loop(), stop=asyncio.Event())
             ready.set()
             await box["stop"].wait()

@@ -6,8 +6,9 @@ objects it leaves there as jobs start and end.
 
 from __future__ import annotations
 
+import kubernetes_validate
 import pytest
-from test_deploy_helm import by_kind, render
+from test_deploy_helm import KUBE_VERSION, by_kind, render
 
 from baobab.store import JobStatus
 from baobab.worker._kubernetes import JOB_LABEL, MANAGED_LABEL, KubernetesPool, KubernetesPoolConfig
@@ -94,6 +95,36 @@ def test_each_inference_job_gets_a_predictor_deployment_and_service_removed_when
     assert f"{RELEASE}-predictor-{first}" not in names and f"{RELEASE}-predictor-{second}" in names
 
 
+def test_an_autoscaled_predictor_grows_by_cpu_within_the_charts_bounds_and_its_autoscaler_goes_with_it(jobs, kube):
+    install_chart(kube)
+    manager = pool(jobs, kube, predictor_min_pods=2, predictor_max_pods=5, predictor_target_cpu=60)
+    trained = jobs.train(status=JobStatus.COMPLETED)
+    first, second = jobs.serve(trained), jobs.serve(trained)
+    manager.reconcile()
+    name = f"{RELEASE}-predictor-{first}"
+    assert kube.apps.read_namespaced_deployment(name, "ml").spec.replicas == 2  # the autoscaler's floor
+    scaler = kube.autoscaling.read_namespaced_horizontal_pod_autoscaler(name, "ml")
+    assert (scaler.spec.min_replicas, scaler.spec.max_replicas) == (2, 5)
+    assert scaler.spec.scale_target_ref.to_dict() == {"api_version": "apps/v1", "kind": "Deployment", "name": name}
+    assert scaler.spec.metrics[0].resource.target.average_utilization == 60
+    assert scaler.metadata.labels[JOB_LABEL] == str(first)
+    kubernetes_validate.validate(manager.autoscaler(first), KUBE_VERSION, strict=True)
+
+    jobs.end_inference(first)
+    manager.reconcile()
+    names = {s.metadata.name for s in kube.autoscaling.list_namespaced_horizontal_pod_autoscaler("ml").items}
+    assert names == {f"{RELEASE}-predictor-{second}"}
+
+
+def test_a_predictor_of_fixed_size_gets_no_autoscaler(jobs, kube):
+    install_chart(kube)
+    manager = pool(jobs, kube, predictor_min_pods=3, predictor_max_pods=3)
+    served = jobs.serve(jobs.train(status=JobStatus.COMPLETED))
+    manager.reconcile()
+    assert kube.apps.read_namespaced_deployment(f"{RELEASE}-predictor-{served}", "ml").spec.replicas == 3
+    assert kube.autoscaling.list_namespaced_horizontal_pod_autoscaler("ml").items == []
+
+
 def test_a_new_manager_cleans_up_what_a_crashed_one_left(jobs, kube):
     install_chart(kube)
     trained = jobs.train(status=JobStatus.COMPLETED)
@@ -126,6 +157,26 @@ def test_the_pool_config_comes_from_what_the_chart_gives_the_advisor():
     )
     with pytest.raises(ValueError, match="K8S_GPUS_PER_POD='two'"):
         KubernetesPoolConfig.from_env({"K8S_GPUS_PER_POD": "two"})
+
+
+def test_the_charts_predictor_autoscaling_reaches_the_advisor_and_bad_bounds_are_refused():
+    values = {"executor": "kubernetes", "predictor": {"autoscaling": {"minPods": 2, "maxPods": 8}}}
+    docs, _ = render(values)
+    advisor = by_kind(docs, "Deployment")[f"{RELEASE}-advisor"]["spec"]["template"]["spec"]["containers"][0]
+    environ = {e["name"]: e["value"] for e in advisor["env"] if e["name"].startswith("K8S_") and "value" in e}
+    config = KubernetesPoolConfig.from_env(environ)
+    assert (config.predictor_min_pods, config.predictor_max_pods, config.predictor_target_cpu) == (2, 8, 70)
+    assert config.autoscaled
+    rules = by_kind(docs, "Role")[f"{RELEASE}-advisor"]["rules"]
+    assert {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"]} in [
+        {k: rule[k] for k in ("apiGroups", "resources")} for rule in rules
+    ]
+    with pytest.raises(ValueError, match="K8S_PREDICTOR_MIN_PODS=3 and K8S_PREDICTOR_MAX_PODS=2"):
+        KubernetesPoolConfig.from_env({"K8S_PREDICTOR_MIN_PODS": "3", "K8S_PREDICTOR_MAX_PODS": "2"})
+    with pytest.raises(ValueError, match="K8S_PREDICTOR_MIN_PODS=0"):
+        KubernetesPoolConfig.from_env({"K8S_PREDICTOR_MIN_PODS": "0"})
+    with pytest.raises(ValueError, match="K8S_PREDICTOR_TARGET_CPU=0"):
+        KubernetesPoolConfig.from_env({"K8S_PREDICTOR_TARGET_CPU": "0"})
 
 
 def test_two_advisors_racing_to_the_same_predictor_both_carry_on(jobs, kube, monkeypatch):
