@@ -35,6 +35,7 @@ __all__ = [
     "json_object",
     "multipart_upload",
     "name_field",
+    "number_field",
     "string_field",
 ]
 
@@ -208,6 +209,22 @@ def name_field(body: dict[str, Any], name: str, *, max_length: int = MAX_NAME_LE
                 field=name,
             )
     return value
+
+
+def number_field(body: dict[str, Any], name: str, *, low: float, high: float, default: float) -> float:
+    """The number ``body[name]`` in ``[low, high]``, or ``default`` when it is absent or null.
+
+    Raises:
+        RequestError: the field is not a number (true and false are not numbers) or out of range.
+    """
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RequestError(f"{name!r} must be a number, got {value!r}", field=name)
+    if not low <= value <= high:
+        raise RequestError(f"{name!r} is {value}; it must be between {low:g} and {high:g}", field=name)
+    return float(value)
 
 
 def enum_field(body: dict[str, Any], name: str, kind: type[E]) -> E:

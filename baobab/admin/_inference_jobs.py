@@ -3,7 +3,8 @@
 Creating a job picks its members (the best ``k`` trials as ``best_trials`` ranks them,
 or the trials the caller names), writes the job STARTING with its members, commits, and
 only then publishes INFERENCE_CREATED; the inference supervisor starts the predictor and
-stores its URL. Stopping writes STOPPED first, then publishes INFERENCE_STOPPED.
+stores its URL. Stopping writes STOPPED first, then publishes INFERENCE_STOPPED. A stopped (or errored)
+job can be deleted, and its request logs go with it (:mod:`baobab.admin._request_logs`).
 
 The API key is made here (``secrets.token_urlsafe(32)``), shown once in the create
 answer and kept only as its SHA-256 in hex: it is a random 256-bit key, not a password,
@@ -39,7 +40,7 @@ from werkzeug.exceptions import BadGateway, RequestEntityTooLarge
 
 from baobab.admin._access import ADMIN_ROLES, may_see_private, private_rows
 from baobab.admin._auth import current_user, require_roles
-from baobab.admin._body import json_object, string_field
+from baobab.admin._body import json_object, number_field, string_field
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._query import INCLUDE_STOPPED, MAX_ID, check_query_args
 from baobab.admin._state import admin_state
@@ -58,11 +59,21 @@ from baobab.store import (
     Trial,
     UserRole,
     add_inference_job,
+    delete_finished_inference_job,
+    delete_request_logs,
     mark_inference_job_stopped,
     session_scope,
 )
 
-__all__ = ["API_KEY_HEADER", "DEFAULT_K", "MAX_MEMBERS", "blueprint", "hash_api_key", "inference_job_json"]
+__all__ = [
+    "API_KEY_HEADER",
+    "DEFAULT_K",
+    "MAX_MEMBERS",
+    "blueprint",
+    "find_inference_job",
+    "hash_api_key",
+    "inference_job_json",
+]
 
 DEFAULT_K = 2
 MAX_MEMBERS = 20  # each member is a model loaded in its own inference worker process
@@ -88,6 +99,13 @@ _CREATE_BODY = {
             "default": False,
             "description": "with k: also trials STOPPED mid-training (at the deadline, or by early stopping)",
         },
+        "request_log_rate": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "default": 0,
+            "description": "the share of answered requests the predictor logs (0: none); see .../request_logs",
+        },
     },
 }
 _INFERENCE_JOB_SCHEMA = register_schema(
@@ -96,7 +114,7 @@ _INFERENCE_JOB_SCHEMA = register_schema(
         "type": "object",
         "required": [
             "id", "app", "app_version", "train_job_id", "status", "public", "predictor_url", "error", "owner_id",
-            "created_at", "stopped_at", "members",
+            "created_at", "stopped_at", "members", "request_log_rate",
         ],
         "properties": {
             "id": {"type": "integer"},
@@ -105,6 +123,7 @@ _INFERENCE_JOB_SCHEMA = register_schema(
             "train_job_id": {"type": "integer"},
             "status": {"enum": [status.value for status in InferenceJobStatus]},
             "public": {"type": "boolean"},
+            "request_log_rate": {"type": "number", "minimum": 0, "maximum": 1},
             "predictor_url": {"type": ["string", "null"]},
             "error": {"type": ["string", "null"]},
             "owner_id": {"type": "integer"},
@@ -156,6 +175,7 @@ def inference_job_json(job: InferenceJob, members: list[Trial]) -> dict[str, Any
         "created_at": job.created_at.isoformat(),
         "stopped_at": job.stopped_at.isoformat() if job.stopped_at is not None else None,
         "members": [{"trial_id": t.id, "model_name": t.sub_job.model_template.name, "score": t.score} for t in shown],
+        "request_log_rate": job.request_log_rate,
     }
 
 
@@ -182,6 +202,7 @@ def create_inference_job() -> tuple[dict[str, Any], int]:
         raise RequestError("give either 'k' (serve the best k trials) or 'trial_ids', not both", field="trial_ids")
     trial_ids = _trial_ids(body) if body.get("trial_ids") is not None else None
     k = _optional_int(body, "k", low=1, high=MAX_MEMBERS)
+    request_log_rate = number_field(body, "request_log_rate", low=0.0, high=1.0, default=0.0)
 
     api_key = secrets.token_urlsafe(32)
     with session_scope(admin_state().engine) as session:
@@ -216,6 +237,7 @@ def create_inference_job() -> tuple[dict[str, Any], int]:
             api_key_hash=hash_api_key(api_key),
             public=public,
             trial_ids=[trial.id for trial in members],
+            request_log_rate=request_log_rate,
         )
         answer = inference_job_json(job, members)
     admin_state().events.publish(Event(EventKind.INFERENCE_CREATED, answer["id"]))
@@ -259,7 +281,7 @@ def list_inference_jobs() -> dict[str, Any]:
 def get_inference_job(job_id: int) -> dict[str, Any]:
     """One inference job; 404 when there is none with this id that the caller may see."""
     with session_scope(admin_state().engine) as session:
-        job = _get_visible(session, job_id)
+        job = find_inference_job(session, job_id)
         return inference_job_json(job, _members(session, [job.id]).get(job.id, []))
 
 
@@ -269,7 +291,7 @@ def get_inference_job(job_id: int) -> dict[str, Any]:
 def stop_inference_job(job_id: int) -> dict[str, Any]:
     """200 with the job STOPPED; a job already stopped (or errored) answers unchanged and announces nothing."""
     with session_scope(admin_state().engine) as session:
-        job = _get_visible(session, job_id)
+        job = find_inference_job(session, job_id)
         # Conditional, so that a job that ended meanwhile keeps its final state and is announced once.
         stopped = mark_inference_job_stopped(session, job_id, now=datetime.now(UTC))
         session.refresh(job)
@@ -277,6 +299,34 @@ def stop_inference_job(job_id: int) -> dict[str, Any]:
     if stopped:
         admin_state().events.publish(Event(EventKind.INFERENCE_STOPPED, job_id))
     return answer
+
+
+@blueprint.delete("/<int:job_id>")
+@require_roles(*_ROLES)
+@api_doc(
+    responses={
+        204: "deleted, with its request logs",
+        404: "no such job that the caller may see",
+        409: "the job is STARTING or RUNNING: stop it first",
+    }
+)
+def delete_inference_job(job_id: int) -> tuple[str, int]:
+    """204; a job still STARTING or RUNNING is refused (409): stop it first.
+
+    The row goes first (with its members), then the request logs. A predictor that is
+    stopping may write a last part after that; the inference supervisor deletes the
+    logs again once the predictor is gone.
+    """
+    with session_scope(admin_state().engine) as session:
+        status = find_inference_job(session, job_id).status
+        if not status.is_finished():
+            raise ConflictError(
+                f"inference job {job_id} is {status.value}; stop it first (POST {blueprint.url_prefix}/{job_id}/stop)"
+            )
+        if not delete_finished_inference_job(session, job_id):  # a request beside this one deleted it
+            raise NotFoundError(f"no inference job with id {job_id}")
+    delete_request_logs(admin_state().artifacts, job_id)
+    return "", 204
 
 
 @blueprint.post("/<int:job_id>/predict")
@@ -306,7 +356,7 @@ def predict(job_id: int) -> Response:
     """
     check_query_args(())
     with session_scope(admin_state().engine) as session:
-        job = _get_visible(session, job_id)
+        job = find_inference_job(session, job_id)
         status, url, task = job.status, job.predictor_url, job.train_job.task
         train_key = job.train_job.train_dataset.artifact_path
     if status is not InferenceJobStatus.RUNNING or url is None:
@@ -391,7 +441,12 @@ def _training_image_format(key: str) -> tuple[str, tuple[int, int]]:
             return ("RGB" if image.mode in ("RGB", "P") else "L"), image.size
 
 
-def _get_visible(session: Session, job_id: int) -> InferenceJob:
+def find_inference_job(session: Session, job_id: int) -> InferenceJob:
+    """The inference job ``job_id`` if the caller may see it.
+
+    Raises:
+        NotFoundError: there is none, or it is someone else's (the same answer, so ids reveal nothing).
+    """
     job = session.get(InferenceJob, job_id) if job_id <= MAX_ID else None  # a larger id would overflow SQLite
     if job is None or not may_see_private(current_user(), job):
         raise NotFoundError(f"no inference job with id {job_id}")

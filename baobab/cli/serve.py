@@ -1,4 +1,4 @@
-"""``baobab serve``: serve a train job's best trials behind a predictor, and stop serving.
+"""``baobab serve``: serve a train job's best trials behind a predictor, stop serving, read its request logs.
 
 ``baobab serve APP`` is short for ``baobab serve start APP`` (an app named like a
 sub-command is served with the long form).
@@ -7,6 +7,7 @@ sub-command is served with the long form).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import click
@@ -14,12 +15,14 @@ import click
 from baobab.cli._common import (
     Column,
     fail,
+    format_size,
     format_time,
     json_option,
     print_json,
     print_record,
     print_table,
     with_client,
+    yes_option,
 )
 from baobab.sdk import Client, JobFailedError, WaitTimeoutError
 
@@ -54,8 +57,10 @@ _FIELDS: list[Column] = [
     ("owner", "owner_id"),
     ("created", lambda j: format_time(j.get("created_at"))),
     ("stopped", lambda j: format_time(j.get("stopped_at"))),
+    ("request log rate", "request_log_rate"),
     ("error", "error"),
 ]
+_LOG_COLUMNS: list[Column] = [("day", "day"), ("size", lambda d: format_size(d.get("size_bytes"))), ("file", "name")]
 
 
 class _DefaultToStart(click.Group):
@@ -78,6 +83,11 @@ def serve() -> None:
 @click.option("--k", "-k", "k", type=click.IntRange(min=1), help="Serve the best K trials [default: 2].")
 @click.option("--trial", "trial_ids", multiple=True, type=int, metavar="ID", help="Serve this trial (repeatable).")
 @click.option("--public", is_flag=True, help="Answer predictions without an API key.")
+@click.option(
+    "--log-rate",
+    type=click.FloatRange(0, 1),
+    help="Log this share of the answered requests (see `baobab serve logs`) [default: 0, none].",
+)
 @click.option("--wait", is_flag=True, help="Return once the predictor answers, with its URL.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="With --wait: give up after this.")
 @json_option
@@ -89,6 +99,7 @@ def start(
     k: int | None,
     trial_ids: tuple[int, ...],
     public: bool,
+    log_rate: float | None,
     wait: bool,
     timeout: float | None,
     as_json: bool,
@@ -96,7 +107,9 @@ def start(
     """Start an inference job for APP's best trials; prints its API key (shown only once)."""
     if k is not None and trial_ids:
         raise click.UsageError("give --k or --trial, not both")
-    job = client.create_inference_job(app, version, k=k, trial_ids=list(trial_ids) or None, public=public)
+    job = client.create_inference_job(
+        app, version, k=k, trial_ids=list(trial_ids) or None, public=public, request_log_rate=log_rate
+    )
     api_key = job.get("api_key")
     if not as_json:
         click.echo(f"inference job {job['id']} for {job['app']} v{job['app_version']}: {_members(job)}")
@@ -145,3 +158,39 @@ def show(client: Client, inference_job_id: int, as_json: bool) -> None:
     """Show one inference job."""
     job = client.get_inference_job(inference_job_id)
     print_record(job, _FIELDS, as_json=as_json)
+
+
+@serve.command()
+@click.argument("inference_job_id", metavar="ID", type=int)
+@yes_option
+@with_client
+def delete(client: Client, inference_job_id: int, yes: bool) -> None:
+    """Delete a stopped inference job and its request logs."""
+    if not yes:
+        click.confirm(f"delete inference job {inference_job_id} and its request logs?", abort=True, err=True)
+    client.delete_inference_job(inference_job_id)
+    click.echo(f"deleted inference job {inference_job_id}")
+
+
+@serve.command()
+@click.argument("inference_job_id", metavar="ID", type=int)
+@click.argument("day", required=False)
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(path_type=Path),
+    help="With DAY: the file to write, or a folder to write it into [default: its name, here].",
+)
+@json_option
+@with_client
+def logs(client: Client, inference_job_id: int, day: str | None, out: Path | None, as_json: bool) -> None:
+    """List the days an inference job logged requests on; with DAY (YYYY-MM-DD, UTC), download that day's log."""
+    if day is None:
+        if out is not None:
+            raise click.UsageError("--out needs a DAY to download")
+        found = client.list_request_logs(inference_job_id)
+        empty = f"inference job {inference_job_id} logged no requests (a job logs them when started with --log-rate)"
+        print_table(found, _LOG_COLUMNS, empty=empty, as_json=as_json)
+        return
+    path = client.download_request_log(inference_job_id, day, out)
+    click.echo(f"wrote {path}")

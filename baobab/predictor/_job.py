@@ -54,7 +54,10 @@ class MemberSpec:
 
 @dataclass(frozen=True)
 class PredictorJob:
-    """An inference job as the predictor serves it; ``members`` best first."""
+    """An inference job as the predictor serves it; ``members`` best first.
+
+    ``request_log_rate`` is the share of answered requests it logs (0: none).
+    """
 
     id: int
     task: Task
@@ -62,6 +65,7 @@ class PredictorJob:
     api_key_hash: str | None
     members: tuple[MemberSpec, ...]
     query_format: QueryFormat
+    request_log_rate: float = 0.0
 
 
 def load_job(settings: Settings, job_id: int) -> PredictorJob:
@@ -91,6 +95,7 @@ def load_job(settings: Settings, job_id: int) -> PredictorJob:
             dataset = train_job.train_dataset
             task, train_args = train_job.task, dict(train_job.train_args or {})
             public, api_key_hash, owner = job.public, job.api_key_hash, job.owner_id
+            request_log_rate = job.request_log_rate
             dataset_key, dataset_format = dataset.artifact_path, dataset.format
     finally:
         engine.dispose()
@@ -123,7 +128,7 @@ def load_job(settings: Settings, job_id: int) -> PredictorJob:
     members.sort(key=lambda m: (m.score is None, -(m.score or 0.0), m.trial_id))
     target = train_args.get("target", "target")
     query_format = _query_format(store, task, dataset_key, dataset_format, target if isinstance(target, str) else "")
-    return PredictorJob(job_id, task, public, api_key_hash, tuple(members), query_format)
+    return PredictorJob(job_id, task, public, api_key_hash, tuple(members), query_format, request_log_rate)
 
 
 def _query_format(

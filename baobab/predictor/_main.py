@@ -45,6 +45,8 @@ class PredictorOptions:
         load_timeout_s: how long a member has to load.
         threads: HTTP worker threads (each waits for its request's batch, so this
             bounds how many requests are batched together).
+        request_log_flush_s: the longest a sampled request waits in memory before it is
+            written to the job's request log (when the job logs requests).
     """
 
     batch_window_s: float = 0.0
@@ -52,6 +54,7 @@ class PredictorOptions:
     member_timeout_s: float = 30.0
     load_timeout_s: float = 180.0
     threads: int = 32
+    request_log_flush_s: float = 10.0
 
     def to_args(self) -> list[str]:
         """The command-line options that give these values."""
@@ -61,6 +64,7 @@ class PredictorOptions:
             f"--member-timeout-s={self.member_timeout_s:g}",
             f"--load-timeout-s={self.load_timeout_s:g}",
             f"--threads={self.threads}",
+            f"--request-log-flush-s={self.request_log_flush_s:g}",
         ]
 
 
@@ -78,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--member-timeout-s", type=float, default=defaults.member_timeout_s)
     parser.add_argument("--load-timeout-s", type=float, default=defaults.load_timeout_s)
     parser.add_argument("--threads", type=int, default=defaults.threads)
+    parser.add_argument("--request-log-flush-s", type=float, default=defaults.request_log_flush_s)
     parser.add_argument("--exit-with-parent", action="store_true", help="exit when stdin ends")
     return parser
 
@@ -114,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         member_timeout_s=args.member_timeout_s,
         load_timeout_s=args.load_timeout_s,
         threads=args.threads,
+        request_log_flush_s=args.request_log_flush_s,
     )
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format=f"%(asctime)s predictor-{args.job_id} %(levelname)s %(message)s"
@@ -133,25 +139,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     if args.exit_with_parent:
         threading.Thread(target=_watch_stdin, args=(stop,), name="stdin", daemon=True).start()
-    pools: list[Any] = []
+    # Closed in order: the request log first (its last part is written before the supervisor's
+    # SIGTERM grace runs out), then the member pool.
+    to_close: list[Any] = []
     try:
-        _serve(args, options, url_out, pools)
+        _serve(args, options, url_out, to_close)
         serving.set()  # from now on a signal ends the loop below
     except _Interrupted:
         logger.info("interrupted while starting")
-        for pool in pools:
-            pool.close()
+        for part in to_close:
+            part.close()
         return 0
     except _StartFailed as e:
-        for pool in pools:
-            pool.close()
+        for part in to_close:
+            part.close()
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 1
     while not stop.wait(0.5):
         pass
     logger.info("stopping")
-    for pool in pools:
-        pool.close()
+    for part in to_close:
+        part.close()
     # The HTTP and fan-out threads may be waiting on members that are gone: do not wait for them.
     sys.stderr.flush()
     os._exit(0)
@@ -165,8 +173,8 @@ class _StartFailed(Exception):
     """The job cannot be served; the message says why."""
 
 
-def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str], pools: list[Any]) -> None:
-    """Load the members, start the HTTP server and print the URL line; ``pools`` gets the pool to close.
+def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str], to_close: list[Any]) -> None:
+    """Load the members, start the HTTP server and print the URL line; ``to_close`` gets what to close.
 
     Raises:
         _StartFailed: the job cannot be served (no such job, no member loads, no HTTP).
@@ -179,7 +187,9 @@ def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str]
     from baobab.predictor._batching import MicroBatcher
     from baobab.predictor._job import load_job
     from baobab.predictor._members import MemberPool
+    from baobab.predictor._request_log import RequestLog
     from baobab.predictor._server import create_app
+    from baobab.store import ArtifactStore
 
     try:
         settings = Settings.from_env()
@@ -191,12 +201,17 @@ def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str]
             member_timeout_s=options.member_timeout_s,
             load_timeout_s=options.load_timeout_s,
         )
-        pools.append(pool)
+        to_close.append(pool)
         pool.start()
     except BaobabError as e:
         raise _StartFailed(str(e)) from None
     batcher = MicroBatcher(pool.predict, window_s=options.batch_window_s, max_batch_size=options.max_batch_size)
-    app = create_app(job, pool, batcher)
+    request_log = None
+    if job.request_log_rate > 0:
+        store = ArtifactStore(settings.artifacts_url)
+        request_log = RequestLog(store, job.id, job.request_log_rate, flush_s=options.request_log_flush_s)
+        to_close.insert(0, request_log)
+    app = create_app(job, pool, batcher, request_log)
     try:
         server = waitress.create_server(
             app,

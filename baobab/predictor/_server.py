@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import json
 import logging
+import time
 from typing import Any
 
 from flask import Flask, Response, request
@@ -23,6 +24,7 @@ from baobab.predictor._batching import MicroBatcher
 from baobab.predictor._job import PredictorJob
 from baobab.predictor._members import BatchOutcome, MemberPool
 from baobab.predictor._queries import check_queries
+from baobab.predictor._request_log import RequestLog
 
 __all__ = ["MAX_BODY_BYTES", "create_app"]
 
@@ -37,8 +39,13 @@ class _Unavailable(Exception):
     """No member answered (503)."""
 
 
-def create_app(job: PredictorJob, pool: MemberPool, batcher: MicroBatcher[BatchOutcome]) -> Flask:
-    """The WSGI app serving ``job`` through ``batcher`` (which feeds ``pool``)."""
+def create_app(
+    job: PredictorJob,
+    pool: MemberPool,
+    batcher: MicroBatcher[BatchOutcome],
+    request_log: RequestLog | None = None,
+) -> Flask:
+    """The WSGI app serving ``job`` through ``batcher`` (which feeds ``pool``); answers go to ``request_log`` too."""
     app = Flask("baobab.predictor")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.register_error_handler(Exception, _handle_error)
@@ -50,9 +57,11 @@ def create_app(job: PredictorJob, pool: MemberPool, batcher: MicroBatcher[BatchO
 
     @app.post("/predict")
     def predict() -> Response:
+        started = time.perf_counter()
         if not job.public:
             _authenticate(job.api_key_hash)
-        queries = check_queries(_body()["queries"], job.query_format)
+        sent = _body()["queries"]
+        queries = check_queries(sent, job.query_format)
         parts = batcher.submit(queries).wait()
         assert parts is not None  # waited without a timeout
         predictions: list[Any] = []
@@ -81,6 +90,8 @@ def create_app(job: PredictorJob, pool: MemberPool, batcher: MicroBatcher[BatchO
                 "left_out": [{"trial_id": t, "reason": left_out[t]} for t in order if t in left_out],
             },
         }
+        if request_log is not None:
+            request_log.offer(started, sent, body, request.content_length or 0)
         return Response(json.dumps(body, allow_nan=False), mimetype="application/json")
 
     return app

@@ -24,6 +24,11 @@ A job's life, as stored:
   restarts itself), so its death is a fault to look at, not to hide;
 - STOPPED is the admin API's to set; the supervisor then kills the process group.
 
+A finished job may be deleted (the admin API), and its request logs with it. A
+predictor writes its last part as it stops, which may come after the API deleted the
+logs: so when a predictor has exited and its job is gone, the supervisor deletes them
+again.
+
 Every write is conditional on the state it leaves (``WHERE status IN (...)``), so a
 late writer never overwrites a STOPPED job.
 """
@@ -49,14 +54,16 @@ from sqlalchemy import Engine, select
 
 from baobab import Settings
 from baobab._settings import ENV_PREFIX
-from baobab.exceptions import StoreError
+from baobab.exceptions import BaobabError, StoreError
 from baobab.predictor._main import PredictorOptions
 from baobab.store import (
+    ArtifactStore,
     EventChannel,
     EventKind,
     InferenceJob,
     InferenceJobStatus,
     Lease,
+    delete_request_logs,
     fail_inference_job,
     serve_inference_job,
     session_scope,
@@ -350,6 +357,7 @@ class InferenceSupervisor:
                 with self._lock:
                     if self._predictors.get(predictor.job_id) is predictor:
                         del self._predictors[predictor.job_id]
+            self._delete_logs_if_deleted(predictor.job_id)
 
     def _record_running(self, predictor: _Predictor) -> None:
         assert predictor.url is not None
@@ -378,6 +386,16 @@ class InferenceSupervisor:
         logger.warning("inference job %d: %s", predictor.job_id, error)
         with session_scope(self._engine) as session:
             fail_inference_job(session, predictor.job_id, self._lease, error, now=datetime.now(UTC))
+
+    def _delete_logs_if_deleted(self, job_id: int) -> None:
+        """Delete the request logs of a deleted job: its predictor, now gone, may have written after the API did."""
+        try:
+            with session_scope(self._engine) as session:
+                gone = session.scalar(select(InferenceJob.id).where(InferenceJob.id == job_id)) is None
+            if gone:
+                delete_request_logs(ArtifactStore(self._settings.artifacts_url), job_id)
+        except (OSError, BaobabError):  # StoreError among them
+            logger.exception("inference job %d: deleting the request logs of the deleted job failed", job_id)
 
 
 def _url_of(line: bytes) -> str | None:

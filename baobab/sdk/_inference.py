@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from baobab.sdk._errors import ClientError, JobFailedError, WaitTimeoutError
-from baobab.sdk._transport import BearerAuth, Json, Transport, base_url, query_params
+from baobab.sdk._transport import BearerAuth, Json, PathLike, Transport, base_url, query_params
 
 __all__ = ["InferenceJobs"]
 
@@ -32,6 +34,7 @@ class InferenceJobs(Transport):
         trial_ids: Sequence[int] | None = None,
         public: bool = False,
         include_stopped: bool = False,
+        request_log_rate: float | None = None,
         wait: bool = False,
         timeout: float | None = None,
     ) -> Json:
@@ -45,6 +48,8 @@ class InferenceJobs(Transport):
             public: predictions need no API key.
             include_stopped: the best ``k`` may include trials STOPPED mid-training (at the
                 deadline, or by early stopping); by default only COMPLETED ones serve.
+            request_log_rate: the share of answered requests the predictor logs, 0 to 1
+                (read them with :meth:`list_request_logs`); the server's default (0, none) when None.
             wait: return only once the predictor answers (``predictor_url`` is set).
             timeout: with ``wait``, seconds to wait at most.
 
@@ -60,6 +65,8 @@ class InferenceJobs(Transport):
             body["k"] = k
         if trial_ids is not None:
             body["trial_ids"] = list(trial_ids)
+        if request_log_rate is not None:
+            body["request_log_rate"] = request_log_rate
         job = self._call("POST", "/inference_jobs", json=body)
         if job.get("api_key"):
             self._api_keys[job["id"]] = job["api_key"]
@@ -77,6 +84,26 @@ class InferenceJobs(Transport):
     def stop_inference_job(self, inference_job_id: int) -> Json:
         """Stops serving: the predictor process ends and its URL stops answering."""
         return self._call("POST", f"/inference_jobs/{int(inference_job_id)}/stop")
+
+    def delete_inference_job(self, inference_job_id: int) -> None:
+        """Deletes a stopped (or errored) inference job and its request logs; refused (409) while it runs."""
+        self._call("DELETE", f"/inference_jobs/{int(inference_job_id)}")
+
+    def list_request_logs(self, inference_job_id: int) -> list[Json]:
+        """The days an inference job logged requests on, newest first: ``[{day, name, size_bytes}]``."""
+        return self._call("GET", f"/inference_jobs/{int(inference_job_id)}/request_logs")["request_logs"]
+
+    def download_request_log(self, inference_job_id: int, day: str, dest: PathLike | None = None) -> Path:
+        """Downloads one day's request log (JSON lines, one answered request a line) and returns its path.
+
+        Args:
+            day: the UTC day, ``YYYY-MM-DD``, as :meth:`list_request_logs` gives it.
+            dest: the file to write, or a folder to write it into; by default
+                ``inference-<id>-<day>.jsonl`` here.
+        """
+        job_id = int(inference_job_id)
+        path = f"/inference_jobs/{job_id}/request_logs/{quote(day, safe='')}"
+        return self._download(path, dest, f"inference-{job_id}-{day}.jsonl")
 
     def wait_for_inference_job(
         self, inference_job_id: int, *, timeout: float | None = None, poll_interval: float = 0.5

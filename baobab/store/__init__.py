@@ -32,6 +32,12 @@ from baobab.store._datasets import (
 )
 from baobab.store._events import Event, EventChannel, EventKind, LocalEventChannel, Subscription
 from baobab.store._params import ParamsFormatError, params_from_bytes, params_to_bytes
+from baobab.store._request_logs import (
+    RequestLogDay,
+    delete_request_logs,
+    request_log_days,
+    request_log_part_key,
+)
 from baobab.store._trial_tokens import TRIAL_TOKEN_MAX_AGE_S, issue_trial_token, trial_of_token
 
 if TYPE_CHECKING:
@@ -41,7 +47,8 @@ if TYPE_CHECKING:
 _DB_NAMES = frozenset(
     {
         "add_inference_job", "add_train_job", "add_trial_records", "Base", "beat_trial", "check_schema",
-        "claim_trial", "ClaimRefused", "create_engine_from_url", "current_revision", "Dataset", "describe_url",
+        "claim_trial", "ClaimRefused", "create_engine_from_url", "current_revision", "Dataset",
+        "delete_finished_inference_job", "describe_url",
         "end_trial", "end_unfinished_trials", "fail_inference_job", "fail_train_job", "finish_sub_job",
         "finish_train_job", "finish_trial", "fuse_trials", "head_revision", "ID_BATCH", "id_batches", "InferenceJob",
         "InferenceJobStatus", "InferenceMember", "insert_trial", "InterimMetric", "JobStatus", "Lease",
@@ -71,17 +78,21 @@ __all__ = [
     "ImageDataset",
     "LocalEventChannel",
     "ParamsFormatError",
+    "RequestLogDay",
     "Subscription",
     "TabularDataset",
     "ZipLimits",
     "build_fashion_mnist",
     "build_tabular",
     "check_compatible",
+    "delete_request_logs",
     "issue_trial_token",
     "params_from_bytes",
     "params_to_bytes",
     "read_image_files",
     "read_tabular",
+    "request_log_days",
+    "request_log_part_key",
     "trial_of_token",
     "validate_key",
     "write_image_files",

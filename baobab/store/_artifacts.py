@@ -17,6 +17,9 @@ Contract, for every backend:
 - A missing key raises :class:`ArtifactNotFoundError` (an :class:`ArtifactError` and a
   ``FileNotFoundError``) naming the key; :meth:`ArtifactStore.delete` of a missing key
   is not an error, so a restarted clean-up can run again.
+- :meth:`ArtifactStore.files` lists the artifacts under a folder key and
+  :meth:`ArtifactStore.delete_folder` removes them: the artifacts that come in many
+  pieces (an inference job's request logs) are kept as a folder of them.
 - The store keeps no state besides its fsspec filesystem, so one instance can be
   shared between threads.
 """
@@ -229,6 +232,23 @@ class ArtifactStore:
                 temp.unlink(missing_ok=True)
         return target
 
+    def files(self, folder: str) -> dict[str, int]:
+        """The artifacts under the folder key ``folder``, at any depth: key → size in bytes, sorted by key.
+
+        A folder that does not exist holds nothing; temporary files of writes under way are not listed.
+
+        Raises:
+            ArtifactError: for a bad key.
+        """
+        root = self._path(folder)
+        found = self.fs.find(root, detail=True) if self.fs.isdir(root) else {}
+        listed: dict[str, int] = {}
+        for path, info in found.items():
+            key = f"{folder}/{path.removeprefix(root + '/')}"
+            if not any(part.startswith(".") for part in key.split("/")):
+                listed[key] = int(info.get("size") or 0)
+        return dict(sorted(listed.items()))
+
     # -- deleting ------------------------------------------------------------------------
 
     def delete(self, key: str) -> bool:
@@ -242,6 +262,23 @@ class ArtifactStore:
             return False
         self._prune(key)
         return True
+
+    def delete_folder(self, folder: str) -> int:
+        """Removes every artifact under the folder key ``folder``; returns how many there were.
+
+        Temporary files of writes cut short (a killed process) go too. Like :meth:`delete`, a
+        missing folder is not an error, so a restarted clean-up can run again.
+        """
+        root = self._path(folder)
+        if not self.fs.isdir(root):
+            return 0
+        count = len(self.files(folder))
+        try:
+            self.fs.rm(root, recursive=True)
+        except FileNotFoundError:  # removed by someone else meanwhile
+            pass
+        self._prune(folder)
+        return count
 
     def _prune(self, key: str) -> None:
         """Remove the folders that held only ``key`` (a dataset's ``datasets/<id>/``) on a local disk.

@@ -7,7 +7,7 @@ import io
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ from baobab.store import (
     create_engine_from_url,
     params_from_bytes,
     params_to_bytes,
+    request_log_part_key,
     session_scope,
 )
 
@@ -46,6 +47,7 @@ AddUser = Callable[[UserRole], tuple[dict[str, Any], Headers]]
 TrialSpec = tuple[str, TrialState, float | None, bool]  # model name, state, score, has parameters
 
 URL = "/api/v1/inference_jobs"
+RATE = "request_log_rate"
 CSV = b"x1,x2,label\n1.0,2.0,0\n3.0,4.0,1\n"
 KNOB_CONFIG = knob_config_to_json({"lr": FloatKnob(1e-3, 1.0, is_exp=True)})
 
@@ -214,6 +216,7 @@ def test_create_with_k_or_trial_ids_then_get_and_list(world: World) -> None:
         "id": body["id"], "app": "shop", "app_version": 1, "train_job_id": body["train_job_id"],
         "status": "STARTING", "public": False, "predictor_url": None, "error": None, "owner_id": w.alice_id,
         "stopped_at": None, "members": [member(shop[5], "forest", 0.95), member(shop[0], "linear", 0.90)],
+        "request_log_rate": 0.0,
     }  # fmt: skip
     assert w.next_event() == Event(EventKind.INFERENCE_CREATED, body["id"])
     assert w.next_event() is None
@@ -318,6 +321,13 @@ def test_bad_requests_name_the_field_and_write_nothing(world: World) -> None:
         ({**ok, "trial_ids": [shop[7]]}, "trial_ids[0]", rf"trial {shop[7]} is CANCELLED; only COMPLETED"),
         ({**ok, "trial_ids": [shop[6]]}, "trial_ids[0]",
          rf"trial {shop[6]} is COMPLETED but stored no parameters, so it cannot be served"),
+        ({**ok, RATE: -0.1}, RATE, r"'request_log_rate' is -0.1; it must be between 0 and 1"),
+        ({**ok, RATE: 1.5}, RATE, r"'request_log_rate' is 1.5; it must be between 0 and 1"),
+        ({**ok, RATE: 2}, RATE, r"'request_log_rate' is 2; it must be between 0 and 1"),
+        ({**ok, RATE: "0.5"}, RATE, r"'request_log_rate' must be a number, got '0.5'"),
+        ({**ok, RATE: True}, RATE, r"'request_log_rate' must be a number, got True"),
+        ({**ok, RATE: [0.5]}, RATE, r"'request_log_rate' must be a number, got \[0.5\]"),
+        ({**ok, RATE: {"rate": 1}}, RATE, r"'request_log_rate' must be a number"),
     ]  # fmt: skip
     for body, field, message in cases:
         response = w.create(w.alice, **body)
@@ -325,6 +335,12 @@ def test_bad_requests_name_the_field_and_write_nothing(world: World) -> None:
         error = response.json["error"]
         assert (error["code"], error["field"]) == ("bad_request", field), (body, error)
         assert re.search(message, error["message"]), (body, error["message"])
+
+    for number in ("NaN", "-Infinity", "1e999"):  # not numbers JSON holds
+        raw = f'{{"app": "shop", "request_log_rate": {number}}}'
+        response = w.client.post(URL, data=raw, content_type="application/json", headers=w.alice)
+        assert (response.status_code, response.json["error"]["field"]) == (400, RATE), (raw, response.json)
+        assert "numbers must be finite" in response.json["error"]["message"]
 
     for raw, content_type in [("not json", "application/json"), ('{"app": "shop"}', "text/plain"), ("[1]", None)]:
         response = w.client.post(URL, data=raw, content_type=content_type or "application/json", headers=w.alice)
@@ -505,3 +521,113 @@ def test_owners_and_admins_only(world: World) -> None:
         response = getattr(w.client, method)(path, json={"app": "shop"} if method == "post" else None)
         assert response.status_code == 401, (method, path)
     assert w.next_event() is None
+
+
+def _write_parts(app: Flask, job_id: int, parts: dict[tuple[date, str], bytes]) -> None:
+    """Request log parts as a predictor writes them: (day, name) -> JSON lines."""
+    for (day, name), data in parts.items():
+        app.extensions["baobab"].artifacts.put_bytes(request_log_part_key(job_id, day, name), data)
+
+
+def test_request_logs_are_listed_and_sent_as_a_file_a_day_to_owners_and_admins_only(world: World) -> None:
+    w = world
+    job = w.create(w.alice, app="shop", app_version=1, k=1, request_log_rate=0.25).json
+    assert job["request_log_rate"] == 0.25
+    assert w.client.get(f"{URL}/{job['id']}", headers=w.alice).json["request_log_rate"] == 0.25
+    logs = f"{URL}/{job['id']}/request_logs"
+    assert w.client.get(logs, headers=w.alice).json == {"request_logs": []}  # nothing logged yet
+
+    first, second = date(2026, 4, 1), date(2026, 4, 2)
+    parts = {
+        (first, "230000000000-bbbbbbbb-000002"): b'{"n": 3}\n',
+        (first, "120000000000-aaaaaaaa-000001"): b'{"n": 1}\n{"n": 2}\n',
+        (second, "000001000000-aaaaaaaa-000003"): b'{"n": 4}\n',
+    }
+    _write_parts(w.app, job["id"], parts)
+    listed = w.client.get(logs, headers=w.alice)
+    assert listed.status_code == 200, listed.json
+    assert listed.json == {
+        "request_logs": [
+            {"day": "2026-04-02", "name": f"inference-{job['id']}-2026-04-02.jsonl", "size_bytes": 9},
+            {"day": "2026-04-01", "name": f"inference-{job['id']}-2026-04-01.jsonl", "size_bytes": 27},
+        ]
+    }
+    sent = w.client.get(f"{logs}/2026-04-01", headers=w.alice)
+    assert sent.status_code == 200
+    assert sent.get_data() == b'{"n": 1}\n{"n": 2}\n{"n": 3}\n'  # the day's parts, joined in time order
+    assert sent.mimetype == "application/x-ndjson"
+    assert sent.headers["Content-Disposition"] == f"attachment; filename=inference-{job['id']}-2026-04-01.jsonl"
+
+    for day in ("yesterday", "2026-4-1", "2026-02-30", "2026-04-01.jsonl", "20260401"):
+        bad = w.client.get(f"{logs}/{day}", headers=w.alice)
+        assert (bad.status_code, bad.json["error"]["field"]) == (400, "day"), (day, bad.json)
+        assert (
+            bad.json["error"]["message"] == f"day {day!r} is not a date YYYY-MM-DD (a UTC day, as the listing gives it)"
+        )
+    empty_day = w.client.get(f"{logs}/2026-04-03", headers=w.alice)
+    assert (empty_day.status_code, empty_day.json["error"]["message"]) == (
+        404, f"inference job {job['id']} logged no requests on 2026-04-03 (UTC)"
+    )  # fmt: skip
+
+    # Someone else's job is not there for bob; the admins read it; nobody reads without a token.
+    for path in (logs, f"{logs}/2026-04-01"):
+        refused = w.client.get(path, headers=w.bob)
+        assert (refused.status_code, refused.json["error"]["message"]) == (404, f"no inference job with id {job['id']}")
+        for admin in (w.admin, w.root):
+            assert w.client.get(path, headers=admin).status_code == 200
+        assert w.client.get(path).status_code == 401
+    for missing_id in (99_999, 2**70):
+        missing = w.client.get(f"{URL}/{missing_id}/request_logs", headers=w.root)
+        assert (missing.status_code, missing.json["error"]["message"]) == (
+            404,
+            f"no inference job with id {missing_id}",
+        )
+    assert w.client.get(f"{logs}?day=2026-04-01", headers=w.alice).status_code == 400  # no query arguments
+
+
+def test_a_finished_job_is_deleted_with_its_logs_a_live_one_is_not(world: World) -> None:
+    w = world
+    engine = w.app.extensions["baobab"].engine
+    kept = w.create(w.alice, app="shop", app_version=1, k=1, request_log_rate=1).json
+    job = w.create(w.alice, app="shop", app_version=1, k=2, request_log_rate=1).json
+    failed = w.create(w.alice, app="shop", app_version=1, k=1).json
+    for logged in (kept, job):
+        _write_parts(w.app, logged["id"], {(date(2026, 4, 1), "120000000000-aaaaaaaa-000001"): b'{"n": 1}\n'})
+    assert [w.next_event() for _ in range(3)] == [
+        Event(EventKind.INFERENCE_CREATED, j["id"]) for j in (kept, job, failed)
+    ]
+
+    # STARTING, then RUNNING: refused, and nothing is lost.
+    for status in (InferenceJobStatus.STARTING, InferenceJobStatus.RUNNING):
+        with session_scope(engine) as session:
+            session.get(InferenceJob, job["id"]).status = status
+        refused = w.client.delete(f"{URL}/{job['id']}", headers=w.alice)
+        assert refused.status_code == 409, refused.json
+        assert refused.json["error"]["message"] == (
+            f"inference job {job['id']} is {status.value}; stop it first (POST /api/v1/inference_jobs/{job['id']}/stop)"
+        )
+    assert len(w.client.get(f"{URL}/{job['id']}/request_logs", headers=w.alice).json["request_logs"]) == 1
+
+    # Someone else's: not there. Stopped, the owner's: gone, with its members and logs; others' logs stay.
+    assert w.client.post(f"{URL}/{job['id']}/stop", headers=w.alice).status_code == 200
+    assert w.next_event() == Event(EventKind.INFERENCE_STOPPED, job["id"])
+    assert w.client.delete(f"{URL}/{job['id']}", headers=w.bob).status_code == 404
+    assert w.client.delete(f"{URL}/{job['id']}").status_code == 401
+    deleted = w.client.delete(f"{URL}/{job['id']}", headers=w.alice)
+    assert (deleted.status_code, deleted.get_data()) == (204, b"")
+    assert w.next_event() is None  # nothing to announce: its predictor was stopped already
+    assert w.client.get(f"{URL}/{job['id']}", headers=w.alice).status_code == 404
+    assert w.client.get(f"{URL}/{job['id']}/request_logs", headers=w.alice).status_code == 404
+    assert w.app.extensions["baobab"].artifacts.files(f"request_logs/inference-{job['id']}") == {}
+    with session_scope(engine) as session:
+        where = InferenceMember.inference_job_id == job["id"]
+        assert session.scalar(select(func.count()).select_from(InferenceMember).where(where)) == 0
+    assert len(w.client.get(f"{URL}/{kept['id']}/request_logs", headers=w.alice).json["request_logs"]) == 1
+    again = w.client.delete(f"{URL}/{job['id']}", headers=w.alice)
+    assert (again.status_code, again.json["error"]["message"]) == (404, f"no inference job with id {job['id']}")
+
+    # An ERRORED job is finished too, and an admin may delete anyone's.
+    with session_scope(engine) as session:
+        session.get(InferenceJob, failed["id"]).status = InferenceJobStatus.ERRORED
+    assert w.client.delete(f"{URL}/{failed['id']}", headers=w.admin).status_code == 204
+    assert [j["id"] for j in w.client.get(URL, headers=w.alice).json["inference_jobs"]] == [kept["id"]]

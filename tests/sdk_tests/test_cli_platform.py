@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import stat
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from werkzeug.wrappers import Request, Response
 from baobab.cli import main
 from baobab.cli.predict import image_query
 from baobab.sdk import Client
-from baobab.store import build_tabular
+from baobab.store import build_tabular, request_log_part_key
 
 ApiServer = Any  # conftest.ApiServer: url, app, settings, root_email, root_password
 sqlite_only = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
@@ -158,7 +159,9 @@ def test_commands_parse_before_they_call(config_home: Path, closed_port: int, tm
     assert_error(run(["serve", "my-app", "--url", url]), refused)
     result = run(["serve", "my-app", "--k", "2", "--trial", "5", "--url", url])
     assert result.exit_code == 2 and "give --k or --trial, not both" in result.stderr
-    assert "start  Start an inference job" in run(["serve", "--help"]).stdout
+    assert ["start", "Start", "an", "inference", "job"] in [
+        line.split()[:5] for line in run(["serve", "--help"]).stdout.splitlines()
+    ]
     assert_error(run(["serve", "stop", "4", "--url", url]), refused)
 
     assert_error(run(["models", "list", "--url", url]), refused)
@@ -314,6 +317,33 @@ def test_models_jobs_and_serving(api_server: ApiServer, backstage: Any, config_h
     ]  # fmt: skip
     assert record(run(["serve", "show", "2"]).stdout)["predictor"] == "http://127.0.0.1:9/"
     assert run(["serve", "stop", "2"]).stdout == "inference job 2 is STOPPED\n"
+
+    # Request logs: the backstage writes a part as the predictor would.
+    result = run(["serve", "fraud", "--k", "1", "--log-rate", "1.5"])
+    assert result.exit_code == 2 and "1.5 is not in the range 0<=x<=1" in result.stderr
+    result = run(["serve", "fraud", "--k", "1", "--log-rate", "0.5", "--json"])
+    assert (json.loads(result.stdout)["id"], json.loads(result.stdout)["request_log_rate"]) == (4, 0.5)
+    assert record(run(["serve", "show", "4"]).stdout)["request log rate"] == "0.5"
+    no_logs = "inference job 2 logged no requests (a job logs them when started with --log-rate)\n"
+    assert run(["serve", "logs", "2"]).stdout == no_logs
+    part = request_log_part_key(2, date(2026, 4, 1), "120000000000-aaaaaaaa-000001")
+    backstage.artifacts.put_bytes(part, b'{"n": 1}\n{"n": 2}\n')
+    assert run(["serve", "logs", "2"]).stdout.splitlines()[2].split() == [
+        "2026-04-01",
+        "18",
+        "B",
+        "inference-2-2026-04-01.jsonl",
+    ]
+    result = run(["serve", "logs", "2", "2026-04-01", "--out", str(tmp_path)])
+    assert result.stdout == f"wrote {tmp_path / 'inference-2-2026-04-01.jsonl'}\n"
+    assert (tmp_path / "inference-2-2026-04-01.jsonl").read_bytes() == b'{"n": 1}\n{"n": 2}\n'
+    assert_error(run(["serve", "logs", "2", "April"]), "day 'April' is not a date YYYY-MM-DD")
+    assert run(["serve", "logs", "2", "--out", str(tmp_path)]).exit_code == 2  # --out needs a DAY
+    assert_error(run(["serve", "delete", "1", "--yes"]), "inference job 1 is STARTING; stop it first")
+    assert run(["serve", "delete", "2"], input="n\n").exit_code == 1  # not confirmed: kept
+    assert run(["serve", "delete", "2", "--yes"]).stdout == "deleted inference job 2\n"
+    assert_error(run(["serve", "logs", "2"]), "no inference job with id 2")
+    assert not backstage.artifacts.exists(part)
     assert_error(run(["serve", "show", "99"]), "no inference job with id 99\n")
 
     assert run(["jobs", "stop", "fraud"]).stdout == "train job fraud v1 is STOPPING\n"

@@ -15,6 +15,7 @@ from baobab.store._db import (
     Lease,
     TrainJob,
     add_inference_job,
+    delete_finished_inference_job,
     fail_inference_job,
     mark_inference_job_stopped,
     serve_inference_job,
@@ -50,6 +51,11 @@ def _row(engine: Engine, job_id: int) -> InferenceJob:
         job = session.get(InferenceJob, job_id)
         assert job is not None
         return job
+
+
+def _count(engine: Engine) -> int:
+    with session_scope(engine) as session:
+        return len(session.scalars(select(InferenceJob.id)).all())
 
 
 def _serving(engine: Engine, job_id: int, lease: Lease) -> None:
@@ -140,3 +146,40 @@ def test_running_jobs_nobody_serves_are_taken_over_and_started_again(engine: Eng
         (InferenceJobStatus.RUNNING, "a"),
         (InferenceJobStatus.RUNNING, None),
     ]
+
+
+def test_a_job_keeps_its_request_log_rate_and_only_a_finished_one_is_deleted_with_its_members(engine: Engine) -> None:
+    (logged,) = _add(engine, trial_states=(TrialState.COMPLETED,))
+    with session_scope(engine) as session:
+        owner_id, train_job_id = session.execute(select(TrainJob.owner_id, TrainJob.id)).one()
+        sampled = add_inference_job(
+            session,
+            owner_id=owner_id,
+            train_job_id=train_job_id,
+            api_key_hash="h",
+            public=False,
+            trial_ids=[],
+            request_log_rate=0.25,
+        ).id
+    assert (_row(engine, logged).request_log_rate, _row(engine, sampled).request_log_rate) == (0.0, 0.25)
+
+    lease = Lease(InferenceJob, "a", MINUTE)
+    _serving(engine, logged, lease)
+    with session_scope(engine) as session:
+        assert not delete_finished_inference_job(session, logged)  # RUNNING
+        assert not delete_finished_inference_job(session, 99_999)
+    with session_scope(engine) as session:
+        assert mark_inference_job_stopped(session, logged, now=NOW)
+    with session_scope(engine) as session:
+        assert delete_finished_inference_job(session, logged)
+    with session_scope(engine) as session:
+        assert session.get(InferenceJob, logged) is None
+        assert session.scalars(select(InferenceMember.trial_id)).all() == []  # the members went with it
+        assert session.get(InferenceJob, sampled) is not None
+        assert not delete_finished_inference_job(session, sampled)  # STARTING
+    with session_scope(engine) as session:  # ERRORED is finished too
+        assert lease.take(session, sampled, NOW)
+        assert fail_inference_job(session, sampled, lease, "the predictor exited", now=NOW)
+    with session_scope(engine) as session:
+        assert delete_finished_inference_job(session, sampled)
+    assert _count(engine) == 0

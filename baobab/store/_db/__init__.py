@@ -11,6 +11,7 @@ from baobab.store._db._batches import ID_BATCH, id_batches
 from baobab.store._db._engine import create_engine_from_url, describe_url, session_scope
 from baobab.store._db._inference_rows import (
     add_inference_job,
+    delete_finished_inference_job,
     fail_inference_job,
     mark_inference_job_stopped,
     serve_inference_job,
@@ -72,6 +73,7 @@ __all__ = [
     "create_engine_from_url",
     "current_revision",
     "Dataset",
+    "delete_finished_inference_job",
     "describe_url",
     "end_trial",
     "end_unfinished_trials",

@@ -6,7 +6,9 @@
 - **serving**: STARTING → RUNNING with ``predictor_url``, by the host holding its lease;
 - **fail**: STARTING or RUNNING → ERRORED, by that host, when its predictor ended (the
   lease is released with it);
-- **stop**: → STOPPED, a user's word (the admin API); the host then kills the predictor.
+- **stop**: → STOPPED, a user's word (the admin API); the host then kills the predictor;
+- **delete**: a finished job goes with its members (the admin API, which deletes its
+  request logs too).
 
 Every write is conditional on the state it leaves, and a host's writes on its lease
 too, so a late writer never overwrites a STOPPED job, nor a host one another took.
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from datetime import datetime
 
-from sqlalchemy import update
+from sqlalchemy import delete, update
 from sqlalchemy.orm import Session
 
 from baobab.enums import InferenceJobStatus
@@ -26,6 +28,7 @@ from baobab.store._db._tables import InferenceJob, InferenceMember
 
 __all__ = [
     "add_inference_job",
+    "delete_finished_inference_job",
     "fail_inference_job",
     "mark_inference_job_stopped",
     "serve_inference_job",
@@ -43,6 +46,7 @@ def add_inference_job(
     api_key_hash: str,
     public: bool,
     trial_ids: Iterable[int],
+    request_log_rate: float = 0.0,
 ) -> InferenceJob:
     """Add a STARTING inference job serving the trials ``trial_ids``; flushed (its id is set)."""
     job = InferenceJob(
@@ -51,6 +55,7 @@ def add_inference_job(
         status=InferenceJobStatus.STARTING,
         api_key_hash=api_key_hash,
         public=public,
+        request_log_rate=request_log_rate,
     )
     session.add(job)
     session.flush()
@@ -104,4 +109,14 @@ def fail_inference_job(session: Session, job_id: int, lease: Lease, error: str, 
         .where(InferenceJob.id == job_id, InferenceJob.status.in_(_LIVE), lease.held())
         .values(status=InferenceJobStatus.ERRORED, error=error, predictor_url=None, stopped_at=now, **RELEASED)
     )
+    return bool(session.execute(statement).rowcount)
+
+
+def delete_finished_inference_job(session: Session, job_id: int) -> bool:
+    """Delete job ``job_id`` and its members if it is STOPPED or ERRORED; False if it is missing or live.
+
+    Conditional, so that a job a host just took over (STARTING again) is never deleted under its predictor.
+    """
+    finished = [status for status in InferenceJobStatus if status.is_finished()]
+    statement = delete(InferenceJob).where(InferenceJob.id == job_id, InferenceJob.status.in_(finished))
     return bool(session.execute(statement).rowcount)

@@ -24,6 +24,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
     true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -271,6 +272,8 @@ class InferenceJob(Base):
     )
     api_key_hash: Mapped[str | None]
     public: Mapped[bool] = mapped_column(default=False)
+    #: The share of answered requests its predictor logs (0: none); see baobab.store._request_logs.
+    request_log_rate: Mapped[float] = mapped_column(default=0.0, server_default=text("0"))
     predictor_url: Mapped[str | None] = mapped_column(_PATH)
     created_at: Mapped[datetime] = _created_at()
     stopped_at: Mapped[datetime | None]

@@ -1,0 +1,29 @@
+"""Inference jobs may log a sample of the requests they answer.
+
+Revision ID: 0012
+Revises: 0011
+
+``inference_jobs.request_log_rate`` is the share of answered requests the predictor
+writes to the artifact store (see ``baobab/store/_request_logs.py``); jobs made before
+it log nothing (0).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0012"
+down_revision = "0011"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("inference_jobs") as batch:
+        batch.add_column(sa.Column("request_log_rate", sa.Double(), nullable=False, server_default=sa.text("0")))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("inference_jobs") as batch:
+        batch.drop_column("request_log_rate")

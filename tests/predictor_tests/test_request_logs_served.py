@@ -1,0 +1,193 @@
+"""Request logs end to end: the admin API on loopback, inference supervisors, real predictors, the SDK.
+
+Three inference jobs of one user serve a TinyRegressor trial: A logs every request
+(written within 0.1 s), B logs none (the default rate), and C logs every request but
+holds them for a minute, so that when C is deleted its predictor still has records to
+write as it stops. Another user and an admin try to read A's logs. SQLite only: the
+database holds only the rate; the store tests run both backends.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from predictor_world import TINY, World, make_world, tabular_frame
+
+from baobab import Settings
+from baobab.admin import create_app
+from baobab.model import Task
+from baobab.predictor import InferenceSupervisor, PredictorOptions
+from baobab.sdk import ApiError, Client
+from baobab.store import (
+    LocalEventChannel,
+    SubJob,
+    TrainJob,
+    delete_finished_inference_job,
+    mark_inference_job_stopped,
+    session_scope,
+    upgrade_database,
+)
+from baobab.testing import serve_in_thread, wait_until
+
+sqlite_only = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+ROOT = ("root@example.com", "root-password")
+
+
+def _supervise(
+    world: World, events: LocalEventChannel, job_ids: set[int], **options: Any
+) -> tuple[InferenceSupervisor, Callable[[], None]]:
+    """An inference supervisor of ``job_ids`` in a thread, and what stops it."""
+    supervisor = InferenceSupervisor(
+        world.engine, events, world.settings, job_ids=job_ids, options=PredictorOptions(**options), reconcile_s=0.3
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=supervisor.run, args=(stop,), daemon=True)
+    thread.start()
+
+    def halt() -> None:
+        stop.set()
+        thread.join(30)
+
+    return supervisor, halt
+
+
+def _records(client: Client, job_id: int, folder: Path) -> tuple[list[dict[str, Any]], bytes]:
+    """Every record of the job's logs, oldest day first, and the raw bytes, downloaded through the SDK."""
+    raw = b""
+    for day in reversed(client.list_request_logs(job_id)):
+        path = client.download_request_log(job_id, day["day"], folder)
+        assert path.name == day["name"] == f"inference-{job_id}-{day['day']}.jsonl"
+        data = path.read_bytes()
+        assert len(data) == day["size_bytes"]
+        raw += data
+    return [json.loads(line) for line in raw.decode().splitlines()], raw
+
+
+@pytest.fixture
+def platform(db_url: str, tmp_path: Path) -> Iterator[tuple[World, LocalEventChannel, str]]:
+    """A store with a user's trained trial, and the admin API on loopback (its events on the channel yielded)."""
+    upgrade_database(db_url)
+    settings = Settings.from_env(
+        environ={}, home=tmp_path / "home", database_url=db_url, admin_email=ROOT[0], admin_password=ROOT[1]
+    )
+    events = LocalEventChannel()
+    app = create_app(settings, events)  # before the world's user: the first user made is the SUPERADMIN
+    world = make_world(db_url, tmp_path / "home")
+    with serve_in_thread(app) as url:
+        yield world, events, url
+    app.extensions["baobab"].engine.dispose()
+    world.engine.dispose()
+
+
+@sqlite_only
+def test_logs_are_written_at_the_rate_read_by_the_owner_only_and_deleted_with_their_job(
+    platform: tuple[World, LocalEventChannel, str], tmp_path: Path
+) -> None:
+    world, events, url = platform
+    root = Client(url)
+    root.login(*ROOT)
+    for name in ("ann", "bob"):
+        root.create_user(f"{name}@example.com", f"{name}-password", role="APP_DEVELOPER")
+    ann, bob = Client(url), Client(url)
+    ann.login("ann@example.com", "ann-password")
+    bob.login("bob@example.com", "bob-password")
+    world.owner_id = next(u["id"] for u in root.list_users() if u["email"] == "ann@example.com")
+    dataset_id, diabetes = world.tabular("diabetes")
+    sub_job = world.train_job(Task.TABULAR_REGRESSION, dataset_id, TINY, "TinyRegressor")
+    trial = world.trial(sub_job, TINY, "TinyRegressor", {"offset": 1.0}, diabetes, score=0.5)
+    with session_scope(world.engine) as session:
+        app_name = session.get(TrainJob, session.get(SubJob, sub_job).train_job_id).app
+
+    every = ann.create_inference_job(app_name, k=1, request_log_rate=1.0)
+    none = ann.create_inference_job(app_name, k=1)
+    late = ann.create_inference_job(app_name, k=1, request_log_rate=1)
+    assert (every["request_log_rate"], none["request_log_rate"], late["request_log_rate"]) == (1.0, 0.0, 1.0)
+    quick, quick_halt = _supervise(world, events, {every["id"], none["id"]}, request_log_flush_s=0.1)
+    slow, slow_halt = _supervise(world, events, {late["id"]}, request_log_flush_s=60)
+    try:
+        for job in (every, none, late):
+            ann.wait_for_inference_job(job["id"], timeout=120)
+        rows = tabular_frame("diabetes").drop(columns="target").to_numpy()
+        started = datetime.now(UTC)
+
+        # A logs each answered request: 12 of one query, one of two; a refused one is not an answer.
+        sent = [[rows[i].tolist()] for i in range(12)] + [rows[20:22].tolist()]
+        answers = [ann.predict(queries, inference_job_id=every["id"]) for queries in sent]
+        with pytest.raises(ApiError) as bad:
+            ann.predict([[1.0, 2.0]], inference_job_id=every["id"])
+        assert bad.value.status == 400
+        folder = tmp_path / "downloads"
+        folder.mkdir()
+        records, raw = wait_until(
+            lambda: (found := _records(ann, every["id"], folder)) and len(found[0]) == len(sent) and found,
+            what="every answered request of A in its log",
+        )
+        assert sorted(map(json.dumps, (r["queries"] for r in records))) == sorted(map(json.dumps, sent))
+        by_query = {json.dumps(r["queries"]): r for r in records}
+        for queries, answer in zip(sent, answers, strict=True):
+            record = by_query[json.dumps(queries)]
+            assert record["predictions"] == answer["predictions"]
+            assert record["members"] == answer["members"] == {"answered": [trial.trial_id], "left_out": []}
+            assert record["latency_ms"] > 0
+            assert started <= datetime.fromisoformat(record["time"]) <= datetime.now(UTC)
+        assert every["api_key"].encode() not in raw and b"Bearer" not in raw  # the key is never logged
+
+        # Only the owner and the admins read them: to anyone else the job is not there.
+        assert root.list_request_logs(every["id"]) == ann.list_request_logs(every["id"])
+        day = ann.list_request_logs(every["id"])[0]["day"]
+        for call in (lambda: bob.list_request_logs(every["id"]), lambda: bob.download_request_log(every["id"], day)):
+            with pytest.raises(ApiError) as refused:
+                call()
+            assert (refused.value.status, refused.value.message) == (404, f"no inference job with id {every['id']}")
+        with pytest.raises(ApiError) as bad_day:
+            ann.download_request_log(every["id"], "yesterday")
+        assert (bad_day.value.status, bad_day.value.field) == (400, "day")
+        with pytest.raises(ApiError) as no_day:
+            ann.download_request_log(every["id"], "2001-02-03")
+        assert (no_day.value.status, no_day.value.message) == (
+            404, f"inference job {every['id']} logged no requests on 2001-02-03 (UTC)"
+        )  # fmt: skip
+
+        # B, at the default rate, logs nothing, not even as its predictor stops.
+        for i in range(10):
+            ann.predict([rows[i].tolist()], inference_job_id=none["id"])
+        ann.stop_inference_job(none["id"])
+        wait_until(lambda: quick.predictor_pid(none["id"]) is None, what="B's predictor gone")
+        assert ann.list_request_logs(none["id"]) == []
+        assert world.store.files(f"request_logs/inference-{none['id']}") == {}
+
+        # A running job is not deleted; a stopped one is, with its logs.
+        with pytest.raises(ApiError) as running:
+            ann.delete_inference_job(every["id"])
+        assert running.value.status == 409 and "stop it first" in running.value.message
+        ann.stop_inference_job(every["id"])
+        ann.delete_inference_job(every["id"])
+        with pytest.raises(ApiError) as gone:
+            ann.list_request_logs(every["id"])
+        assert gone.value.status == 404
+        assert every["id"] not in [j["id"] for j in ann.list_inference_jobs()]
+        wait_until(lambda: quick.predictor_pid(every["id"]) is None, what="A's predictor gone")
+        assert world.store.files(f"request_logs/inference-{every['id']}") == {}
+
+        # C holds its records when it is stopped and deleted at once, behind its supervisor's back (no event):
+        # its predictor writes them as it stops, after the job and its logs were deleted, and the supervisor,
+        # which finds the job gone, deletes them again.
+        for i in range(3):
+            ann.predict([rows[i].tolist()], inference_job_id=late["id"])
+        assert ann.list_request_logs(late["id"]) == []  # gathered, not written yet
+        with session_scope(world.engine) as session:
+            assert mark_inference_job_stopped(session, late["id"], now=datetime.now(UTC))
+            assert delete_finished_inference_job(session, late["id"])
+        wait_until(lambda: slow.predictor_pid(late["id"]) is None, what="C's predictor gone")
+        log = (world.settings.home / "logs" / f"predictor-{late['id']}.log").read_text()
+        assert f"inference job {late['id']}: the request log wrote 3 records (1 parts)" in log
+        wait_until(lambda: world.store.files(f"request_logs/inference-{late['id']}") == {}, what="C's late part gone")
+    finally:
+        quick_halt()
+        slow_halt()
