@@ -10,6 +10,7 @@ from baobab.admin import (
     _inference_jobs,
     _models,
     _openapi,
+    _telemetry,
     _tokens,
     _train_job_forecast,
     _train_job_trials,
@@ -42,6 +43,7 @@ _BLUEPRINTS = (
     _worker_api.blueprint,
     _zoo.blueprint,
     _openapi.blueprint,
+    _telemetry.blueprint,
     _web.blueprint,
 )
 

@@ -177,6 +177,7 @@ def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str]
     from baobab.predictor._job import load_job
     from baobab.predictor._members import MemberPool
     from baobab.predictor._server import create_app
+    from baobab.predictor._telemetry import measured_batches
 
     try:
         settings = Settings.from_env()
@@ -192,7 +193,9 @@ def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str]
         pool.start()
     except BaobabError as e:
         raise _StartFailed(str(e)) from None
-    batcher = MicroBatcher(pool.predict, window_s=options.batch_window_s, max_batch_size=options.max_batch_size)
+    batcher = MicroBatcher(
+        measured_batches(pool.predict), window_s=options.batch_window_s, max_batch_size=options.max_batch_size
+    )
     app = create_app(job, pool, batcher)
     try:
         server = waitress.create_server(

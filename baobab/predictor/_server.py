@@ -1,4 +1,4 @@
-"""The predictor's HTTP API: ``POST /predict`` and ``GET /health``.
+"""The predictor's HTTP API: ``POST /predict``, ``GET /health`` and ``GET /metrics`` (:mod:`._telemetry`).
 
 Errors answer like the admin API's, with the envelope of :mod:`baobab.error_envelope`;
 401 adds ``WWW-Authenticate: Bearer``. The JSON body is parsed strictly: ``NaN`` and
@@ -23,6 +23,7 @@ from baobab.predictor._batching import MicroBatcher
 from baobab.predictor._job import PredictorJob
 from baobab.predictor._members import BatchOutcome, MemberPool
 from baobab.predictor._queries import check_queries
+from baobab.predictor._telemetry import instrument
 
 __all__ = ["MAX_BODY_BYTES", "create_app"]
 
@@ -42,6 +43,7 @@ def create_app(job: PredictorJob, pool: MemberPool, batcher: MicroBatcher[BatchO
     app = Flask("baobab.predictor")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.register_error_handler(Exception, _handle_error)
+    instrument(app, batcher)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
