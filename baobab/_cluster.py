@@ -1,10 +1,14 @@
 """Cluster mode's services, one per process and each on any machine: what ``baobab api``,
-``baobab advisor`` and ``baobab predictor`` run (``baobab worker`` is
-:func:`baobab.worker._celery.run_worker`).
+``baobab advisor``, ``baobab worker`` and ``baobab predictor`` run.
 
 Like :mod:`baobab._platform`, a composition root: the same parts as ``baobab up``,
 wired to PostgreSQL (``BAOBAB_DATABASE_URL``), the broker (``BAOBAB_BROKER_URL``,
 which also carries the events) and the shared artifact URL, instead of to each other.
+
+It also decides how each service shows its Prometheus metrics (:mod:`baobab._prometheus`):
+the API on its own ``/metrics``, adding up its gunicorn processes; the advisor, and the
+worker adding up its Celery pool processes, on a port of their own. Each predictor answers
+``/metrics`` on its own port, like ``/predict``.
 """
 
 from __future__ import annotations
@@ -12,13 +16,14 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
+from baobab._prometheus import enable_multiprocess, serve
 from baobab._settings import Executor, Settings
 
-__all__ = ["run_advisor", "run_api", "run_predictor_host"]
+__all__ = ["run_advisor", "run_api", "run_predictor_host", "run_worker"]
 
 logger = logging.getLogger("baobab")
 
@@ -46,7 +51,12 @@ def _events(settings: Settings) -> Any:
 
 
 def run_api(settings: Settings, *, host: str, port: int, processes: int, threads: int) -> None:
-    """Serve the admin API under gunicorn until SIGTERM; upgrades the schema first."""
+    """Serve the admin API under gunicorn until SIGTERM; upgrades the schema first.
+
+    ``/metrics`` adds up the values of every gunicorn process: whichever one a scrape reaches
+    answers for all.
+    """
+    enable_multiprocess()  # before the admin's metrics are defined (in each gunicorn process, after the fork)
     from gunicorn.app.base import BaseApplication
 
     from baobab.admin import create_app
@@ -74,8 +84,16 @@ def run_api(settings: Settings, *, host: str, port: int, processes: int, threads
     _Application().run()
 
 
-def run_advisor(settings: Settings, *, slots: int | None = None) -> None:
-    """Drive train jobs on the Celery workers until SIGTERM (several advisors share the jobs by leases)."""
+def run_advisor(settings: Settings, *, slots: int | None = None, metrics_port: int | None = None) -> None:
+    """Drive train jobs on the Celery workers until SIGTERM (several advisors share the jobs by leases).
+
+    Args:
+        slots: trials at once over every job; by default what the workers report.
+        metrics_port: where the driver's Prometheus metrics are served (any interface); None: nowhere.
+
+    Raises:
+        OSError: ``metrics_port`` cannot be listened on.
+    """
     from baobab.advisor import JobDriver
     from baobab.store import create_engine_from_url
     from baobab.worker import CeleryExecutor
@@ -98,11 +116,38 @@ def run_advisor(settings: Settings, *, slots: int | None = None) -> None:
     driver = JobDriver(engine, executor, events, settings, lease_s=settings.lease_s, rescan_s=rescan_s)
     logger.info("advisor %s: driving jobs (lease %g s, rescan %g s)", driver.name, settings.lease_s, rescan_s)
     try:
+        if metrics_port is not None:  # once the settings are known to be right
+            serve(metrics_port)
         driver.run(stop)
     finally:
         executor.close()
         events.close()
         engine.dispose()
+
+
+def run_worker(
+    settings: Settings,
+    *,
+    slots: int | None = None,
+    gpus: Sequence[str] = (),
+    queues: Sequence[str] = (),
+    name: str | None = None,
+    metrics_port: int | None = None,
+) -> None:
+    """Run trials sent through the broker until told to stop (see :func:`baobab.worker.run_worker` for the
+    options); ``metrics_port``: where the metrics of every pool process are served, added up (any interface;
+    None: nowhere).
+
+    Raises:
+        OSError: ``metrics_port`` cannot be listened on.
+    """
+    if metrics_port is not None:
+        enable_multiprocess()  # before the worker's metrics are defined: the pool processes are forks of this one
+    from baobab.worker import run_worker as run_celery_worker
+
+    if metrics_port is not None:
+        serve(metrics_port)
+    run_celery_worker(settings, slots=slots, gpus=gpus, queues=queues, name=name)
 
 
 def _container_pool(settings: Settings, engine: Any) -> Any:

@@ -2,7 +2,8 @@
 
 Build the app with :func:`create_app`; every endpoint but ``POST /api/v1/tokens`` needs
 ``Authorization: Bearer <token>``, and every error answers
-``{"error": {"code", "message", "field"}}`` with its status.
+``{"error": {"code", "message", "field"}}`` with its status. Outside ``/api/v1``, the web UI
+and ``GET /metrics`` (Prometheus, :mod:`baobab.admin._telemetry`) need no token.
 
 Names are imported on first use: the upload check runs templates in a child process
 started as ``python -m baobab.admin._template_check``, which imports this package first

@@ -11,6 +11,7 @@ from baobab.admin import (
     _models,
     _openapi,
     _request_logs,
+    _telemetry,
     _tokens,
     _train_job_forecast,
     _train_job_trials,
@@ -44,6 +45,7 @@ _BLUEPRINTS = (
     _worker_api.blueprint,
     _zoo.blueprint,
     _openapi.blueprint,
+    _telemetry.blueprint,
     _web.blueprint,
 )
 

@@ -8,11 +8,30 @@ imported inside the commands: the rest of the CLI must not pay for them.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from baobab import Settings
 from baobab.exceptions import BaobabError
+
+#: Where ``baobab advisor`` and ``baobab worker`` serve their Prometheus metrics by default (apart: both may run
+#: on one machine).
+ADVISOR_METRICS_PORT, WORKER_METRICS_PORT = 9102, 9101
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _metrics_port(default: int) -> Callable[[F], F]:
+    return click.option(
+        "--metrics-port",
+        default=default,
+        show_default=True,
+        type=click.IntRange(0, 65535),
+        help="Port of GET /metrics (Prometheus), on every interface; 0: none.",
+    )
 
 
 def _settings() -> Settings:
@@ -45,14 +64,15 @@ def api(host: str, port: int, processes: int, threads: int) -> None:
     type=click.IntRange(1),
     help="Trials at once over every job. Default: what the workers report (their pool sizes).",
 )
-def advisor(slots: int | None) -> None:
+@_metrics_port(ADVISOR_METRICS_PORT)
+def advisor(slots: int | None, metrics_port: int) -> None:
     """Drive train jobs on the Celery workers; run two for failover (they share jobs by leases)."""
     from baobab._cluster import run_advisor
 
     settings = _settings()
     try:
-        run_advisor(settings, slots=slots)
-    except (BaobabError, ValueError) as e:
+        run_advisor(settings, slots=slots, metrics_port=metrics_port or None)
+    except (BaobabError, ValueError, OSError) as e:
         raise click.ClickException(str(e)) from e
 
 
@@ -70,17 +90,18 @@ def _gpu_list(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--slots", type=click.IntRange(1), help="Trials at once on CPUs. Default: $BAOBAB_CPU_SLOTS.")
 @click.option("--queues", help="Queues to take trials from, separated by commas (baobab.cpu, baobab.gpu).")
 @click.option("--name", help="The worker's node name (name@host). Default: baobab-<pid>@<host>.")
-def worker(gpus: list[str], slots: int | None, queues: str | None, name: str | None) -> None:
+@_metrics_port(WORKER_METRICS_PORT)
+def worker(gpus: list[str], slots: int | None, queues: str | None, name: str | None, metrics_port: int) -> None:
     """Run trials sent through the broker; reports to $BAOBAB_API_URL, needs no database credentials."""
-    from baobab.worker import run_worker
+    from baobab._cluster import run_worker
 
     settings = _settings()
     if settings.api_url is None:
         raise click.ClickException("baobab worker needs BAOBAB_API_URL: the admin API that trials report to")
     chosen = [q.strip() for q in queues.split(",") if q.strip()] if queues else []
     try:
-        run_worker(settings, slots=slots, gpus=gpus, queues=chosen, name=name)
-    except (BaobabError, ValueError) as e:
+        run_worker(settings, slots=slots, gpus=gpus, queues=chosen, name=name, metrics_port=metrics_port or None)
+    except (BaobabError, ValueError, OSError) as e:
         raise click.ClickException(str(e)) from e
 
 

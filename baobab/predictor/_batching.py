@@ -118,6 +118,12 @@ class MicroBatcher(Generic[R]):
             self._condition.notify()
         return ticket
 
+    @property
+    def queued(self) -> int:
+        """How many queries wait for a batch now."""
+        with self._condition:
+            return self._queued
+
     def close(self) -> None:
         """Stop taking queries; what is queued is still processed. Waits for the dispatcher."""
         with self._condition:

@@ -189,6 +189,7 @@ def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str]
     from baobab.predictor._members import MemberPool
     from baobab.predictor._request_log import RequestLog
     from baobab.predictor._server import create_app
+    from baobab.predictor._telemetry import measured_batches
     from baobab.store import ArtifactStore
 
     try:
@@ -205,7 +206,9 @@ def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str]
         pool.start()
     except BaobabError as e:
         raise _StartFailed(str(e)) from None
-    batcher = MicroBatcher(pool.predict, window_s=options.batch_window_s, max_batch_size=options.max_batch_size)
+    batcher = MicroBatcher(
+        measured_batches(pool.predict), window_s=options.batch_window_s, max_batch_size=options.max_batch_size
+    )
     request_log = None
     if job.request_log_rate > 0:
         store = ArtifactStore(settings.artifacts_url)

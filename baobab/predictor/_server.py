@@ -1,4 +1,4 @@
-"""The predictor's HTTP API: ``POST /predict`` and ``GET /health``.
+"""The predictor's HTTP API: ``POST /predict``, ``GET /health`` and ``GET /metrics`` (:mod:`._telemetry`).
 
 Errors answer like the admin API's, with the envelope of :mod:`baobab.error_envelope`;
 401 adds ``WWW-Authenticate: Bearer``. The JSON body is parsed strictly: ``NaN`` and
@@ -25,6 +25,7 @@ from baobab.predictor._job import PredictorJob
 from baobab.predictor._members import BatchOutcome, MemberPool
 from baobab.predictor._queries import check_queries
 from baobab.predictor._request_log import RequestLog
+from baobab.predictor._telemetry import instrument
 
 __all__ = ["MAX_BODY_BYTES", "create_app"]
 
@@ -49,6 +50,7 @@ def create_app(
     app = Flask("baobab.predictor")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.register_error_handler(Exception, _handle_error)
+    instrument(app, batcher)
 
     @app.get("/health")
     def health() -> dict[str, Any]:

@@ -53,6 +53,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from baobab import Settings
+from baobab._prometheus import MULTIPROC_DIR_ENV
 from baobab._settings import ENV_PREFIX
 from baobab.exceptions import BaobabError, StoreError
 from baobab.predictor._main import PredictorOptions
@@ -408,8 +409,17 @@ def _url_of(line: bytes) -> str | None:
 
 
 def _predictor_env(settings: Settings) -> dict[str, str]:
-    """This process's environment, with ``settings`` as the only ``BAOBAB_*`` variables."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith(ENV_PREFIX)}
+    """This process's environment, with ``settings`` as the only ``BAOBAB_*`` variables.
+
+    Without ``PROMETHEUS_MULTIPROC_DIR``: a predictor is one process, and its ``/metrics``
+    (open to anyone who may call it) must count its own job alone, not add up the files of
+    other processes that share the folder.
+    """
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(ENV_PREFIX) and name != MULTIPROC_DIR_ENV
+    }
     env.update(settings.to_env())
     # The predictor must find this baobab even when it is not installed (run from a checkout).
     package_root = str(Path(__file__).resolve().parents[2])

@@ -1,8 +1,10 @@
-"""Test helpers for Baobab and its plugins: contract suites, synthetic objectives, a platform to drive, waiting."""
+"""Test helpers for Baobab and its plugins: contract suites, synthetic objectives, a platform to drive, waiting,
+reading ``/metrics``."""
 
 from baobab.testing._cluster import LocalCluster, Service
 from baobab.testing._local_platform import LocalPlatform
 from baobab.testing._parts import missing_part
+from baobab.testing._scrape import Scrape, scrape
 from baobab.testing._serving import serve_in_thread
 from baobab.testing._strategy_contract import StrategyContract, every_knob_type, run_search, typed
 from baobab.testing._synthetic import BRANIN_BEST, branin_knob_config, branin_score
@@ -12,6 +14,7 @@ __all__ = [
     "BRANIN_BEST",
     "LocalCluster",
     "LocalPlatform",
+    "Scrape",
     "Service",
     "StrategyContract",
     "branin_knob_config",
@@ -19,6 +22,7 @@ __all__ = [
     "every_knob_type",
     "missing_part",
     "run_search",
+    "scrape",
     "serve_in_thread",
     "typed",
     "wait_until",

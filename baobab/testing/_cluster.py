@@ -32,13 +32,19 @@ _STORE_ONLY = ("BAOBAB_DATABASE_URL", "BAOBAB_ADMIN_EMAIL", "BAOBAB_ADMIN_PASSWO
 
 
 class Service:
-    """One service process (``python -m baobab <args>``), its log, and how to end it."""
+    """One service process (``python -m baobab <args>``), its log, and how to end it.
 
-    def __init__(self, name: str, args: Sequence[str], env: Mapping[str, str], log: Path) -> None:
+    ``metrics_url``: where its Prometheus metrics are, when it serves them on a port of its own.
+    """
+
+    def __init__(
+        self, name: str, args: Sequence[str], env: Mapping[str, str], log: Path, metrics_url: str | None = None
+    ) -> None:
         self.name = name
         self.args = list(args)
         self.env = dict(env)
         self.log = log
+        self.metrics_url = metrics_url
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Service:
@@ -153,9 +159,15 @@ class LocalCluster:
         self.predictor: Service | None = None
         self._initial_workers = workers
 
-    def _service(self, name: str, args: Sequence[str], env: Mapping[str, str]) -> Service:
+    def _service(self, name: str, args: Sequence[str], env: Mapping[str, str], *, metrics: bool = False) -> Service:
+        """``metrics``: the service serves its metrics on a port of its own (a free one; several run here)."""
         folder = self.home / name
-        return Service(name, args, {**env, "BAOBAB_HOME": str(folder)}, folder / "service.log")
+        metrics_url = None
+        if metrics:
+            port = _free_port()
+            args = [*args, "--metrics-port", str(port)]
+            metrics_url = f"http://127.0.0.1:{port}/metrics"
+        return Service(name, args, {**env, "BAOBAB_HOME": str(folder)}, folder / "service.log", metrics_url)
 
     def start(self, *, timeout: float = 60.0) -> str:
         """Start the API (and wait until it answers), one advisor and the workers; returns the API's URL."""
@@ -177,7 +189,7 @@ class LocalCluster:
         return self.url
 
     def add_advisor(self) -> Service:
-        advisor = self._service(f"advisor-{len(self.advisors)}", ["advisor"], self._server_env).start()
+        advisor = self._service(f"advisor-{len(self.advisors)}", ["advisor"], self._server_env, metrics=True).start()
         self.advisors.append(advisor)
         return advisor
 
@@ -185,7 +197,7 @@ class LocalCluster:
         """Start another worker "machine" (its own home and cache), named ``w<i>@cluster``."""
         i = len(self.workers)
         args = ["worker", "--slots", str(self.slots), "--name", f"w{i}@cluster"]
-        worker = self._service(f"worker-{i}", args, self._worker_env).start()
+        worker = self._service(f"worker-{i}", args, self._worker_env, metrics=True).start()
         self.workers.append(worker)
         return worker
 

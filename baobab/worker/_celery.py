@@ -74,6 +74,7 @@ from baobab.store import (
 from baobab.worker._affinity import affinity_view, choose_node
 from baobab.worker._gateway import ApiGateway
 from baobab.worker._runner import TrialOutcome, WorkerResources, run_trials
+from baobab.worker._telemetry import record_trial
 
 if TYPE_CHECKING:
     from baobab import Settings
@@ -159,7 +160,7 @@ def _register_task(app: Celery, settings: Settings) -> None:
             for trial_id, token in zip(trial_ids, tokens, strict=True)
         ]
         try:
-            return run_trials(
+            outcomes = run_trials(
                 trial_ids,
                 state.resources,
                 gateways=gateways,
@@ -171,6 +172,10 @@ def _register_task(app: Celery, settings: Settings) -> None:
             # (a member this process claimed is its own again: the claim of the same worker is given back).
             logger.warning("trials %s: %s; retrying", trial_ids, e)
             raise task.retry(countdown=settings.heartbeat_s, exc=e) from None
+        for outcome in outcomes:
+            if outcome.ran:
+                record_trial(outcome.status, outcome.phases)
+        return outcomes
 
     @app.task(name=_TASK, bind=True, max_retries=None)
     def run_trial_task(self: Any, trial_id: int, token: str) -> None:

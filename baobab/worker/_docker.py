@@ -173,6 +173,8 @@ class DockerPool:
                 command = ["worker", "--slots", str(unit.slots)]
             # the job's own queue (CeleryExecutor's job_queues): removing this container touches no other job
             command += ["--queues", job_queue(unit.job_id), "--name", f"worker@{name}"]
+            if pool.network == HOST_NETWORK:  # one port space for every container: they cannot all take the default
+                command += ["--metrics-port", "0"]
             slots = unit.slots
         logger.info("docker pool: starting %s (%s)", name, " ".join(command))
         try:

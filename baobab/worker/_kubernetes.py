@@ -277,7 +277,7 @@ class KubernetesPool:
                 # the autoscaler, when there is one, owns the count from here on
                 "replicas": self.pool.predictor_min_pods,
                 "selector": {"matchLabels": {MANAGED_LABEL: release, JOB_LABEL: str(job_id)}},
-                "template": {"metadata": {"labels": labels}, "spec": pod},
+                "template": {"metadata": {"labels": labels, "annotations": _scrape(PREDICTOR_PORT)}, "spec": pod},
             },
         }
         service = {
@@ -295,6 +295,11 @@ class KubernetesPool:
         """A Deployment as the API server wrote it (camelCase JSON), ready to be copied into a new object."""
         response = self.apps.read_namespaced_deployment(name, self.pool.namespace, _preload_content=False)
         return json.loads(response.data)
+
+
+def _scrape(port: int) -> dict[str, str]:
+    """The annotations that ask Prometheus to scrape a pod's ``GET /metrics``, as the chart's own pods have them."""
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": "/metrics"}
 
 
 def _tolerate(status: int, call: Any, *args: Any) -> None:

@@ -3,7 +3,8 @@
 :class:`LocalExecutor` owns N long-lived worker processes (:mod:`baobab.worker._process`)
 and a FIFO queue of submitted units of work: a trial, or a fused group of trials, which
 one worker runs in one process (:func:`~baobab.worker.run_trials`). A unit goes to the
-first idle worker; the worker stores each trial's outcome itself and answers "done". The executor handles what a
+first idle worker; the worker stores each trial's outcome itself and answers "done" (with the times of its phases,
+which the executor records for the API's ``/metrics``: :mod:`baobab.worker._telemetry`). The executor handles what a
 worker cannot report about itself, each time writing the final state first
 (conditionally: only a PENDING or RUNNING trial changes) and then killing or
 respawning what is needed:
@@ -65,6 +66,7 @@ from baobab.store import (
 )
 from baobab.worker._memory import default_memory_mb
 from baobab.worker._spawn import WorkerProcess
+from baobab.worker._telemetry import record_trial
 
 if TYPE_CHECKING:
     from baobab import Settings
@@ -381,6 +383,8 @@ class LocalExecutor:
             return
         self._active.discard(trial_id)
         status = message.get("status")
+        if message.get("ran") is True:
+            record_trial(status, message.get("phases"))
         if status is None or TrialState(str(status)).is_finished():
             finished.append(trial_id)
         # else: it was RUNNING elsewhere (another executor's); that one reports it.

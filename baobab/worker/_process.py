@@ -23,10 +23,12 @@ message:
   ``{"op": "stop", "trial": N, "reason": "..."}`` asks trial N (running, or the next
   to run) to stop early.
 - worker → executor: ``{"op": "ready", "pid": P}`` once it can take its first trial;
-  ``{"op": "done", "trial": N, "status": "COMPLETED"}`` once trial N's outcome is
-  stored (``status`` is what the trial is now, null if it does not exist), one per
-  member of a group; ``{"op": "failed", "trial": N, "error": "..."}`` when the worker
-  could not run it (the admin API failed).
+  ``{"op": "done", "trial": N, "status": "COMPLETED", "ran": true, "phases": {"train": 1.5, ...}}``
+  once trial N's outcome is stored (``status`` is what the trial is now, null if it does
+  not exist; ``ran``: whether this worker ran it; ``phases``: its seconds per phase, for
+  the executor's metrics), one per member of a group;
+  ``{"op": "failed", "trial": N, "error": "..."}`` when the worker could not run it (the
+  admin API failed).
 
 A control thread reads the executor's messages while the main thread runs a trial,
 so a stop request reaches the running trial's context at once. The end of the
@@ -156,7 +158,13 @@ class _Worker:
             replies: list[dict[str, Any]] = [{"op": "failed", "trial": i, "error": error} for i in trial_ids]
         else:
             replies = [
-                {"op": "done", "trial": o.trial_id, "status": None if o.status is None else o.status.value}
+                {
+                    "op": "done",
+                    "trial": o.trial_id,
+                    "status": None if o.status is None else o.status.value,
+                    "ran": o.ran,
+                    "phases": o.phases,
+                }
                 for o in outcomes
             ]
         finally:

@@ -53,7 +53,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,7 @@ from baobab.worker._fusion_profile import measure_fusion, profile_line
 from baobab.worker._gateway import TrialGateway
 from baobab.worker._queries import sample_queries
 from baobab.worker._recorder import RowWriter, TrialSink
+from baobab.worker._telemetry import Phase
 from baobab.worker._trial_process import (
     TrialFailed,
     call_template,
@@ -124,7 +125,8 @@ class TrialOutcome:
     ``ran`` is False when the trial was not run: it could not be claimed (``status`` says
     what it is; None: it does not exist; ``retry_after_s`` set: it runs on a live worker,
     ask again after that long). ``score`` is set for COMPLETED and STOPPED, ``error``
-    (one line) for ERRORED and INVALID.
+    (one line) for ERRORED and INVALID. ``phases``: the seconds the trial spent in each
+    :class:`~baobab.worker._telemetry.Phase` it reached (its value is the key).
     """
 
     trial_id: int
@@ -133,6 +135,7 @@ class TrialOutcome:
     score: float | None = None
     error: str | None = None
     retry_after_s: float | None = None
+    phases: dict[str, float] = field(default_factory=dict, compare=False)
 
 
 class WorkerResources:
@@ -196,6 +199,8 @@ class _Trial:
         context.sink = TrialSink(self.writer, claim.trial_id)
         #: What the trial measured of fusion when its claim asked (stored with its final state).
         self.profile: dict[str, Any] | None = None
+        #: Seconds spent in each phase so far (see :func:`_timed`).
+        self.phases: dict[str, float] = {}
         self.heartbeat: _Heartbeat | None = None
         if gateway.heartbeat_s is not None:
             self.heartbeat = _Heartbeat(
@@ -211,9 +216,10 @@ class _Trial:
     def failed(self, error: str, details: str, state: TrialState = TrialState.ERRORED) -> TrialOutcome:
         """End the trial unscored: ERRORED, or INVALID (its architecture cannot be built)."""
         self.writer.close()
-        status = self.gateway.finish(self.claim, state, error=error, traceback=details or None, **self._measured())
+        with _timed([self], Phase.STORE):
+            status = self.gateway.finish(self.claim, state, error=error, traceback=details or None, **self._measured())
         gc.collect()  # what a failed template left in reference cycles (a MemoryError's arrays) goes now
-        return TrialOutcome(self.claim.trial_id, status, ran=True, error=error)
+        return TrialOutcome(self.claim.trial_id, status, ran=True, error=error, phases=self.phases)
 
     def _measured(self) -> dict[str, Any]:
         return {} if self.profile is None else {"fusion_profile": self.profile}
@@ -241,11 +247,19 @@ class _Trial:
         key = params_key(trial_id)
         artifacts = self.gateway.artifacts
         try:
-            artifacts.put_bytes(key, trained.params)
+            with _timed([self], Phase.STORE):
+                artifacts.put_bytes(key, trained.params)
         except (ArtifactError, OSError) as e:
             logger.exception("trial %d: cannot store its parameters", trial_id)
             return self.failed(f"cannot store the parameters in {artifacts.url}: {e}", "")
         self.writer.close()
+        with _timed([self], Phase.STORE):
+            status = self._store(trained, key)
+        score = trained.score if status.is_scored() else None
+        return TrialOutcome(trial_id, status, ran=True, score=score, phases=self.phases)
+
+    def _store(self, trained: _Trained, key: str) -> TrialState:
+        """The final state, with the parameters at ``key`` (deleted again when the trial is no longer ours)."""
         stored = {"score": trained.score, "params_path": key, "architecture": trained.architecture, **self._measured()}
         if trained.stop_reason is None:
             status = self.gateway.finish(self.claim, TrialState.COMPLETED, **stored)
@@ -253,14 +267,14 @@ class _Trial:
             line = f"stopped early: {trained.stop_reason}"
             status = self.gateway.finish(self.claim, TrialState.STOPPED, **stored, log_line=line)
         if not status.is_scored():  # cancelled or taken over: keep no orphan
-            artifacts.delete(key)
-            return TrialOutcome(trial_id, status, ran=True)
+            self.gateway.artifacts.delete(key)
+            return status
         self.resources.keep_produced(key, trained.params)
         if trained.zoo_entry is not None:  # stored: the zoo reads score, parameters and owner from the row
             from baobab.zoo import register_trial_model
 
-            register_trial_model(trained.zoo_entry[0], trial_id, trained.zoo_entry[1])
-        return TrialOutcome(trial_id, status, ran=True, score=trained.score)
+            register_trial_model(trained.zoo_entry[0], self.claim.trial_id, trained.zoo_entry[1])
+        return status
 
 
 class _GroupLog:
@@ -275,6 +289,19 @@ class _GroupLog:
     def on_log(self, message: str) -> None:
         for context in self._contexts:
             context.log(message)
+
+
+@contextlib.contextmanager
+def _timed(trials: Sequence[_Trial], phase: Phase) -> Iterator[None]:
+    """Add the block's duration to ``phase`` of each of ``trials`` (all the members of a fused group, for
+    what they do together), whether it raises or not."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds = time.perf_counter() - started
+        for trial in trials:
+            trial.phases[phase] = trial.phases.get(phase, 0.0) + seconds
 
 
 def _log_to_current(line: str) -> None:
@@ -506,20 +533,21 @@ def _conclude(trial: _Trial, built: _Built, template: LoadedTemplate, val_path: 
     """Evaluate, dump and check a trained model, then tear it down."""
     claim, context, model, path = trial.claim, trial.context, built.model, template.path
     graph = None
-    with _torn_down_on_error(path, model, context):
-        score = check_score(call_template(path, "evaluate()", model.evaluate, val_path))
-        stop_reason = context.stop_reason
-        data = params_bytes(path, model)
-        if claim.check_reload:
-            target = str(claim.train_args.get("target", "target"))
-            queries = sample_queries(Task(claim.task), val_path, count=_RELOAD_QUERIES, target=target)
-            check_reload(path, template.cls, built.knobs, model, data, queries)
-        if built.zoo is not None:
-            from baobab.zoo import model_graph
+    with _timed([trial], Phase.EVALUATE):
+        with _torn_down_on_error(path, model, context):
+            score = check_score(call_template(path, "evaluate()", model.evaluate, val_path))
+            stop_reason = context.stop_reason
+            data = params_bytes(path, model)
+            if claim.check_reload:
+                target = str(claim.train_args.get("target", "target"))
+                queries = sample_queries(Task(claim.task), val_path, count=_RELOAD_QUERIES, target=target)
+                check_reload(path, template.cls, built.knobs, model, data, queries)
+            if built.zoo is not None:
+                from baobab.zoo import model_graph
 
-            graph = model_graph(model)  # before teardown(), which may free the module
-        architecture = _architecture(model)
-    _teardown(path, model, context, failing=False)
+                graph = model_graph(model)  # before teardown(), which may free the module
+            architecture = _architecture(model)
+        _teardown(path, model, context, failing=False)
     return _Trained(score, data, stop_reason, None if graph is None else (built.zoo, graph), architecture)
 
 
@@ -535,9 +563,10 @@ def _torn_down_on_error(path: Path, model: BaseModel, context: TrialContext) -> 
 def _train(trial: _Trial, resources: WorkerResources) -> _Trained:
     """Build, train, evaluate and dump one trial."""
     with trial_context(trial.context):
-        template, train_path, val_path = _inputs(trial.claim, resources, trial.gateway)
+        with _timed([trial], Phase.FETCH):
+            template, train_path, val_path = _inputs(trial.claim, resources, trial.gateway)
         built = _measured_build(trial, template, train_path, val_path, resources)
-        with _torn_down_on_error(template.path, built.model, trial.context):
+        with _timed([trial], Phase.TRAIN), _torn_down_on_error(template.path, built.model, trial.context):
             shared = {} if built.shared is None else {"shared_params": built.shared}
             call_template(template.path, "train()", built.model.train, train_path, **built.train_args, **shared)
         return _conclude(trial, built, template, val_path)
@@ -554,9 +583,11 @@ def _measured_build(
         zoo_params = _zoo_params(trial.gateway.zoo() if torch_model else None, claim.trial_id)
         knobs = _knobs(claim, template)
         data = resources.data
-        trial.profile = measure_fusion(claim, template, knobs, train_path, val_path, data, torch_model, zoo_params)
+        with _timed([trial], Phase.PROFILE):
+            trial.profile = measure_fusion(claim, template, knobs, train_path, val_path, data, torch_model, zoo_params)
         trial.context.log(profile_line(trial.profile))
-    return _build(trial, template, train_path, val_path, resources)
+    with _timed([trial], Phase.BUILD):
+        return _build(trial, template, train_path, val_path, resources)
 
 
 def _is_torch_model(cls: type[BaseModel]) -> bool:
@@ -592,13 +623,14 @@ def _train_fused(
         return outcomes
     ready = [built[t.claim.trial_id] for t in members]
     try:
-        ends = train_fused(
-            [b.model for b in ready],
-            train_path,
-            [t.context for t in members],
-            shared_params=[b.shared for b in ready],
-            train_args=[b.train_args for b in ready],
-        )
+        with _timed(members, Phase.TRAIN):
+            ends = train_fused(
+                [b.model for b in ready],
+                train_path,
+                [t.context for t in members],
+                shared_params=[b.shared for b in ready],
+                train_args=[b.train_args for b in ready],
+            )
     except Exception as e:  # not a member's doing (train_fused ends those itself): every member fails
         logger.exception("fused trials %s: train_fused failed", [t.claim.trial_id for t in members])
         summary = f"the fused training failed: {type(e).__name__}: {e}".splitlines()[0]
@@ -720,7 +752,8 @@ def _run_claimed(trials: list[_Trial], resources: WorkerResources) -> dict[int, 
     if len(trials) > 1:
         first = trials[0]
         try:
-            template, train_path, val_path = _inputs(first.claim, resources, first.gateway)
+            with _timed(trials, Phase.FETCH):
+                template, train_path, val_path = _inputs(first.claim, resources, first.gateway)
         except Exception as e:  # the members' inputs are one sub-job's: none can run
             return {t.claim.trial_id: t.ended_by(e) for t in trials}
         if _is_torch_model(template.cls):

@@ -29,7 +29,8 @@ import pytest
 from sqlalchemy import Engine, event, select, update
 
 from baobab import Settings
-from baobab.advisor import JobDriver, RandomStrategy, make_strategy
+from baobab._prometheus import exposition
+from baobab.advisor import STRATEGIES, JobDriver, RandomStrategy, make_strategy
 from baobab.exceptions import StrategyError
 from baobab.model import (
     DatasetFormat,
@@ -58,7 +59,7 @@ from baobab.store import (
     session_scope,
     upgrade_database,
 )
-from baobab.testing import wait_until
+from baobab.testing import Scrape, wait_until
 
 CONFIG: KnobConfig = {"x": FloatKnob(0.0, 1.0), "epochs": FixedKnob(3), "early": PolicyKnob("EARLY_STOP")}
 BROKEN: KnobConfig = {"x": FloatKnob(0.0, 1.0), "broken": FixedKnob(True)}
@@ -362,6 +363,11 @@ def trials(engine: Engine, job_id: int) -> list[Trial]:
         )
 
 
+def driver_metrics() -> Scrape:
+    """What this process's ``/metrics`` would show (the driver's metrics are the process's: cumulative)."""
+    return Scrape.parse(exposition()[0].decode())
+
+
 def wait_finished(engine: Engine, job_id: int, timeout: float = 20.0) -> TrainJob:
     return wait_until(
         lambda: (job := job_row(engine, job_id)).status.is_finished() and job,
@@ -591,6 +597,44 @@ def test_errored_trials_count_and_a_broken_template_stops_after_max_errors(
     assert "first 3 trials all errored" in broken.error and "RuntimeError: boom in trial 2" in broken.error
 
 
+def test_metrics_count_trials_by_state_and_proposals_and_show_busy_slots(
+    engine: Engine, events: LocalEventChannel, settings: Settings
+) -> None:
+    before = driver_metrics()
+    executor = StandInExecutor(engine, events, slots=3, hold=True)
+    with running(engine, executor, events, settings):
+        job_id = make_job(engine, events, {"MODEL_TRIAL_COUNT": 5, "GPU_COUNT": 0}, configs=(FLAKY,))
+        wait_until(lambda: len(executor.held(job_id)) == 2, what="the job's two CPU slots taken")
+        # a job of GPU_COUNT=0 runs settings.cpu_slots (2) trials at once: 2 of the executor's 3 slots
+        load = {"jobs": 1, "trials_active": 2, "slots": 3, "slots_busy": 2, "units_queued": 0}
+        wait_until(
+            lambda: {name: driver_metrics().value(f"baobab_driver_{name}") for name in load} == load,
+            what=f"the gauges at {load}",
+        )
+
+        def release_all() -> bool:
+            for trial_id in executor.held(job_id):
+                executor.release(trial_id)
+            return job_row(engine, job_id).status.is_finished()
+
+        wait_until(release_all, what="the job to end")
+        wait_until(lambda: driver_metrics().value("baobab_driver_jobs") == 0, what="the driver to drop the job")
+    after = driver_metrics()
+
+    def moved(name: str, **labels: str) -> float:
+        return after.total(name, **labels) - before.total(name, **labels)
+
+    assert moved("baobab_driver_trials_started_total") == 5
+    # FLAKY trials fail on numbers 1 and 4
+    assert moved("baobab_driver_trials_finished_total", state="COMPLETED") == 3
+    assert moved("baobab_driver_trials_finished_total", state="ERRORED") == 2
+    assert moved("baobab_driver_proposal_seconds_count") == 5  # a unit of work per trial: no fusion here
+    assert moved("baobab_driver_proposal_seconds_sum") > 0
+    strategies = {labels["strategy"] for labels in after.series("baobab_driver_proposal_seconds_count")}
+    assert strategies <= set(STRATEGIES)
+    assert after.value("baobab_driver_trials_active") == 0 and after.value("baobab_driver_slots_busy") == 0
+
+
 def test_a_strategy_error_ends_its_sub_job_errored(
     engine: Engine, events: LocalEventChannel, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -602,6 +646,7 @@ def test_a_strategy_error_ends_its_sub_job_errored(
         return propose(self, trial_id, pending)
 
     monkeypatch.setattr(RandomStrategy, "propose", failing)
+    errors_before = driver_metrics().value("baobab_driver_proposal_errors_total", strategy="random")
     executor = StandInExecutor(engine, events, slots=2)
     with running(engine, executor, events, settings):
         job_id = make_job(
@@ -619,6 +664,7 @@ def test_a_strategy_error_ends_its_sub_job_errored(
     assert not [t for t in trials(engine, job_id) if t.sub_job_id == unknown.id]
     assert job.status is JobStatus.ERRORED
     assert "no model template completed a trial" in job.error and "unknown strategy 'grid'" in job.error
+    assert driver_metrics().value("baobab_driver_proposal_errors_total", strategy="random") == errors_before + 1
 
 
 def test_an_error_on_one_job_ends_that_job_only(engine: Engine, events: LocalEventChannel, settings: Settings) -> None:

@@ -77,6 +77,7 @@ def test_train_serve_predict_in_worker_and_predictor_containers(
         interval=0.5,
     )
     assert worker.attrs["HostConfig"]["NetworkMode"] == "host"
+    assert worker.attrs["Args"][-2:] == ["--metrics-port", "0"]  # the host's one port space: no metrics port each
     assert worker.attrs["HostConfig"]["NanoCpus"] == 2 * 10**9  # BAOBAB_CPU_SLOTS=2 slots of 1 CPU
 
     job = client.wait_for_train_job("bc", job["app_version"], timeout=240, progress=False)

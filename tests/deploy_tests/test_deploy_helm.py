@@ -103,7 +103,7 @@ def test_cpu_install_bundles_postgresql_redis_and_an_artifacts_claim():
     worker = by_kind(docs, "Deployment")["rel-baobab-worker-cpu"]
     assert worker["spec"]["replicas"] == 2
     container = worker["spec"]["template"]["spec"]["containers"][0]
-    assert container["args"] == ["worker", "--slots", "4", "--name", "worker@$(POD_NAME)"]
+    assert container["args"] == ["worker", "--slots", "4", "--name", "worker@$(POD_NAME)", "--metrics-port", "9101"]
     assert "nvidia.com/gpu" not in container["resources"]["limits"]
     worker_env = env(container)
     assert worker_env["BAOBAB_API_URL"] == "http://rel-baobab-api:8100"
@@ -183,3 +183,36 @@ def test_pod_annotations_stay_strings_whatever_the_secret_hashes_to():
         for name, deployment in by_kind(render(_values("cpu"))[0], "Deployment").items():
             annotations = deployment["spec"]["template"]["metadata"].get("annotations", {})
             assert all(isinstance(value, str) for value in annotations.values()), (name, annotations)
+
+
+@pytest.mark.parametrize("name", sorted(VALUES))
+def test_every_baobab_pod_but_the_predictor_host_is_annotated_for_scraping_on_a_port_it_serves(name):
+    docs, _ = render(_values(name))
+    scraped = {}
+    for deployment_name, deployment in by_kind(docs, "Deployment").items():
+        pod = deployment["spec"]["template"]
+        annotations = pod["metadata"].get("annotations", {})
+        if "prometheus.io/scrape" not in annotations:
+            continue
+        assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/path"] == "/metrics"
+        container = pod["spec"]["containers"][0]
+        port = annotations["prometheus.io/port"]
+        assert port in {str(p["containerPort"]) for p in container["ports"]}, deployment_name
+        scraped[deployment_name.removeprefix("rel-baobab-")] = (port, container["args"])
+    workers = {"worker-cpu", "worker-gpu"} if name == "gpu" else {"worker-cpu"}
+    # the predictor host's predictors take a port per inference job: no one port to name
+    assert set(scraped) == {"api", "advisor", *workers}
+    api_port, _ = scraped.pop("api")
+    assert api_port == "8100"  # /metrics beside the API itself
+    for component, (port, args) in scraped.items():  # a port of their own, which the command is told
+        assert args[args.index("--metrics-port") + 1] == port, component
+    assert scraped["advisor"][0] != scraped["worker-cpu"][0]
+
+
+def test_metrics_ports_come_from_the_values():
+    docs, _ = render({"advisor": {"metricsPort": 9300}, "workers": {"metricsPort": 9301}})
+    deployments = by_kind(docs, "Deployment")
+    for name, port in (("rel-baobab-advisor", "9300"), ("rel-baobab-worker-cpu", "9301")):
+        pod = deployments[name]["spec"]["template"]
+        assert pod["metadata"]["annotations"]["prometheus.io/port"] == port
+        assert pod["spec"]["containers"][0]["args"][-2:] == ["--metrics-port", port]

@@ -84,6 +84,13 @@ def test_each_inference_job_gets_a_predictor_deployment_and_service_removed_when
     env = {e.name for e in container.env}
     assert {"BAOBAB_DATABASE_URL", "BAOBAB_SECRET_KEY", "BAOBAB_BROKER_URL"} <= env
     assert deployment.spec.template.spec.service_account_name is None  # no API rights for predictors
+    # scraped on the port it serves /predict on; none of the advisor's pod (whose spec it copies) is left
+    assert deployment.spec.template.metadata.annotations == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "8200",
+        "prometheus.io/path": "/metrics",
+    }
+    assert [(p.name, p.container_port) for p in container.ports] == [("http", 8200)]
     service = kube.core.read_namespaced_service(f"{RELEASE}-predictor-{first}", "ml")
     assert service.spec.selector == {MANAGED_LABEL: RELEASE, JOB_LABEL: str(first)}
     assert service.spec.ports[0].port == 8200  # the port the predictor listens on, in the URL it advertises

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from baobab.sdk import ApiError
-from baobab.testing import wait_until
+from baobab.testing import scrape, wait_until
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "models"
 
@@ -59,6 +59,17 @@ def test_train_serve_predict_end_to_end(start_platform: Callable[[], Any], breas
     best = client.get_best_trials("bc", job["app_version"], k=2)
     assert [t["score"] for t in best] == sorted((t["score"] for t in trials), reverse=True)[:2]
 
+    # One process: the API's /metrics shows what its driver and its local workers did (a fresh process: exact counts).
+    metrics = scrape(f"{client.url}/metrics")
+    assert metrics.value("baobab_driver_trials_started_total") == TRIALS
+    assert metrics.value("baobab_driver_trials_finished_total", state="COMPLETED") == TRIALS
+    assert metrics.total("baobab_driver_proposal_seconds_count") == TRIALS
+    assert metrics.value("baobab_driver_slots") == 2 and metrics.value("baobab_driver_slots_busy") == 0
+    assert metrics.value("baobab_worker_trials_total", state="COMPLETED") == TRIALS
+    assert metrics.value("baobab_worker_phase_seconds_count", phase="train") == TRIALS
+    trial_list = {"route": "/api/v1/train_jobs/<app>/<int:app_version>/trials", "method": "GET", "status": "200"}
+    assert metrics.value("baobab_api_requests_total", **trial_list) == 1
+
     inference = client.create_inference_job("bc", job["app_version"], k=2)
     served = client.wait_for_inference_job(inference["id"], timeout=120)
     assert served["status"] == "RUNNING"
@@ -75,6 +86,11 @@ def test_train_serve_predict_end_to_end(start_platform: Callable[[], Any], breas
     with pytest.raises(ApiError) as refused:
         client.predict(queries[:1], predictor_url=served["predictor_url"], api_key="not-the-key")
     assert refused.value.status == 401
+    # The predictor, a process of its own, counts its requests on its own /metrics.
+    predictor = scrape(f"{served['predictor_url']}/metrics")
+    assert predictor.value("baobab_predictor_requests_total", version="default", status="200") == 1
+    assert predictor.value("baobab_predictor_requests_total", version="default", status="401") == 1
+    assert predictor.value("baobab_predictor_batch_size_sum", version="default") == len(queries)
 
     client.stop_inference_job(inference["id"])
     wait_until(lambda: not _answers(served["predictor_url"]), what="the stopped predictor's port to close")

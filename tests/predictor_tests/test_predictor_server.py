@@ -6,6 +6,7 @@ Two predictors serve the whole module (starting one costs seconds):
   scikit-learn's diabetes set, offsets 0, 10 and 50 (so leaving any one out changes
   the mean). The best one logs its batch sizes; the second raises on first value 777
   and crashes on 999; the third sleeps on 888. Member timeout 2 s, batch window 30 ms.
+  Its ``/metrics`` is read around the requests of a test (the counters are cumulative).
 - ``cls``: a public TABULAR_CLASSIFICATION job on breast cancer: two logistic
   regressions (SkTabularClassifier, C=1 and C=0.001) and a voter that always says 0.
 """
@@ -13,6 +14,7 @@ Two predictors serve the whole module (starting one costs seconds):
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ import requests
 from predictor_world import SK_TABULAR, TINY, Predictor, Trained, World, make_world, tabular_frame, wait_ready
 
 from baobab.model import Task
+from baobab.testing import scrape, wait_until
 
 OFFSETS = (0.0, 10.0, 50.0)
 TIMEOUT_S = 2.0
@@ -314,3 +317,56 @@ def test_unknown_routes_and_methods_answer_json_errors(cls: Served) -> None:
         "message": response.json()["error"]["message"],
         "field": None,
     }
+
+
+def test_metrics_count_requests_batches_and_members_left_out_and_need_no_key(reg: Served) -> None:
+    metrics = f"{reg.url}/metrics"
+    before = scrape(metrics)  # a private job: /predict needs its key, /metrics does not
+    queries = reg.rows[:3].tolist()
+    raising = [list(query) for query in queries]
+    raising[1][0] = 777  # the second member raises: left out of that batch
+    assert reg.post({"queries": queries}).status_code == 200
+    assert reg.post({"queries": raising}).status_code == 200
+    assert reg.post({"queries": queries}, key="not-the-key").status_code == 401
+    assert reg.post({"queries": "many"}).status_code == 400
+    assert requests.get(f"{reg.url}/health", timeout=5).status_code == 200
+    after = scrape(metrics)
+
+    def moved(name: str, **labels: str) -> float:
+        return after.value(name, **labels) - before.value(name, **labels)
+
+    served = {"version": "default"}
+    assert moved("baobab_predictor_requests_total", status="200", **served) == 2
+    assert moved("baobab_predictor_requests_total", status="401", **served) == 1
+    assert moved("baobab_predictor_requests_total", status="400", **served) == 1
+    assert moved("baobab_predictor_request_seconds_count", **served) == 4  # /health and /metrics are no traffic
+    assert moved("baobab_predictor_request_seconds_sum", **served) > 0
+    assert moved("baobab_predictor_batch_size_count", **served) == 2  # refused requests never reach a batch
+    assert moved("baobab_predictor_batch_size_sum", **served) == 6
+    assert moved("baobab_predictor_batch_seconds_count", **served) == 2
+    left_out = "baobab_predictor_members_left_out_total"
+    assert moved(left_out, trial=str(reg.members[1].trial_id)) == 1
+    assert moved(left_out, trial=str(reg.members[0].trial_id)) == 0
+    assert after.value("baobab_predictor_queue_depth") == 0
+    text = requests.get(metrics, timeout=5).text
+    assert reg.api_key not in text and "not-the-key" not in text
+
+
+def test_queue_depth_counts_the_queries_waiting_behind_a_slow_batch(reg: Served) -> None:
+    slow = reg.rows[:1].tolist()
+    slow[0][0] = 888  # the third member sleeps: this batch lasts the member timeout
+    answers: list[int] = []
+    first = threading.Thread(target=lambda: answers.append(reg.post({"queries": slow}).status_code))
+    first.start()
+    time.sleep(0.3)  # its batch is taken (the window is 30 ms) and waits for the sleeper
+    second = threading.Thread(target=lambda: answers.append(reg.post({"queries": reg.rows[:5].tolist()}).status_code))
+    second.start()
+    wait_until(
+        lambda: scrape(f"{reg.url}/metrics").value("baobab_predictor_queue_depth") == 5,
+        timeout=TIMEOUT_S,
+        what="the second request's 5 queries waiting",
+    )
+    first.join()
+    second.join()
+    assert answers == [200, 200]
+    assert scrape(f"{reg.url}/metrics").value("baobab_predictor_queue_depth") == 0

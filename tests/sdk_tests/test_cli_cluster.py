@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,3 +55,21 @@ def test_wrong_settings_are_refused_with_the_reason(
 ) -> None:
     result = CliRunner().invoke(main, args, env={**env, **settings})
     assert result.exit_code == 1 and message in result.output
+
+
+def test_a_metrics_port_taken_is_refused_naming_it(tmp_path: Path) -> None:
+    # A process of its own: `baobab worker` puts prometheus_client in multiprocess mode before importing it.
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "BAOBAB_HOME": str(tmp_path), "BAOBAB_API_URL": "http://127.0.0.1:1"}
+        result = subprocess.run(
+            [sys.executable, "-m", "baobab", "worker", "--metrics-port", str(port)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1, result.stderr
+    assert f"cannot serve /metrics on 0.0.0.0:{port}" in result.stderr

@@ -20,9 +20,11 @@ from pathlib import Path
 import pytest
 from worker_world import Platform
 
+from baobab._prometheus import exposition
 from baobab.store import EventKind, LocalEventChannel, TrialState, params_from_bytes
-from baobab.testing import wait_until
+from baobab.testing import Scrape, wait_until
 from baobab.worker import LocalExecutor
+from baobab.worker._telemetry import Phase
 
 MakeExecutor = Callable[..., LocalExecutor]
 
@@ -178,6 +180,29 @@ def test_a_failing_or_dying_template_errors_and_a_dead_worker_is_replaced(
     finished.wait(last)
     assert platform.trial(last).status is TrialState.COMPLETED
     finished.assert_once()
+
+
+def test_what_the_workers_ran_and_the_time_of_each_phase_reach_this_process_metrics(
+    platform: Platform, make_executor: MakeExecutor, finished: Finished
+) -> None:
+    # In `baobab up` this process is the API's: its /metrics shows the workers' trials.
+    before = Scrape.parse(exposition()[0].decode())
+    executor = make_executor(workers=1)
+    completing, raising, exiting = platform.add_trial("ok"), platform.add_trial("raise"), platform.add_trial("exit")
+    for trial_id in (completing, raising, exiting):
+        executor.submit(trial_id)
+    finished.wait(completing, raising, exiting)
+    after = Scrape.parse(exposition()[0].decode())
+
+    def moved(name: str, **labels: str) -> float:
+        return after.value(name, **labels) - before.value(name, **labels)
+
+    assert moved("baobab_worker_trials_total", state="COMPLETED") == 1
+    # the trial whose process exited is the executor's to end: no worker reported it
+    assert moved("baobab_worker_trials_total", state="ERRORED") == 1
+    phases = {phase: moved("baobab_worker_phase_seconds_count", phase=phase) for phase in Phase}
+    assert phases == {"fetch": 2, "profile": 0, "build": 2, "train": 2, "evaluate": 1, "store": 2}
+    assert moved("baobab_worker_phase_seconds_sum", phase="train") > 0
 
 
 def test_a_trial_past_the_memory_limit_fails_saying_so_and_the_worker_goes_on(

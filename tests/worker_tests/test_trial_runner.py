@@ -59,6 +59,9 @@ def test_a_good_trial_completes_with_score_params_metrics_and_logs(
     outcome = _run(platform, trial_id, resources)
 
     assert outcome.ran and outcome.status is TrialState.COMPLETED and outcome.score == 0.75
+    # the time of each phase, for the worker's metrics (none of fusion's measuring: not asked for)
+    assert set(outcome.phases) == {"fetch", "build", "train", "evaluate", "store"}
+    assert all(seconds > 0 for seconds in outcome.phases.values()), outcome.phases
     trial = platform.trial(trial_id)
     assert trial.status is TrialState.COMPLETED and trial.score == 0.75
     assert trial.worker == "test-worker" and trial.attempts == 1
@@ -95,6 +98,8 @@ def test_a_failing_template_ends_the_trial_errored(
     outcome = _run(platform, trial_id, resources)
 
     assert outcome.status is TrialState.ERRORED and outcome.error == error
+    reached = {"fetch", "build", "train", "store"} | ({"evaluate"} if mode == "nan" else set())
+    assert set(outcome.phases) == reached
     trial = platform.trial(trial_id)
     assert trial.status is TrialState.ERRORED and trial.error == error
     assert trial.score is None and trial.params_path is None and trial.finished_at is not None
@@ -144,6 +149,7 @@ def test_a_template_that_does_not_import_errors_with_its_traceback(
 
     trial = platform.trial(trial_id)
     assert outcome.status is TrialState.ERRORED
+    assert set(outcome.phases) == {"fetch", "store"}  # it ended while the template was fetched and imported
     assert trial.error.startswith("cannot load the template: ") and "importing the template failed" in trial.error
     # The file imported is the template's artifact (<sha256>.py, fetched into the cache), line 3 of it.
     assert re.search(r'File "[^"]*/[0-9a-f]{64}\.py", line 3, in <module>', trial.traceback)
@@ -159,7 +165,7 @@ def test_only_a_pending_trial_is_run(platform: Platform, resources: WorkerResour
 
     outcome = _run(platform, trial_id, resources)
 
-    assert not outcome.ran and outcome.status is status
+    assert not outcome.ran and outcome.status is status and outcome.phases == {}
     trial = platform.trial(trial_id)
     assert trial.status is status and trial.attempts == 0 and trial.worker is None and trial.started_at is None
     assert platform.logs(trial_id) == []

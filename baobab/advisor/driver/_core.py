@@ -23,7 +23,7 @@ from sqlalchemy import Engine, Row
 from baobab._settings import Placement, Settings
 from baobab.advisor._executor import Executor
 from baobab.advisor._scheduling import JobState, StopCause, SubJobState, first_line, record_finished
-from baobab.advisor.driver import _rows
+from baobab.advisor.driver import _rows, _telemetry
 from baobab.advisor.driver._metrics import MetricFeed
 from baobab.advisor.driver._reads import run_seconds, trial_rows
 from baobab.advisor.placement import Planner
@@ -131,6 +131,7 @@ class DriverCore:
         if owner is None:
             return
         job, sub = owner
+        _telemetry.TRIALS_FINISHED.labels(state.value).inc()
         self._suspects.discard(trial_id)
         trial = sub.active.pop(trial_id)
         watched = self._metrics.finished(trial_id)

@@ -36,7 +36,7 @@ after it lapsed. A driver killed without a word loses its jobs to the others wit
 The package: :mod:`._driver` (this thread), :mod:`._sync` (rescans, taking up jobs,
 leases), :mod:`._replay` (a job rebuilt from its rows), :mod:`._core` (finishing trials,
 stopping and ending jobs), :mod:`._metrics` (the early-stopping feed), :mod:`._reads` and
-:mod:`._rows` (every read and every write of the store).
+:mod:`._rows` (every read and every write of the store), :mod:`._telemetry` (its Prometheus metrics).
 
 An error while handling one job ends that job ERRORED (its ``error`` says why) and the
 driver goes on; a store error instead drops the job from memory, to be taken up again
@@ -57,7 +57,7 @@ from baobab.advisor._factory import choose_strategy, make_strategy
 from baobab.advisor._plans import PlanStep, servable
 from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobState, pick_next
 from baobab.advisor._trial_knobs import is_structural, structure_key, trial_knobs, trial_policies
-from baobab.advisor.driver import _rows
+from baobab.advisor.driver import _rows, _telemetry
 from baobab.advisor.driver._reads import job_status, trial_rows
 from baobab.advisor.driver._sync import StoreSync
 from baobab.advisor.placement import Decision
@@ -127,6 +127,7 @@ class JobDriver(StoreSync):
         """Fire what is due (rescan, deadlines, grace ends) and fill free slots."""
         self._safely(self.tick, now)
         self._safely(self.schedule)
+        self._safely(self._publish_load)
 
     def wait_s(self, now: float | None = None) -> float:
         """Seconds until the next timer (at most ``stop_check_s``)."""
@@ -233,6 +234,10 @@ class JobDriver(StoreSync):
                 started += 1
         return started
 
+    def _publish_load(self) -> None:
+        units = sum(job.units for job in self._jobs.values())
+        _telemetry.publish_load(jobs=len(self._jobs), trials=len(self._owners), units=units, slots=self.executor.slots)
+
     def _pick(
         self, now: float, free: int, ahead: int, planned: list[Decision]
     ) -> tuple[JobState, SubJobState, int | None] | None:
@@ -299,8 +304,10 @@ class JobDriver(StoreSync):
         if strategy is not None:
             try:
                 policies = trial_policies(sub.knob_config, step.policies)
-                trials = self._propose(job, sub, strategy, step, policies, now, size)
+                with _telemetry.PROPOSAL_SECONDS.labels(strategy.name).time():
+                    trials = self._propose(job, sub, strategy, step, policies, now, size)
             except Exception as e:
+                _telemetry.PROPOSAL_ERRORS.labels(strategy.name).inc()
                 number = sub.next_number
                 sub.failure = f"strategy {strategy.name!r} failed to propose trial {number}: {type(e).__name__}: {e}"
                 strategy = None
@@ -342,6 +349,7 @@ class JobDriver(StoreSync):
             sub.active[trial_id] = active
             self._owners[trial_id] = (job, sub)
         self.executor.submit(trial_ids if group is not None else trial_ids[0])
+        _telemetry.TRIALS_STARTED.inc(len(trial_ids))
         return True
 
     def _propose(

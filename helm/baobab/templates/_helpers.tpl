@@ -23,6 +23,13 @@ app.kubernetes.io/instance: {{ $root.Release.Name }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
+{{/* Pod annotations that ask Prometheus to scrape GET /metrics on a port: include with (list $ 9101). */}}
+{{- define "baobab.scrapeAnnotations" -}}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ index . 1 | quote }}
+prometheus.io/path: /metrics
+{{- end -}}
+
 {{- define "baobab.secretName" -}}
 {{- include "baobab.fullname" . }}-secrets
 {{- end -}}
