@@ -42,6 +42,8 @@ class PredictorOptions:
         load_timeout_s: how long a member has to load.
         threads: HTTP worker threads (each waits for its request's batch, so this
             bounds how many requests are batched together).
+        fuse: serve members of one template and one structure stacked, in one worker
+            (:class:`~baobab.worker.FusedInferenceWorker`); off, each member has its own.
     """
 
     batch_window_s: float = 0.005
@@ -49,6 +51,7 @@ class PredictorOptions:
     member_timeout_s: float = 30.0
     load_timeout_s: float = 180.0
     threads: int = 32
+    fuse: bool = True
 
     def to_args(self) -> list[str]:
         """The command-line options that give these values."""
@@ -58,6 +61,7 @@ class PredictorOptions:
             f"--member-timeout-s={self.member_timeout_s:g}",
             f"--load-timeout-s={self.load_timeout_s:g}",
             f"--threads={self.threads}",
+            *([] if self.fuse else ["--no-fuse"]),
         ]
 
 
@@ -75,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--member-timeout-s", type=float, default=defaults.member_timeout_s)
     parser.add_argument("--load-timeout-s", type=float, default=defaults.load_timeout_s)
     parser.add_argument("--threads", type=int, default=defaults.threads)
+    parser.add_argument(
+        "--no-fuse",
+        dest="fuse",
+        action="store_false",
+        help="give every member a worker of its own, also those that could answer stacked in one",
+    )
     parser.add_argument("--exit-with-parent", action="store_true", help="exit when stdin ends")
     return parser
 
@@ -111,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         member_timeout_s=args.member_timeout_s,
         load_timeout_s=args.load_timeout_s,
         threads=args.threads,
+        fuse=args.fuse,
     )
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format=f"%(asctime)s predictor-{args.job_id} %(levelname)s %(message)s"
@@ -187,6 +198,7 @@ def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str]
             log_dir=settings.home / "logs" / f"inference-{job.id}",
             member_timeout_s=options.member_timeout_s,
             load_timeout_s=options.load_timeout_s,
+            fuse=options.fuse,
         )
         pools.append(pool)
         pool.start()
