@@ -10,7 +10,7 @@ WEB_DEPS := web/node_modules/.package-lock.json
 WEB_DIST := baobab/admin/web_dist/index.html
 WEB_SRC  := web/package.json web/index.html web/vite.config.ts web/tsconfig.json $(shell find web/src -type f 2>/dev/null)
 
-.PHONY: images docker-engine install test lint demo fashion-mnist chromium web web-test bench-strategies bench-spaces bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping bench-shared-data bench-fusion bench-automl-budget bench-placement bench-serving clean
+.PHONY: images docker-engine install test lint demo fashion-mnist chromium web web-test bench-strategies bench-spaces bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping bench-shared-data bench-fusion bench-automl-budget bench-placement bench-serving bench-serving-fused clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -130,6 +130,10 @@ bench-serving: $(STAMP) fashion-mnist
 	$(BIN)/pip install --quiet -e '.[torch,bench-serving]'
 	@command -v wrk >/dev/null || (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq wrk)
 	$(BIN)/python bench/serving.py
+
+# A k=5 ensemble of a small CNN served fused (one stacked worker), fanned out (--no-fuse) and one member alone.
+bench-serving-fused: $(STAMP) fashion-mnist
+	$(BIN)/python bench/serving_fused.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info data web/node_modules baobab/admin/web_dist test-artifacts

@@ -8,11 +8,20 @@ when none is chosen).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from baobab.model import EPOCHS_KNOB, FixedKnob, FloatKnob, KnobConfig, Knobs, Policy, PolicyKnob, validate_knobs
+from baobab.model import (
+    FixedKnob,
+    KnobConfig,
+    Knobs,
+    Policy,
+    PolicyKnob,
+    is_structural,
+    structural_knobs,
+    structure_key,
+    validate_knobs,
+)
 
 __all__ = ["base_knobs", "is_structural", "structural_knobs", "structure_key", "trial_knobs", "trial_policies"]
 
@@ -53,26 +62,3 @@ def trial_knobs(
             holds a value the knob cannot take.
     """
     return validate_knobs(config, {**proposal, **base_knobs(config, policies)})
-
-
-def is_structural(config: KnobConfig, name: str) -> bool:
-    """Whether knob ``name`` may shape a trial's model: every knob but a ``FloatKnob`` and TorchModel's
-    epoch count (:data:`~baobab.model.EPOCHS_KNOB`), which a stack trains per member.
-
-    Trials of a fused group must build structurally identical modules; the driver cannot
-    see which knobs change shapes, so it takes every knob but a float one as structural
-    (a float knob is a value: a learning rate, a weight decay, a dropout rate). Where one
-    shapes the model all the same, the worker's :func:`~baobab.model.fuse_check` finds the
-    difference and the members train one by one.
-    """
-    return name != EPOCHS_KNOB and not isinstance(config.get(name), FloatKnob)
-
-
-def structural_knobs(config: KnobConfig, knobs: Mapping[str, Any]) -> Knobs:
-    """The knob values that may shape a trial's model (see :func:`is_structural`)."""
-    return {name: value for name, value in knobs.items() if is_structural(config, name)}
-
-
-def structure_key(config: KnobConfig, knobs: Mapping[str, Any]) -> str:
-    """:func:`structural_knobs` as one string: what a sub-job's fusion profiles are kept by."""
-    return json.dumps(structural_knobs(config, knobs), sort_keys=True)

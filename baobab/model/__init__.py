@@ -1,8 +1,8 @@
 """The model template API: what a model developer writes against.
 
-``TorchModel`` and the fused training of several (``train_fused``) are imported on first
-use: torch is an optional dependency (the API image has none) and importing it takes about
-a second.
+``TorchModel``, the fused training of several (``train_fused``) and their stacked
+inference (``StackedPredictor``) are imported on first use: torch is an optional
+dependency (the API image has none) and importing it takes about a second.
 """
 
 from __future__ import annotations
@@ -27,11 +27,14 @@ from baobab.model._knobs import (
     Knobs,
     Policy,
     PolicyKnob,
+    is_structural,
     knob_config_from_json,
     knob_config_to_json,
     knobs_from_json,
     knobs_to_json,
     searchable_knobs,
+    structural_knobs,
+    structure_key,
     validate_knob_config,
     validate_knobs,
 )
@@ -40,6 +43,7 @@ from baobab.model._template import check_template, load_template, template_trace
 if TYPE_CHECKING:
     from baobab.model._fused import FusedOutcome, FusedStatus, fuse_check, train_fused
     from baobab.model._packing import FusionProfile, profile_fusion, stack_bytes
+    from baobab.model._stacked import StackedPredictor, largest_stack, stack_refusal
     from baobab.model._torch import TorchModel, module_state
 
 __all__ = [
@@ -64,6 +68,7 @@ __all__ = [
     "Params",
     "Policy",
     "PolicyKnob",
+    "StackedPredictor",
     "Task",
     "TorchModel",
     "TrialContext",
@@ -75,9 +80,14 @@ __all__ = [
     "knob_config_to_json",
     "knobs_from_json",
     "knobs_to_json",
+    "largest_stack",
     "load_template",
     "profile_fusion",
+    "is_structural",
     "searchable_knobs",
+    "stack_refusal",
+    "structural_knobs",
+    "structure_key",
     "stack_bytes",
     "template_traceback",
     "train_fused",
@@ -101,4 +111,8 @@ def __getattr__(name: str) -> Any:
         from baobab.model import _packing
 
         return getattr(_packing, name)
+    if name in ("StackedPredictor", "largest_stack", "stack_refusal"):
+        from baobab.model import _stacked
+
+        return getattr(_stacked, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -501,15 +501,22 @@ def _eval_buffers(module: torch.nn.Module) -> set[str]:
     }
 
 
-def _stacked_forward(module: torch.nn.Module) -> Callable[..., torch.Tensor]:
+def _stacked_forward(
+    module: torch.nn.Module, *, training: bool = True, batched_input: bool = True
+) -> Callable[..., torch.Tensor]:
     """``module``'s forward over the stack, called with :func:`_stack_state`'s three dicts and
-    the stacked input: batched over the members, but for the shared parameters."""
-    structure = _structure(module).train()
+    the input: batched over the members, but for the shared parameters.
+
+    ``training`` False runs every layer in eval mode (a stacked ensemble answering queries);
+    ``batched_input`` False takes one input for every member (the same queries), which
+    also lets ``vmap`` run the first layer as one product with every member's weights.
+    """
+    structure = _structure(module).train(training)
 
     def forward(params: _Tensors, shared: _Tensors, buffers: _Tensors, x: torch.Tensor) -> torch.Tensor:
         return functional_call(structure, (params, shared, buffers), (x,))
 
-    return vmap(forward, in_dims=(0, None, 0, 0), randomness="different")
+    return vmap(forward, in_dims=(0, None, 0, 0 if batched_input else None), randomness="different")
 
 
 def _structure(module: torch.nn.Module) -> torch.nn.Module:

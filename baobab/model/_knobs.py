@@ -39,7 +39,10 @@ __all__ = [
     "knob_config_to_json",
     "knobs_from_json",
     "knobs_to_json",
+    "is_structural",
     "searchable_knobs",
+    "structural_knobs",
+    "structure_key",
     "validate_knob_config",
     "validate_knobs",
 ]
@@ -352,3 +355,29 @@ def knobs_from_json(text: str) -> Knobs:
     if not isinstance(data, dict):
         raise KnobConfigError("knob values must be a JSON object")
     return data
+
+
+def is_structural(config: KnobConfig, name: str) -> bool:
+    """Whether knob ``name`` may shape a trial's model: every knob but a ``FloatKnob`` and TorchModel's
+    epoch count (:data:`~baobab.model.EPOCHS_KNOB`), which a stack trains per member.
+
+    Trials of a fused group, and the members a predictor stacks, must build structurally
+    identical modules; neither the driver nor the predictor can see which knobs change
+    shapes, so they take every knob but a float one as structural (a float knob is a
+    value: a learning rate, a weight decay, a dropout rate). Where one shapes the model
+    all the same, the process that builds the modules finds the difference (the worker's
+    :func:`~baobab.model.fuse_check`, the inference worker's
+    :func:`~baobab.model.largest_stack`) and runs the odd ones apart.
+    """
+    return name != EPOCHS_KNOB and not isinstance(config.get(name), FloatKnob)
+
+
+def structural_knobs(config: KnobConfig, knobs: Mapping[str, Any]) -> Knobs:
+    """The knob values that may shape a trial's model (see :func:`is_structural`)."""
+    return {name: value for name, value in knobs.items() if is_structural(config, name)}
+
+
+def structure_key(config: KnobConfig, knobs: Mapping[str, Any]) -> str:
+    """:func:`structural_knobs` as one string: what a sub-job's fusion profiles are kept by, and what
+    a predictor groups the members it may stack by."""
+    return json.dumps(structural_knobs(config, knobs), sort_keys=True)

@@ -1,9 +1,10 @@
 """The inference endpoint: one predictor process per running inference job.
 
 ``python -m baobab.predictor <inference_job_id>`` serves one job: its members (the
-trials it serves) each run in an inference worker process
-(:mod:`baobab.worker._inference`), queries of concurrent requests are micro-batched,
-fanned out to every member and ensembled (:mod:`baobab.predictor._ensemble`).
+trials it serves) run in inference worker processes, one per member
+(:mod:`baobab.worker._inference`) or one for the members of one template and structure,
+stacked (:mod:`baobab.worker._fused_inference`); queries of concurrent requests are
+micro-batched, fanned out to every worker and ensembled (:mod:`baobab.predictor._ensemble`).
 :class:`InferenceSupervisor`, a thread of ``baobab up``, starts and stops those
 processes as inference jobs come and go.
 """

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from baobab import Settings
 from baobab._sandbox import Confinement, protected_paths
 from baobab.exceptions import BaobabError
-from baobab.model import DatasetFormat, Task
+from baobab.model import DatasetFormat, Task, knob_config_from_json, structure_key
 from baobab.predictor._queries import QueryFormat
 from baobab.store import (
     IMAGES_CSV,
@@ -44,12 +44,17 @@ class JobNotServableError(BaobabError):
 
 @dataclass(frozen=True)
 class MemberSpec:
-    """One served trial: who it is, how good it was, and what its worker loads."""
+    """One served trial: who it is, how good it was, and what its worker loads.
+
+    ``structure`` is its structural knobs (:func:`~baobab.model.structure_key`): members
+    of one template and one structure may answer stacked, in one worker.
+    """
 
     trial_id: int
     score: float | None
     model_name: str
     worker: InferenceSpec
+    structure: str
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,7 @@ def load_job(settings: Settings, job_id: int) -> PredictorJob:
             trial_id=trial.id,
             score=trial.score,
             model_name=template.name,
+            structure=structure_key(knob_config_from_json(template.knob_config), trial.knobs),
             worker=InferenceSpec(
                 trial_id=trial.id,
                 artifacts_url=settings.artifacts_url,

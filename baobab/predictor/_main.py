@@ -47,6 +47,8 @@ class PredictorOptions:
             bounds how many requests are batched together).
         request_log_flush_s: the longest a sampled request waits in memory before it is
             written to the job's request log (when the job logs requests).
+        fuse: serve members of one template and one structure stacked, in one worker
+            (:class:`~baobab.worker.FusedInferenceWorker`); off, each member has its own.
     """
 
     batch_window_s: float = 0.0
@@ -55,6 +57,7 @@ class PredictorOptions:
     load_timeout_s: float = 180.0
     threads: int = 32
     request_log_flush_s: float = 10.0
+    fuse: bool = True
 
     def to_args(self) -> list[str]:
         """The command-line options that give these values."""
@@ -65,6 +68,7 @@ class PredictorOptions:
             f"--load-timeout-s={self.load_timeout_s:g}",
             f"--threads={self.threads}",
             f"--request-log-flush-s={self.request_log_flush_s:g}",
+            *([] if self.fuse else ["--no-fuse"]),
         ]
 
 
@@ -83,6 +87,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--load-timeout-s", type=float, default=defaults.load_timeout_s)
     parser.add_argument("--threads", type=int, default=defaults.threads)
     parser.add_argument("--request-log-flush-s", type=float, default=defaults.request_log_flush_s)
+    parser.add_argument(
+        "--no-fuse",
+        dest="fuse",
+        action="store_false",
+        help="give every member a worker of its own, also those that could answer stacked in one",
+    )
     parser.add_argument("--exit-with-parent", action="store_true", help="exit when stdin ends")
     return parser
 
@@ -120,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         load_timeout_s=args.load_timeout_s,
         threads=args.threads,
         request_log_flush_s=args.request_log_flush_s,
+        fuse=args.fuse,
     )
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format=f"%(asctime)s predictor-{args.job_id} %(levelname)s %(message)s"
@@ -201,6 +212,7 @@ def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str]
             log_dir=settings.home / "logs" / f"inference-{job.id}",
             member_timeout_s=options.member_timeout_s,
             load_timeout_s=options.load_timeout_s,
+            fuse=options.fuse,
         )
         to_close.append(pool)
         pool.start()

@@ -15,7 +15,8 @@
   as containers or pods, as the running jobs ask (``BAOBAB_EXECUTOR=docker`` or
   ``kubernetes``; trials still travel through Celery).
 - :class:`InferenceWorker` serves one trained trial's predictions in a process of its
-  own (the predictor's members); :func:`run_child` runs one :class:`TrialSpec` in a
+  own (the predictor's members), :class:`FusedInferenceWorker` several of one structure
+  in one stacked forward pass; :func:`run_child` runs one :class:`TrialSpec` in a
   child process (``python -m baobab.worker._trial_process``), as ``baobab dev`` does.
 
 Names are imported on first use: a process started as ``python -m
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from baobab.worker._child_process import ChildOutcome, run_child
     from baobab.worker._data_cache import DataCache
     from baobab.worker._docker import DockerPool, DockerPoolConfig
+    from baobab.worker._fused_inference import FusedInferenceWorker
     from baobab.worker._gateway import ApiGateway, TrialArtifacts, TrialGateway
     from baobab.worker._inference import InferenceSpec, InferenceWorker, InferenceWorkerError
     from baobab.worker._kubernetes import KubernetesPool, KubernetesPoolConfig, kubernetes_api
@@ -51,6 +53,7 @@ _NAMES = {
     "TrialArtifacts": "baobab.worker._gateway",
     "DockerPool": "baobab.worker._docker",
     "DockerPoolConfig": "baobab.worker._docker",
+    "FusedInferenceWorker": "baobab.worker._fused_inference",
     "InferenceSpec": "baobab.worker._inference",
     "InferenceWorker": "baobab.worker._inference",
     "InferenceWorkerError": "baobab.worker._inference",
@@ -76,6 +79,7 @@ __all__ = [
     "DataCache",
     "DockerPool",
     "DockerPoolConfig",
+    "FusedInferenceWorker",
     "InferenceSpec",
     "InferenceWorker",
     "InferenceWorkerError",

@@ -21,6 +21,11 @@ Protocol, JSON lines:
   stderr, the worker's log file): ``{"event": "ready"}`` or ``{"event": "failed",
   "error": ...}`` once loaded, then for each batch ``{"predictions": [...]}`` (one
   JSON value per query) or ``{"error": "predict() raised ..."}``.
+
+A group of members of one structure can share a process instead and answer in one
+stacked forward pass: :mod:`baobab.worker._fused_inference`, which speaks the same
+protocol with a group for a spec and an answer per member, on the same process handling
+(:class:`InferenceProcess`) and the same child helpers.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from typing import IO, Any
 from baobab._sandbox import THREAD_VARIABLES, Confinement, confine, template_env
 from baobab.exceptions import BaobabError
 
-__all__ = ["InferenceSpec", "InferenceWorker", "InferenceWorkerError", "main"]
+__all__ = ["InferenceProcess", "InferenceSpec", "InferenceWorker", "InferenceWorkerError", "main"]
 
 #: How many lines of a worker's log a crash report quotes.
 _LOG_TAIL_LINES = 10
@@ -101,22 +106,26 @@ class InferenceSpec:
 # -- the parent -------------------------------------------------------------------------
 
 
-class InferenceWorker:
-    """The parent's handle on one worker process.
+class InferenceProcess:
+    """The parent's handle on one inference process, whatever it serves: the pipe, the
+    time limits, the kill.
 
-    Call :meth:`start` once, then :meth:`predict` one batch at a time (the handle is
-    not meant for concurrent predicts; :meth:`close` may come from any thread and
-    makes a waiting call fail). A fatal :class:`InferenceWorkerError` leaves the
-    process killed: start a new handle to restart.
+    Not meant for concurrent requests; :meth:`close` may come from any thread and makes a
+    waiting call fail. A fatal :class:`InferenceWorkerError` leaves the process killed:
+    start a new handle to restart.
 
     Args:
-        spec: what to load.
-        log_path: receives what the worker prints (the template's output, tracebacks).
+        name: who the process serves, for messages (``trial 7``).
+        module: the child's module, run as ``python -m <module>``.
+        confinement: the :class:`~baobab._sandbox.Confinement` (JSON) of what it serves.
+        log_path: receives what the process prints (the template's output, tracebacks).
     """
 
-    def __init__(self, spec: InferenceSpec, *, log_path: str | os.PathLike[str]) -> None:
-        self.spec = spec
+    def __init__(self, name: str, module: str, confinement: str, *, log_path: str | os.PathLike[str]) -> None:
+        self.name = name
         self.log_path = Path(log_path)
+        self._module = module
+        self._confinement = confinement
         self._process: subprocess.Popen[bytes] | None = None
         self._messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._reader: threading.Thread | None = None
@@ -131,17 +140,18 @@ class InferenceWorker:
     def alive(self) -> bool:
         return self._process is not None and not self._closed and self._process.poll() is None
 
-    def start(self, *, timeout: float | None = None) -> None:
-        """Start the process and wait until the model is loaded.
+    def _launch(self, spec_line: str, timeout: float | None) -> dict[str, Any]:
+        """Start the process, send it ``spec_line`` and return its ready message.
 
         Raises:
             InferenceWorkerError: (fatal) loading failed (the template's reason), took
                 longer than ``timeout`` seconds, or the process died; it is killed.
         """
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        private = Confinement.from_json(self.spec.confinement).private
-        # One thread per pool: a predictor runs one worker per member on a shared machine;
-        # letting each spread over every core makes them fight.
+        private = Confinement.from_json(self._confinement).private
+        # One thread per pool: a predictor runs one process per member (or fused group) on a shared
+        # machine; letting each spread over every core makes them fight (measured in bench/serving_fused.py:
+        # a fused worker on two threads beside its predictor ran slower than on one).
         env = template_env(private, threads=1, PYTHONUNBUFFERED="1")
         # The child must find this baobab even when it is not installed (run from a checkout).
         package_root = str(Path(__file__).resolve().parents[2])
@@ -149,48 +159,42 @@ class InferenceWorker:
         with self.log_path.open("ab") as log:
             with self._lock:
                 if self._closed:
-                    raise InferenceWorkerError(f"trial {self.spec.trial_id}: the worker was closed", fatal=True)
+                    raise InferenceWorkerError(f"{self.name}: the worker was closed", fatal=True)
                 self._process = subprocess.Popen(
-                    [sys.executable, "-m", "baobab.worker._inference"],
+                    [sys.executable, "-m", self._module],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=log,
                     env=env,
                     start_new_session=True,  # its own process group, killed as one
                 )
-        self._reader = threading.Thread(target=self._pump, name=f"inference-{self.spec.trial_id}", daemon=True)
+        self._reader = threading.Thread(target=self._pump, name=f"inference {self.name}", daemon=True)
         self._reader.start()
-        try:
-            self._send(self.spec.to_json())
-            message = self._receive(timeout, "loading the model")
-        except InferenceWorkerError:
-            self.close()
-            raise
+        message = self._request(spec_line, timeout, "loading the model")
         if message.get("event") != "ready":
             self.close()
             error = message.get("error") or f"unexpected message {message!r}"
-            raise InferenceWorkerError(f"trial {self.spec.trial_id}: {error}", fatal=True)
+            raise InferenceWorkerError(f"{self.name}: {error}", fatal=True)
+        return message
 
-    def predict(self, queries: Sequence[Any], *, timeout: float | None = None) -> list[Any]:
-        """One prediction per query, as the template returned them (JSON values).
+    def _request(self, line: str, timeout: float | None, doing: str) -> dict[str, Any]:
+        """Send ``line`` and return the answer.
 
         Raises:
-            InferenceWorkerError: ``predict`` raised or returned something unusable
-                (not fatal), or the process crashed, broke the protocol or did not
-                answer within ``timeout`` seconds (fatal: it is killed).
+            InferenceWorkerError: (fatal) the process crashed, closed its pipe or did not
+                answer within ``timeout`` seconds; it is killed.
         """
         try:
-            self._send(json.dumps({"queries": list(queries)}))
-            message = self._receive(timeout, "predicting")
+            self._send(line)
+            return self._receive(timeout, doing)
         except InferenceWorkerError:
             self.close()
             raise
-        if "predictions" in message:
-            return message["predictions"]
-        if "error" in message:
-            raise InferenceWorkerError(message["error"], fatal=False)
+
+    def _unexpected(self, message: dict[str, Any]) -> InferenceWorkerError:
+        """The error for an answer that breaks the protocol; the process is killed."""
         self.close()
-        raise InferenceWorkerError(f"the inference process sent an unexpected message {message!r}", fatal=True)
+        return InferenceWorkerError(f"the inference process sent an unexpected message {message!r}", fatal=True)
 
     def close(self) -> None:
         """Kill the process (and whatever it started) and reap it; safe to call twice, from any thread."""
@@ -270,6 +274,46 @@ class InferenceWorker:
         return "\n".join(lines[-_LOG_TAIL_LINES:])
 
 
+class InferenceWorker(InferenceProcess):
+    """The parent's handle on one member's worker process.
+
+    Call :meth:`start` once, then :meth:`predict` one batch at a time (see
+    :class:`InferenceProcess` for closing and failures).
+
+    Args:
+        spec: what to load.
+        log_path: receives what the worker prints (the template's output, tracebacks).
+    """
+
+    def __init__(self, spec: InferenceSpec, *, log_path: str | os.PathLike[str]) -> None:
+        super().__init__(f"trial {spec.trial_id}", "baobab.worker._inference", spec.confinement, log_path=log_path)
+        self.spec = spec
+
+    def start(self, *, timeout: float | None = None) -> None:
+        """Start the process and wait until the model is loaded.
+
+        Raises:
+            InferenceWorkerError: (fatal) loading failed (the template's reason), took
+                longer than ``timeout`` seconds, or the process died; it is killed.
+        """
+        self._launch(self.spec.to_json(), timeout)
+
+    def predict(self, queries: Sequence[Any], *, timeout: float | None = None) -> list[Any]:
+        """One prediction per query, as the template returned them (JSON values).
+
+        Raises:
+            InferenceWorkerError: ``predict`` raised or returned something unusable
+                (not fatal), or the process crashed, broke the protocol or did not
+                answer within ``timeout`` seconds (fatal: it is killed).
+        """
+        message = self._request(json.dumps({"queries": list(queries)}), timeout, "predicting")
+        if "predictions" in message:
+            return message["predictions"]
+        if "error" in message:
+            raise InferenceWorkerError(message["error"], fatal=False)
+        raise self._unexpected(message)
+
+
 # -- the child --------------------------------------------------------------------------
 # The child imports the model and store packages (and so NumPy) only in main(), after it
 # has pinned the thread pools; the parent, which imports this module, never needs them.
@@ -278,50 +322,82 @@ class InferenceWorker:
 # the secret key or other users' artifacts.
 
 
-def _fetch(spec: InferenceSpec) -> tuple[Path, bytes]:
-    """The template file and the parameters of ``spec``, read before any template code runs.
+def fetch_template(spec: InferenceSpec) -> Path:
+    """The template file of ``spec``, read before any template code runs.
 
     Raises:
-        TrialFailed: either cannot be read.
+        TrialFailed: it cannot be read.
     """
     from baobab.exceptions import ArtifactError
     from baobab.store import ArtifactStore
     from baobab.worker._cache import ArtifactCache
     from baobab.worker._trial_process import TrialFailed
 
-    store = ArtifactStore(spec.artifacts_url)
     try:
         cache = ArtifactCache(Path(spec.cache_dir))
-        template = cache.path(store, spec.template_key, spec.template_checksum, suffix=".py")
+        return cache.path(ArtifactStore(spec.artifacts_url), spec.template_key, spec.template_checksum, suffix=".py")
     except ArtifactError as e:
         raise TrialFailed(f"cannot fetch the template: {e}") from None
+
+
+def fetch_params(spec: InferenceSpec) -> bytes:
+    """The stored parameters of ``spec``, read before any template code runs.
+
+    Raises:
+        TrialFailed: there are none, or they cannot be read.
+    """
+    from baobab.exceptions import ArtifactError
+    from baobab.store import ArtifactStore
+    from baobab.worker._trial_process import TrialFailed
+
     if not spec.params_key:
         raise TrialFailed(f"trial {spec.trial_id} has no stored parameters")
     try:
-        return template, store.get_bytes(spec.params_key)
+        return ArtifactStore(spec.artifacts_url).get_bytes(spec.params_key)
     except (ArtifactError, OSError) as e:
         raise TrialFailed(f"cannot read the parameters of trial {spec.trial_id}: {e}") from None
 
 
-def _load(spec: InferenceSpec, template_file: Path, data: bytes) -> tuple[Any, str]:
-    """The model of ``spec`` with its parameters loaded, and the template file it comes from.
+def confine_to(confinement: str, template_file: Path, parent: int) -> None:
+    """Take on the confinement (reading ``template_file`` still allowed), and exit when ``parent`` does.
 
-    Loads as a trial worker does (:func:`call_template`, the template imported once).
+    Call it before any other thread starts: the confinement then holds for the whole process.
+    """
+    rules = Confinement.from_json(confinement)
+    confine(Confinement(rules.protected, rules.private, (template_file,)))
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+
+
+def load_class(spec: InferenceSpec, template_file: Path) -> type:
+    """The template class of ``spec``, imported once per process.
 
     Raises:
-        TrialFailed: saying which step failed, with the template's traceback.
+        TrialFailed: the template cannot be imported or breaks the template API.
     """
     from baobab.exceptions import TemplateError
-    from baobab.model import check_template, knobs_from_json, load_template
-    from baobab.store import ParamsFormatError, params_from_bytes
-    from baobab.worker._trial_process import TrialFailed, call_template
+    from baobab.model import check_template, load_template
+    from baobab.worker._trial_process import TrialFailed
 
     try:
         cls = load_template(template_file, spec.class_name)
         check_template(cls)
     except TemplateError as e:
         raise TrialFailed.from_text(f"cannot load the template: {e}") from None
-    template = str(template_file)
+    return cls
+
+
+def load_model(spec: InferenceSpec, cls: type, template: str, data: bytes) -> Any:
+    """An instance of ``cls`` for the knobs of ``spec`` with the parameters ``data`` loaded.
+
+    Loads as a trial worker does (:func:`call_template`).
+
+    Raises:
+        TrialFailed: saying which step failed, with the template's traceback.
+    """
+    from baobab.model import knobs_from_json
+    from baobab.store import ParamsFormatError, params_from_bytes
+    from baobab.worker._trial_process import TrialFailed, call_template
+
     try:
         params = params_from_bytes(data)
     except ParamsFormatError as e:
@@ -331,22 +407,21 @@ def _load(spec: InferenceSpec, template_file: Path, data: bytes) -> tuple[Any, s
     call_template(template, "load_parameters()", model.load_parameters, params)
     if "torch" in sys.modules:  # the environment said one thread; torch's own pool listens to this
         sys.modules["torch"].set_num_threads(1)
-    return model, template
+    return model
 
 
-def _predict(model: Any, template: str, queries: list[Any]) -> str:
-    """The JSON text of ``model.predict(queries)``, checked as the dev runner checks it.
+def answer_json(predictions: Any, count: int) -> str:
+    """The JSON text of what ``predict`` returned for ``count`` queries, checked as the dev runner checks it.
 
     Raises:
-        TrialFailed: predict raised, or returned other than one JSON value per query.
+        TrialFailed: other than one JSON value per query.
     """
-    from baobab.worker._trial_process import TrialFailed, call_template
+    from baobab.worker._trial_process import TrialFailed
 
-    predictions = call_template(template, "predict()", model.predict, list(queries))
-    if not isinstance(predictions, list) or len(predictions) != len(queries):
+    if not isinstance(predictions, list) or len(predictions) != count:
         got = f"a list of {len(predictions)}" if isinstance(predictions, list) else f"a {type(predictions).__name__}"
         raise TrialFailed(
-            f"template error: predict() returned {got} for {len(queries)} queries; it must return a list with one "
+            f"template error: predict() returned {got} for {count} queries; it must return a list with one "
             "prediction per query (call .tolist() on arrays)"
         )
     try:
@@ -355,7 +430,8 @@ def _predict(model: Any, template: str, queries: list[Any]) -> str:
         raise TrialFailed(f"template error: predict() must return JSON values (lists, numbers, strings): {e}") from None
 
 
-def _send(channel: IO[str], text: str) -> None:
+def send(channel: IO[str], text: str) -> None:
+    """One message to the parent."""
     channel.write(text + "\n")
     channel.flush()
 
@@ -370,15 +446,22 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(_ORPHANED)
 
 
-def main() -> int:
-    """The worker process: read the spec, load, answer batches until stdin ends."""
+def open_channel() -> tuple[int, IO[str], str]:
+    """The parent's pid, the channel of messages to it, and the spec line it sent first ("" when none came).
+
+    Messages keep the original stdout; the template's prints, Python's and C's, go to stderr.
+    """
     for name in THREAD_VARIABLES:  # when started by hand; the parent sets them already
         os.environ.setdefault(name, "1")
     parent = os.getppid()
-    # Messages keep the original stdout; the template's prints, Python's and C's, go to stderr.
     channel = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
-    line = sys.stdin.readline()
+    return parent, channel, sys.stdin.readline()
+
+
+def main() -> int:
+    """The worker process: read the spec, load, answer batches until stdin ends."""
+    parent, channel, line = open_channel()
     if not line:
         return 0
     spec = InferenceSpec.from_json(line)
@@ -386,29 +469,29 @@ def main() -> int:
     from baobab.worker._trial_process import TrialFailed, call_template
 
     try:
-        template_file, data = _fetch(spec)
-        # No thread runs yet: the confinement holds for the whole process from here on.
-        confinement = Confinement.from_json(spec.confinement)
-        confine(Confinement(confinement.protected, confinement.private, (template_file,)))
-        threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
-        model, template = _load(spec, template_file, data)
+        template_file = fetch_template(spec)
+        data = fetch_params(spec)
+        confine_to(spec.confinement, template_file, parent)
+        template = str(template_file)
+        model = load_model(spec, load_class(spec, template_file), template, data)
     except TrialFailed as e:  # the whole text: a load failure is rare and its traceback is the point
         print(str(e), file=sys.stderr, flush=True)
-        _send(channel, json.dumps({"event": "failed", "error": str(e)}))
+        send(channel, json.dumps({"event": "failed", "error": str(e)}))
         return 1
     except Exception:  # a bug of ours, not the template's: say so, with the traceback in the log
         traceback.print_exc()
-        _send(channel, json.dumps({"event": "failed", "error": "loading failed: internal error (see the log)"}))
+        send(channel, json.dumps({"event": "failed", "error": "loading failed: internal error (see the log)"}))
         return 1
-    _send(channel, '{"event": "ready"}')
+    send(channel, '{"event": "ready"}')
     try:
         for line in sys.stdin:
             queries = json.loads(line)["queries"]
             try:
-                _send(channel, '{"predictions": ' + _predict(model, template, queries) + "}")
+                predictions = call_template(template, "predict()", model.predict, list(queries))
+                send(channel, '{"predictions": ' + answer_json(predictions, len(queries)) + "}")
             except TrialFailed as e:  # the summary to the parent (it goes to API clients), details to the log
                 print(str(e), file=sys.stderr, flush=True)
-                _send(channel, json.dumps({"error": e.error}))
+                send(channel, json.dumps({"error": e.error}))
     finally:
         try:
             call_template(template, "teardown()", model.teardown)

@@ -52,8 +52,10 @@ from baobab.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(__file__).resolve().parent / "templates" / "predictor_tiny.py"
+ITEM_NET = Path(__file__).resolve().parent / "templates" / "predictor_torch.py"
 SK_TABULAR = ROOT / "examples" / "models" / "sklearn_tabular.py"
 SK_IMAGES = ROOT / "examples" / "models" / "sklearn_images.py"
+TORCH_CNN = ROOT / "examples" / "models" / "torch_cnn.py"
 # Generous on a busy machine; a predictor normally starts in a few seconds.
 START_TIMEOUT_S = 60.0
 
@@ -281,6 +283,11 @@ def pid_alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def command_line(pid: int) -> list[str]:
+    """The arguments process ``pid`` was started with."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
 
 
 def children(pid: int) -> list[int]:
