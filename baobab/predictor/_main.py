@@ -1,12 +1,13 @@
 """The predictor process: ``python -m baobab.predictor <inference_job_id> [options]``.
 
 Settings (database, artifacts, home) come from the ``BAOBAB_*`` environment. The
-process loads every member into an inference worker, serves HTTP with waitress on
-``--host`` and a port of its own, and once it answers prints exactly one line on
-stdout, ``{"url": "http://HOST:PORT"}``; everything else it says goes to stderr. It
-exits with status 1 and a one-line reason on stderr when the job cannot be served
-(no such job, a finished job, no member loadable), and with 0 on SIGTERM or SIGINT,
-or, with ``--exit-with-parent``, when its stdin ends (the supervisor is gone).
+process loads every member of the job's versions into inference workers, serves HTTP
+with waitress on ``--host`` and a port of its own, and once it answers prints exactly
+one line on stdout, ``{"url": "http://HOST:PORT"}``; everything else it says goes to
+stderr. Then it follows the job's versions (:mod:`baobab.predictor._rollout`). It
+exits with status 1 and a one-line reason on stderr when the job cannot be served (no
+such job, a finished job, a version with no member loadable), and with 0 on SIGTERM or
+SIGINT, or, with ``--exit-with-parent``, when its stdin ends (the supervisor is gone).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class PredictorOptions:
         load_timeout_s: how long a member has to load.
         threads: HTTP worker threads (each waits for its request's batch, so this
             bounds how many requests are batched together).
+        versions_poll_s: how often the store is asked whether the job's versions changed.
     """
 
     batch_window_s: float = 0.0
@@ -52,6 +54,7 @@ class PredictorOptions:
     member_timeout_s: float = 30.0
     load_timeout_s: float = 180.0
     threads: int = 32
+    versions_poll_s: float = 1.0
 
     def to_args(self) -> list[str]:
         """The command-line options that give these values."""
@@ -61,6 +64,7 @@ class PredictorOptions:
             f"--member-timeout-s={self.member_timeout_s:g}",
             f"--load-timeout-s={self.load_timeout_s:g}",
             f"--threads={self.threads}",
+            f"--versions-poll-s={self.versions_poll_s:g}",
         ]
 
 
@@ -78,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--member-timeout-s", type=float, default=defaults.member_timeout_s)
     parser.add_argument("--load-timeout-s", type=float, default=defaults.load_timeout_s)
     parser.add_argument("--threads", type=int, default=defaults.threads)
+    parser.add_argument("--versions-poll-s", type=float, default=defaults.versions_poll_s)
     parser.add_argument("--exit-with-parent", action="store_true", help="exit when stdin ends")
     return parser
 
@@ -114,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         member_timeout_s=args.member_timeout_s,
         load_timeout_s=args.load_timeout_s,
         threads=args.threads,
+        versions_poll_s=args.versions_poll_s,
     )
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format=f"%(asctime)s predictor-{args.job_id} %(levelname)s %(message)s"
@@ -133,25 +139,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     if args.exit_with_parent:
         threading.Thread(target=_watch_stdin, args=(stop,), name="stdin", daemon=True).start()
-    pools: list[Any] = []
+    closing: list[Any] = []  # what holds worker processes, closed on the way out
     try:
-        _serve(args, options, url_out, pools)
+        _serve(args, options, url_out, closing, stop)
         serving.set()  # from now on a signal ends the loop below
     except _Interrupted:
         logger.info("interrupted while starting")
-        for pool in pools:
-            pool.close()
+        for part in closing:
+            part.close()
         return 0
     except _StartFailed as e:
-        for pool in pools:
-            pool.close()
+        for part in closing:
+            part.close()
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 1
     while not stop.wait(0.5):
         pass
     logger.info("stopping")
-    for pool in pools:
-        pool.close()
+    for part in closing:
+        part.close()
     # The HTTP and fan-out threads may be waiting on members that are gone: do not wait for them.
     sys.stderr.flush()
     os._exit(0)
@@ -165,38 +171,46 @@ class _StartFailed(Exception):
     """The job cannot be served; the message says why."""
 
 
-def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str], pools: list[Any]) -> None:
-    """Load the members, start the HTTP server and print the URL line; ``pools`` gets the pool to close.
+def _serve(
+    args: argparse.Namespace, options: PredictorOptions, url_out: IO[str], closing: list[Any], stop: threading.Event
+) -> None:
+    """Load the versions, start the HTTP server, print the URL line, follow the versions until ``stop``.
+
+    ``closing`` gets what holds worker processes, to close on the way out.
 
     Raises:
-        _StartFailed: the job cannot be served (no such job, no member loads, no HTTP).
+        _StartFailed: the job cannot be served (no such job, a version with no member loadable, no HTTP).
     """
     # Imported here: the settings, the store and Flask take a moment, and --help should not.
     import waitress
 
     from baobab import Settings
     from baobab.exceptions import BaobabError
-    from baobab.predictor._batching import MicroBatcher
-    from baobab.predictor._job import load_job
-    from baobab.predictor._members import MemberPool
+    from baobab.predictor._job import RevisionStore, load_job
+    from baobab.predictor._rollout import BackendStarter, Rollout
+    from baobab.predictor._router import VersionRouter
     from baobab.predictor._server import create_app
 
     try:
         settings = Settings.from_env()
         job = load_job(settings, args.job_id)
-        pool = MemberPool(
-            job.members,
+        backends = BackendStarter(
             job.task,
             log_dir=settings.home / "logs" / f"inference-{job.id}",
             member_timeout_s=options.member_timeout_s,
             load_timeout_s=options.load_timeout_s,
+            window_s=options.batch_window_s,
+            max_batch_size=options.max_batch_size,
         )
-        pools.append(pool)
-        pool.start()
+        closing.append(backends)
+        store = RevisionStore(settings, job)
+        closing.append(store)
+        router = VersionRouter()
+        rollout = Rollout(job, router, store, backends, poll_s=options.versions_poll_s)
+        rollout.start()
     except BaobabError as e:
         raise _StartFailed(str(e)) from None
-    batcher = MicroBatcher(pool.predict, window_s=options.batch_window_s, max_batch_size=options.max_batch_size)
-    app = create_app(job, pool, batcher)
+    app = create_app(job, router)
     try:
         server = waitress.create_server(
             app,
@@ -217,6 +231,8 @@ def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str]
         _wait_until_answering(_url(wildcard.get(args.host, args.host), port))
     except OSError as e:
         raise _StartFailed(f"the HTTP server at {url} does not answer: {e}") from None
-    logger.info("serving inference job %d (%d members) at %s", job.id, len(pool), url)
+    shown = ", ".join(f"{v.name} ({len(v.backend.members)} members)" for v in router.versions)
+    logger.info("serving inference job %d (revision %d: %s) at %s", job.id, router.revision, shown, url)
     url_out.write(json.dumps({"url": url}) + "\n")
     url_out.flush()
+    threading.Thread(target=rollout.run, args=(stop,), name="rollout", daemon=True).start()

@@ -121,7 +121,9 @@ def expected_mean(reg: Served, queries: list[list[float]], members: tuple[int, .
 def test_health_needs_no_key(reg: Served) -> None:
     response = requests.get(f"{reg.url}/health", timeout=5)
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "members": 3, "ready": 3}
+    body = response.json()
+    assert (body["status"], body["members"], body["ready"], body["revision"]) == ("ok", 3, 3, 1)
+    assert body["versions"] == [{"name": "v1", "weight": 1.0, "members": [m.trial_id for m in reg.members], "ready": 3}]
 
 
 def test_regression_answers_the_mean_in_query_order(reg: Served) -> None:
@@ -131,6 +133,7 @@ def test_regression_answers_the_mean_in_query_order(reg: Served) -> None:
     body = response.json()
     np.testing.assert_allclose(body["predictions"], expected_mean(reg, queries), rtol=1e-9)
     assert body["members"] == {"answered": [m.trial_id for m in reg.members], "left_out": []}
+    assert body["version"] == "v1"  # the job's one version, as every job starts
     # The members disagree by their offsets, so the mean is no one member's answer.
     np.testing.assert_allclose(body["predictions"], np.asarray(reg.local(0, queries)) + np.mean(OFFSETS))
 
@@ -196,7 +199,11 @@ def test_malformed_bodies_and_queries_are_400_naming_the_field(
 
 
 def test_no_queries_no_predictions(reg: Served) -> None:
-    assert reg.post({"queries": []}).json() == {"predictions": [], "members": {"answered": [], "left_out": []}}
+    assert reg.post({"queries": []}).json() == {
+        "predictions": [],
+        "version": "v1",
+        "members": {"answered": [], "left_out": []},
+    }
 
 
 def test_concurrent_requests_are_sent_as_batches_and_answered_apart(reg: Served) -> None:
