@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from baobab.exceptions import BaobabError, StoreError
 from baobab.model import Task
 from baobab.predictor._batching import MicroBatcher
 from baobab.predictor._job import MemberSpec, PredictorJob, Revision, RevisionStore
-from baobab.predictor._members import MemberPool
+from baobab.predictor._members import BatchOutcome, MemberPool
 from baobab.predictor._router import Backend, ServedVersion, VersionRouter, backends_of
 
 __all__ = ["BackendStarter", "Rollout"]
@@ -65,7 +66,8 @@ class BackendStarter:
         self._load_timeout_s = load_timeout_s
         self._window_s = window_s
         self._max_batch_size = max_batch_size
-        self._pools: list[MemberPool] = []
+        # Weak: the pool of a backend no version serves any more is closed and dropped by the router.
+        self._pools: weakref.WeakSet[MemberPool] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._sample: list[Any] = []  # the first query of the last batch any backend answered
 
@@ -83,7 +85,7 @@ class BackendStarter:
             load_timeout_s=self._load_timeout_s,
         )
         with self._lock:
-            self._pools.append(pool)
+            self._pools.add(pool)
         try:
             pool.start()
         except BaseException:
@@ -95,7 +97,7 @@ class BackendStarter:
             if outcome.predictions is None:
                 logger.warning("warming trials %s failed: %s", [m.trial_id for m in members], outcome.left_out)
 
-        def process(batch: list[Any]) -> Any:
+        def process(batch: list[Any]) -> BatchOutcome:
             self._sample = batch[:1]
             return pool.predict(batch)
 
