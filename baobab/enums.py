@@ -12,7 +12,16 @@ from __future__ import annotations
 import enum
 from typing import ClassVar
 
-__all__ = ["DatasetFormat", "InferenceJobStatus", "JobStatus", "ModelAccess", "Task", "TrialState", "UserRole"]
+__all__ = [
+    "DatasetFormat",
+    "InferenceJobStatus",
+    "JobStatus",
+    "ModelAccess",
+    "RevisionAction",
+    "Task",
+    "TrialState",
+    "UserRole",
+]
 
 
 class DatasetFormat(enum.StrEnum):
@@ -127,3 +136,12 @@ class InferenceJobStatus(enum.StrEnum):
     def is_finished(self) -> bool:
         """True once the job serves no more."""
         return self in (InferenceJobStatus.ERRORED, InferenceJobStatus.STOPPED)
+
+
+class RevisionAction(enum.StrEnum):
+    """What made a revision of an inference job's versions (its history says who wanted what, when)."""
+
+    CREATE = "CREATE"  # the job was created: one version, "v1"
+    ROLLOUT = "ROLLOUT"  # the versions and weights were set
+    PROMOTE = "PROMOTE"  # one version got all the traffic
+    ROLLBACK = "ROLLBACK"  # the versions went back to what they were before the last change

@@ -1,10 +1,11 @@
 """``/api/v1/inference_jobs``: serve the best trials of a train job behind an API key.
 
 Creating a job picks its members (the best ``k`` trials as ``best_trials`` ranks them,
-or the trials the caller names), writes the job STARTING with its members, commits, and
-only then publishes INFERENCE_CREATED; the inference supervisor starts the predictor and
-stores its URL. Stopping writes STOPPED first, then publishes INFERENCE_STOPPED. A stopped (or errored)
-job can be deleted, and its request logs go with it (:mod:`baobab.admin._request_logs`).
+or the trials the caller names), writes the job STARTING with its members as its one
+version, "v1" (``/<id>/versions`` changes them), commits, and only then publishes
+INFERENCE_CREATED; the inference supervisor starts the predictor and
+stores its URL. Stopping writes STOPPED first, then publishes INFERENCE_STOPPED. A stopped (or
+errored) job can be deleted, and its request logs go with it (:mod:`baobab.admin._request_logs`).
 
 The API key is made here (``secrets.token_urlsafe(32)``), shown once in the create
 answer and kept only as its SHA-256 in hex: it is a random 256-bit key, not a password,
@@ -26,6 +27,7 @@ import io
 import json
 import secrets
 import zipfile
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,22 +40,30 @@ from sqlalchemy.orm import Session, selectinload
 from werkzeug.datastructures import FileStorage
 from werkzeug.exceptions import BadGateway, RequestEntityTooLarge
 
-from baobab.admin._access import ADMIN_ROLES, may_see_private, private_rows
+from baobab.admin._access import ADMIN_ROLES, private_rows
 from baobab.admin._auth import current_user, require_roles
 from baobab.admin._body import json_object, number_field, string_field
+from baobab.admin._inference_lookups import (
+    VersionTrials,
+    best_first,
+    member_json,
+    revision_versions,
+    visible_inference_job,
+)
 from baobab.admin._openapi import api_doc, register_schema
-from baobab.admin._query import INCLUDE_STOPPED, MAX_ID, check_query_args
+from baobab.admin._query import INCLUDE_STOPPED, check_query_args
+from baobab.admin._servable import MAX_MEMBERS, check_servable, trial_id_list
 from baobab.admin._state import admin_state
 from baobab.admin._train_job_lookups import OWNER_QUERY, best_trials, find_train_job, trial_query
 from baobab.exceptions import ConflictError, NotFoundError, PermissionDeniedError, RequestError
 from baobab.model import Task
 from baobab.store import (
+    FIRST_VERSION,
     IMAGES_CSV,
     Event,
     EventKind,
     InferenceJob,
     InferenceJobStatus,
-    InferenceMember,
     SubJob,
     TrainJob,
     Trial,
@@ -65,18 +75,9 @@ from baobab.store import (
     session_scope,
 )
 
-__all__ = [
-    "API_KEY_HEADER",
-    "DEFAULT_K",
-    "MAX_MEMBERS",
-    "blueprint",
-    "find_inference_job",
-    "hash_api_key",
-    "inference_job_json",
-]
+__all__ = ["API_KEY_HEADER", "DEFAULT_K", "blueprint", "hash_api_key", "inference_job_json"]
 
 DEFAULT_K = 2
-MAX_MEMBERS = 20  # each member is a model loaded in its own inference worker process
 _ROLES = (UserRole.APP_DEVELOPER, UserRole.MODEL_DEVELOPER, *ADMIN_ROLES)
 _CREATE_BODY = {
     "type": "object",
@@ -114,7 +115,7 @@ _INFERENCE_JOB_SCHEMA = register_schema(
         "type": "object",
         "required": [
             "id", "app", "app_version", "train_job_id", "status", "public", "predictor_url", "error", "owner_id",
-            "created_at", "stopped_at", "members", "request_log_rate",
+            "created_at", "stopped_at", "members", "request_log_rate", "revision", "served_revision", "versions",
         ],
         "properties": {
             "id": {"type": "integer"},
@@ -131,6 +132,7 @@ _INFERENCE_JOB_SCHEMA = register_schema(
             "stopped_at": {"type": ["string", "null"], "format": "date-time"},
             "members": {
                 "type": "array",
+                "description": "the trials of every version it wants served, best first",
                 "items": {
                     "type": "object",
                     "required": ["trial_id", "model_name", "score"],
@@ -138,6 +140,24 @@ _INFERENCE_JOB_SCHEMA = register_schema(
                         "trial_id": {"type": "integer"},
                         "model_name": {"type": "string"},
                         "score": {"type": ["number", "null"]},
+                    },
+                },
+            },
+            "revision": {"type": "integer", "description": "the revision of its versions it wants served"},
+            "served_revision": {
+                "type": ["integer", "null"],
+                "description": "the revision its predictor serves (null until it serves)",
+            },
+            "versions": {
+                "type": "array",
+                "description": "the versions of the wanted revision (details: GET /inference_jobs/{id}/versions)",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "weight", "trial_ids"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "weight": {"type": "number"},
+                        "trial_ids": {"type": "array", "items": {"type": "integer"}},
                     },
                 },
             },
@@ -159,9 +179,12 @@ def hash_api_key(api_key: str) -> str:
     return hashlib.sha256(api_key.encode("utf-8")).hexdigest()
 
 
-def inference_job_json(job: InferenceJob, members: list[Trial]) -> dict[str, Any]:
-    """An inference job as the API shows it (never the key or its hash); ``members`` are its trials."""
-    shown = sorted(members, key=lambda t: (t.score is None, -(t.score or 0.0), t.id))  # best first
+def inference_job_json(job: InferenceJob, versions: list[VersionTrials]) -> dict[str, Any]:
+    """An inference job as the API shows it (never the key or its hash); ``versions``: those of its wanted revision.
+
+    ``members`` are the trials of all those versions, best first.
+    """
+    members = best_first({trial.id: trial for version in versions for trial in version.trials}.values())
     return {
         "id": job.id,
         "app": job.train_job.app,
@@ -174,8 +197,11 @@ def inference_job_json(job: InferenceJob, members: list[Trial]) -> dict[str, Any
         "owner_id": job.owner_id,
         "created_at": job.created_at.isoformat(),
         "stopped_at": job.stopped_at.isoformat() if job.stopped_at is not None else None,
-        "members": [{"trial_id": t.id, "model_name": t.sub_job.model_template.name, "score": t.score} for t in shown],
+        "members": [member_json(trial) for trial in members],
         "request_log_rate": job.request_log_rate,
+        "revision": job.revision,
+        "served_revision": job.served_revision,
+        "versions": [{"name": v.name, "weight": v.weight, "trial_ids": [t.id for t in v.trials]} for v in versions],
     }
 
 
@@ -239,7 +265,7 @@ def create_inference_job() -> tuple[dict[str, Any], int]:
             trial_ids=[trial.id for trial in members],
             request_log_rate=request_log_rate,
         )
-        answer = inference_job_json(job, members)
+        answer = inference_job_json(job, [VersionTrials(FIRST_VERSION, 1.0, best_first(members))])
     admin_state().events.publish(Event(EventKind.INFERENCE_CREATED, answer["id"]))
     return {**answer, "api_key": api_key}, 201
 
@@ -271,8 +297,7 @@ def list_inference_jobs() -> dict[str, Any]:
         query = query.join(InferenceJob.train_job).where(TrainJob.app == app)
     with session_scope(admin_state().engine) as session:
         jobs = session.scalars(query.options(selectinload(InferenceJob.train_job))).all()
-        members = _members(session, [job.id for job in jobs])
-        return {"inference_jobs": [inference_job_json(job, members.get(job.id, [])) for job in jobs]}
+        return {"inference_jobs": _jobs_json(session, jobs)}
 
 
 @blueprint.get("/<int:job_id>")
@@ -281,8 +306,7 @@ def list_inference_jobs() -> dict[str, Any]:
 def get_inference_job(job_id: int) -> dict[str, Any]:
     """One inference job; 404 when there is none with this id that the caller may see."""
     with session_scope(admin_state().engine) as session:
-        job = find_inference_job(session, job_id)
-        return inference_job_json(job, _members(session, [job.id]).get(job.id, []))
+        return _jobs_json(session, [visible_inference_job(session, job_id)])[0]
 
 
 @blueprint.post("/<int:job_id>/stop")
@@ -291,11 +315,11 @@ def get_inference_job(job_id: int) -> dict[str, Any]:
 def stop_inference_job(job_id: int) -> dict[str, Any]:
     """200 with the job STOPPED; a job already stopped (or errored) answers unchanged and announces nothing."""
     with session_scope(admin_state().engine) as session:
-        job = find_inference_job(session, job_id)
+        job = visible_inference_job(session, job_id)
         # Conditional, so that a job that ended meanwhile keeps its final state and is announced once.
         stopped = mark_inference_job_stopped(session, job_id, now=datetime.now(UTC))
         session.refresh(job)
-        answer = inference_job_json(job, _members(session, [job.id]).get(job.id, []))
+        answer = _jobs_json(session, [job])[0]
     if stopped:
         admin_state().events.publish(Event(EventKind.INFERENCE_STOPPED, job_id))
     return answer
@@ -318,7 +342,7 @@ def delete_inference_job(job_id: int) -> tuple[str, int]:
     logs again once the predictor is gone.
     """
     with session_scope(admin_state().engine) as session:
-        status = find_inference_job(session, job_id).status
+        status = visible_inference_job(session, job_id, change=True).status
         if not status.is_finished():
             raise ConflictError(
                 f"inference job {job_id} is {status.value}; stop it first (POST {blueprint.url_prefix}/{job_id}/stop)"
@@ -356,7 +380,7 @@ def predict(job_id: int) -> Response:
     """
     check_query_args(())
     with session_scope(admin_state().engine) as session:
-        job = find_inference_job(session, job_id)
+        job = visible_inference_job(session, job_id)
         status, url, task = job.status, job.predictor_url, job.train_job.task
         train_key = job.train_job.train_dataset.artifact_path
     if status is not InferenceJobStatus.RUNNING or url is None:
@@ -441,32 +465,10 @@ def _training_image_format(key: str) -> tuple[str, tuple[int, int]]:
             return ("RGB" if image.mode in ("RGB", "P") else "L"), image.size
 
 
-def find_inference_job(session: Session, job_id: int) -> InferenceJob:
-    """The inference job ``job_id`` if the caller may see it.
-
-    Raises:
-        NotFoundError: there is none, or it is someone else's (the same answer, so ids reveal nothing).
-    """
-    job = session.get(InferenceJob, job_id) if job_id <= MAX_ID else None  # a larger id would overflow SQLite
-    if job is None or not may_see_private(current_user(), job):
-        raise NotFoundError(f"no inference job with id {job_id}")
-    return job
-
-
-def _members(session: Session, job_ids: list[int]) -> dict[int, list[Trial]]:
-    """The member trials of each job in ``job_ids``, loaded with their sub-job's template."""
-    if not job_ids:
-        return {}
-    rows = session.execute(
-        trial_query()
-        .add_columns(InferenceMember.inference_job_id)
-        .join(InferenceMember, InferenceMember.trial_id == Trial.id)
-        .where(InferenceMember.inference_job_id.in_(job_ids))
-    ).all()
-    members: dict[int, list[Trial]] = {}
-    for trial, job_id in rows:
-        members.setdefault(job_id, []).append(trial)
-    return members
+def _jobs_json(session: Session, jobs: Sequence[InferenceJob]) -> list[dict[str, Any]]:
+    """``jobs`` as the API shows them, with their wanted versions."""
+    versions = revision_versions(session, {(job.id, job.revision) for job in jobs})
+    return [inference_job_json(job, versions.get((job.id, job.revision), [])) for job in jobs]
 
 
 def _servable_trials(session: Session, train_job: TrainJob, trial_ids: list[int], shown_as: str) -> list[Trial]:
@@ -478,46 +480,13 @@ def _servable_trials(session: Session, train_job: TrainJob, trial_ids: list[int]
         trial = found.get(trial_id)
         if trial is None:  # missing, or of another job: the same answer, so ids reveal nothing
             raise RequestError(f"{field}: {shown_as} has no trial with id {trial_id}", field=field)
-        if not trial.status.is_scored():
-            raise RequestError(
-                f"{field}: trial {trial_id} is {trial.status.value}; only COMPLETED or STOPPED trials can be served",
-                field=field,
-            )
-        if trial.params_path is None:
-            raise RequestError(
-                f"{field}: trial {trial_id} is {trial.status.value} but stored no parameters, so it cannot be served",
-                field=field,
-            )
-        if not trial.servable:
-            raise RequestError(
-                f"{field}: trial {trial_id} ran with {', '.join(k for k, v in trial.policies.items() if v)} "
-                "(downscaled, quick-evaluated or untrained), so it is not a final model and cannot be served",
-                field=field,
-            )
+        check_servable(trial, field)
     return [found[trial_id] for trial_id in trial_ids]
 
 
 def _trial_ids(body: dict[str, Any]) -> list[int]:
     """``body["trial_ids"]``: a non-empty array of at most :data:`MAX_MEMBERS` distinct integer ids."""
-    value = body["trial_ids"]
-    if not isinstance(value, list) or not value:
-        raise RequestError(
-            f"'trial_ids' must be a non-empty array of trial ids, got {value!r}; or leave it out to serve the best 'k'",
-            field="trial_ids",
-        )
-    if len(value) > MAX_MEMBERS:
-        raise RequestError(f"'trial_ids' has {len(value)} ids, at most {MAX_MEMBERS} are allowed", field="trial_ids")
-    seen: dict[int, int] = {}
-    for index, trial_id in enumerate(value):
-        field = f"trial_ids[{index}]"
-        if not isinstance(trial_id, int) or isinstance(trial_id, bool):
-            raise RequestError(f"{field} must be an integer trial id, got {trial_id!r}", field=field)
-        if not 1 <= trial_id <= MAX_ID:  # names no row (and would overflow SQLite's integers)
-            raise RequestError(f"{field}: there is no trial with id {trial_id}", field=field)
-        if trial_id in seen:
-            raise RequestError(f"{field}: trial {trial_id} is already trial_ids[{seen[trial_id]}]", field=field)
-        seen[trial_id] = index
-    return value
+    return trial_id_list(body["trial_ids"], "trial_ids", hint="; or leave it out to serve the best 'k'")
 
 
 def _optional_int(body: dict[str, Any], name: str, *, low: int, high: int | None = None) -> int | None:

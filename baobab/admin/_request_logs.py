@@ -20,7 +20,7 @@ from flask import Blueprint, Response
 from baobab.admin._access import ALL_ROLES
 from baobab.admin._auth import require_roles
 from baobab.admin._downloads import send_joined_artifacts
-from baobab.admin._inference_jobs import find_inference_job
+from baobab.admin._inference_lookups import visible_inference_job
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._query import check_query_args
 from baobab.admin._state import admin_state
@@ -96,7 +96,7 @@ def download_request_log(job_id: int, day: str) -> Response:
 
 def _check_visible(job_id: int) -> None:
     with session_scope(admin_state().engine) as session:
-        find_inference_job(session, job_id)
+        visible_inference_job(session, job_id)
 
 
 def _log_json(job_id: int, day: RequestLogDay) -> dict[str, Any]:

@@ -1,7 +1,9 @@
-"""``baobab serve``: serve a train job's best trials behind a predictor, stop serving, read its request logs.
+"""``baobab serve``: serve a train job's best trials behind a predictor, change its versions, stop serving,
+read its request logs.
 
 ``baobab serve APP`` is short for ``baobab serve start APP`` (an app named like a
-sub-command is served with the long form).
+sub-command is served with the long form). The versions commands (``rollout``,
+``promote``, ``rollback``, ``versions``) are in :mod:`baobab.cli.serve_versions`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from baobab.cli._common import (
     with_client,
     yes_option,
 )
+from baobab.cli.serve_versions import promote, rollback, rollout, versions
 from baobab.sdk import Client, JobFailedError, WaitTimeoutError
 
 __all__ = ["serve"]
@@ -54,6 +57,8 @@ _FIELDS: list[Column] = [
     *_COLUMNS[:6],
     ("train job", "train_job_id"),
     ("members", _members),
+    ("versions", lambda j: ", ".join(f"{v['name']} (weight {v['weight']:g})" for v in j.get("versions") or [])),
+    ("revision", lambda j: f"{j.get('revision')} (served: {j.get('served_revision') or '-'})"),
     ("owner", "owner_id"),
     ("created", lambda j: format_time(j.get("created_at"))),
     ("stopped", lambda j: format_time(j.get("stopped_at"))),
@@ -75,6 +80,10 @@ class _DefaultToStart(click.Group):
 @click.group(cls=_DefaultToStart)
 def serve() -> None:
     """Serve trained models: `baobab serve APP` starts an inference job (see `baobab serve start --help`)."""
+
+
+for _command in (rollout, promote, rollback, versions):
+    serve.add_command(_command)
 
 
 @serve.command()

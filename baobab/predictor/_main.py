@@ -1,12 +1,13 @@
 """The predictor process: ``python -m baobab.predictor <inference_job_id> [options]``.
 
 Settings (database, artifacts, home) come from the ``BAOBAB_*`` environment. The
-process loads every member into an inference worker, serves HTTP with waitress on
-``--host`` and a port of its own, and once it answers prints exactly one line on
-stdout, ``{"url": "http://HOST:PORT"}``; everything else it says goes to stderr. It
-exits with status 1 and a one-line reason on stderr when the job cannot be served
-(no such job, a finished job, no member loadable), and with 0 on SIGTERM or SIGINT,
-or, with ``--exit-with-parent``, when its stdin ends (the supervisor is gone).
+process loads every member of the job's versions into inference workers, serves HTTP
+with waitress on ``--host`` and a port of its own, and once it answers prints exactly
+one line on stdout, ``{"url": "http://HOST:PORT"}``; everything else it says goes to
+stderr. Then it follows the job's versions (:mod:`baobab.predictor._rollout`). It
+exits with status 1 and a one-line reason on stderr when the job cannot be served (no
+such job, a finished job, a version with no member loadable), and with 0 on SIGTERM or
+SIGINT, or, with ``--exit-with-parent``, when its stdin ends (the supervisor is gone).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class PredictorOptions:
             written to the job's request log (when the job logs requests).
         fuse: serve members of one template and one structure stacked, in one worker
             (:class:`~baobab.worker.FusedInferenceWorker`); off, each member has its own.
+        versions_poll_s: how often the store is asked whether the job's versions changed.
     """
 
     batch_window_s: float = 0.0
@@ -58,6 +60,7 @@ class PredictorOptions:
     threads: int = 32
     request_log_flush_s: float = 10.0
     fuse: bool = True
+    versions_poll_s: float = 1.0
 
     def to_args(self) -> list[str]:
         """The command-line options that give these values."""
@@ -69,6 +72,7 @@ class PredictorOptions:
             f"--threads={self.threads}",
             f"--request-log-flush-s={self.request_log_flush_s:g}",
             *([] if self.fuse else ["--no-fuse"]),
+            f"--versions-poll-s={self.versions_poll_s:g}",
         ]
 
 
@@ -93,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_false",
         help="give every member a worker of its own, also those that could answer stacked in one",
     )
+    parser.add_argument("--versions-poll-s", type=float, default=defaults.versions_poll_s)
     parser.add_argument("--exit-with-parent", action="store_true", help="exit when stdin ends")
     return parser
 
@@ -131,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         threads=args.threads,
         request_log_flush_s=args.request_log_flush_s,
         fuse=args.fuse,
+        versions_poll_s=args.versions_poll_s,
     )
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format=f"%(asctime)s predictor-{args.job_id} %(levelname)s %(message)s"
@@ -151,25 +157,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.exit_with_parent:
         threading.Thread(target=_watch_stdin, args=(stop,), name="stdin", daemon=True).start()
     # Closed in order: the request log first (its last part is written before the supervisor's
-    # SIGTERM grace runs out), then the member pool.
-    to_close: list[Any] = []
+    # SIGTERM grace runs out), then what holds worker processes.
+    closing: list[Any] = []
     try:
-        _serve(args, options, url_out, to_close)
+        _serve(args, options, url_out, closing, stop)
         serving.set()  # from now on a signal ends the loop below
     except _Interrupted:
         logger.info("interrupted while starting")
-        for part in to_close:
+        for part in closing:
             part.close()
         return 0
     except _StartFailed as e:
-        for part in to_close:
+        for part in closing:
             part.close()
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 1
     while not stop.wait(0.5):
         pass
     logger.info("stopping")
-    for part in to_close:
+    for part in closing:
         part.close()
     # The HTTP and fan-out threads may be waiting on members that are gone: do not wait for them.
     sys.stderr.flush()
@@ -184,49 +190,56 @@ class _StartFailed(Exception):
     """The job cannot be served; the message says why."""
 
 
-def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str], to_close: list[Any]) -> None:
-    """Load the members, start the HTTP server and print the URL line; ``to_close`` gets what to close.
+def _serve(
+    args: argparse.Namespace, options: PredictorOptions, url_out: IO[str], closing: list[Any], stop: threading.Event
+) -> None:
+    """Load the versions, start the HTTP server, print the URL line, follow the versions until ``stop``.
+
+    ``closing`` gets what to close on the way out, in order: the request log, then what holds
+    worker processes.
 
     Raises:
-        _StartFailed: the job cannot be served (no such job, no member loads, no HTTP).
+        _StartFailed: the job cannot be served (no such job, a version with no member loadable, no HTTP).
     """
     # Imported here: the settings, the store and Flask take a moment, and --help should not.
     import waitress
 
     from baobab import Settings
     from baobab.exceptions import BaobabError
-    from baobab.predictor._batching import MicroBatcher
-    from baobab.predictor._job import load_job
-    from baobab.predictor._members import MemberPool
+    from baobab.predictor._job import RevisionStore, load_job
     from baobab.predictor._request_log import RequestLog
+    from baobab.predictor._rollout import BackendStarter, Rollout
+    from baobab.predictor._router import VersionRouter
     from baobab.predictor._server import create_app
-    from baobab.predictor._telemetry import measured_batches
     from baobab.store import ArtifactStore
 
     try:
         settings = Settings.from_env()
         job = load_job(settings, args.job_id)
-        pool = MemberPool(
-            job.members,
+        backends = BackendStarter(
             job.task,
             log_dir=settings.home / "logs" / f"inference-{job.id}",
             member_timeout_s=options.member_timeout_s,
             load_timeout_s=options.load_timeout_s,
+            window_s=options.batch_window_s,
+            max_batch_size=options.max_batch_size,
             fuse=options.fuse,
         )
-        to_close.append(pool)
-        pool.start()
+        closing.append(backends)
+        store = RevisionStore(settings, job)
+        closing.append(store)
+        router = VersionRouter()
+        rollout = Rollout(job, router, store, backends, poll_s=options.versions_poll_s)
+        rollout.start()
     except BaobabError as e:
         raise _StartFailed(str(e)) from None
-    batcher = MicroBatcher(
-        measured_batches(pool.predict), window_s=options.batch_window_s, max_batch_size=options.max_batch_size
-    )
     request_log = None
     if job.request_log_rate > 0:
-        store = ArtifactStore(settings.artifacts_url)
-        request_log = RequestLog(store, job.id, job.request_log_rate, flush_s=options.request_log_flush_s)
-        to_close.insert(0, request_log)
-    app = create_app(job, pool, batcher, request_log)
+        request_log = RequestLog(
+            ArtifactStore(settings.artifacts_url), job.id, job.request_log_rate, flush_s=options.request_log_flush_s
+        )
+        closing.insert(0, request_log)
+    app = create_app(job, router, request_log)
     try:
         server = waitress.create_server(
             app,
@@ -247,6 +260,8 @@ def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str]
         _wait_until_answering(_url(wildcard.get(args.host, args.host), port))
     except OSError as e:
         raise _StartFailed(f"the HTTP server at {url} does not answer: {e}") from None
-    logger.info("serving inference job %d (%d members) at %s", job.id, len(pool), url)
+    shown = ", ".join(f"{v.name} ({len(v.backend.members)} members)" for v in router.versions)
+    logger.info("serving inference job %d (revision %d: %s) at %s", job.id, router.revision, shown, url)
     url_out.write(json.dumps({"url": url}) + "\n")
     url_out.flush()
+    threading.Thread(target=rollout.run, args=(stop,), name="rollout", daemon=True).start()

@@ -1,5 +1,8 @@
 """The predictor's HTTP API: ``POST /predict``, ``GET /health`` and ``GET /metrics`` (:mod:`._telemetry`).
 
+Each request is answered by one version of the job (:mod:`baobab.predictor._router`),
+which the answer names (``"version"``).
+
 Errors answer like the admin API's, with the envelope of :mod:`baobab.error_envelope`;
 401 adds ``WWW-Authenticate: Bearer``. The JSON body is parsed strictly: ``NaN`` and
 ``Infinity`` are not JSON and are refused.
@@ -20,12 +23,11 @@ from werkzeug.http import HTTP_STATUS_CODES
 
 from baobab.error_envelope import ErrorEnvelope
 from baobab.exceptions import AuthenticationError, RequestError
-from baobab.predictor._batching import MicroBatcher
 from baobab.predictor._job import PredictorJob
-from baobab.predictor._members import BatchOutcome, MemberPool
 from baobab.predictor._queries import check_queries
 from baobab.predictor._request_log import RequestLog
-from baobab.predictor._telemetry import instrument
+from baobab.predictor._router import VersionRouter
+from baobab.predictor._telemetry import instrument, served_by
 
 __all__ = ["MAX_BODY_BYTES", "create_app"]
 
@@ -40,22 +42,17 @@ class _Unavailable(Exception):
     """No member answered (503)."""
 
 
-def create_app(
-    job: PredictorJob,
-    pool: MemberPool,
-    batcher: MicroBatcher[BatchOutcome],
-    request_log: RequestLog | None = None,
-) -> Flask:
-    """The WSGI app serving ``job`` through ``batcher`` (which feeds ``pool``); answers go to ``request_log`` too."""
+def create_app(job: PredictorJob, router: VersionRouter, request_log: RequestLog | None = None) -> Flask:
+    """The WSGI app serving ``job`` through the versions of ``router``; answers go to ``request_log`` too."""
     app = Flask("baobab.predictor")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.register_error_handler(Exception, _handle_error)
-    instrument(app, batcher)
+    instrument(app, router)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        """Always 200 while the process serves; ``ready`` counts the members up now."""
-        return {"status": "ok", "members": len(pool), "ready": pool.ready_count()}
+        """Always 200 while the process serves; ``ready`` counts the members up now, ``revision`` is the one served."""
+        return {"status": "ok", **router.health()}
 
     @app.post("/predict")
     def predict() -> Response:
@@ -64,7 +61,9 @@ def create_app(
             _authenticate(job.api_key_hash)
         sent = _body()["queries"]
         queries = check_queries(sent, job.query_format)
-        parts = batcher.submit(queries).wait()
+        with router.route() as version:  # the one place that knows which version answers this request
+            served_by(version.name)
+            parts = version.backend.batcher.submit(queries).wait()
         assert parts is not None  # waited without a timeout
         predictions: list[Any] = []
         failed: list[str] = []
@@ -83,10 +82,13 @@ def create_app(
             predictions.extend(outcome.predictions[part.start : part.stop])
             answered = set(outcome.answered) if answered is None else answered & set(outcome.answered)
         if failed:
-            raise _Unavailable(f"no member of inference job {job.id} could answer: {'; '.join(failed)}")
-        order = [member.trial_id for member in job.members]
+            raise _Unavailable(
+                f"no member of version {version.name!r} of inference job {job.id} could answer: {'; '.join(failed)}"
+            )
+        order = version.backend.members
         body = {
             "predictions": predictions,
+            "version": version.name,
             "members": {
                 "answered": [t for t in order if t in (answered or set()) and t not in left_out],
                 "left_out": [{"trial_id": t, "reason": left_out[t]} for t in order if t in left_out],

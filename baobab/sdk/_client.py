@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from baobab.sdk._datasets import Datasets
 from baobab.sdk._inference import InferenceJobs
+from baobab.sdk._inference_versions import InferenceVersions
 from baobab.sdk._models import Models
 from baobab.sdk._transport import DEFAULT_URL
 from baobab.sdk._trials import Trials
@@ -26,7 +27,7 @@ from baobab.sdk._zoo import Zoo
 __all__ = ["DEFAULT_URL", "Client"]
 
 
-class Client(Users, Datasets, Models, Trials, InferenceJobs, Zoo):
+class Client(Users, Datasets, Models, Trials, InferenceJobs, InferenceVersions, Zoo):
     """A session with one Baobab server.
 
     Args:

@@ -50,12 +50,16 @@ _DB_NAMES = frozenset(
         "claim_trial", "ClaimRefused", "create_engine_from_url", "current_revision", "Dataset",
         "delete_finished_inference_job", "describe_url",
         "end_trial", "end_unfinished_trials", "fail_inference_job", "fail_train_job", "finish_sub_job",
-        "finish_train_job", "finish_trial", "fuse_trials", "head_revision", "ID_BATCH", "id_batches", "InferenceJob",
-        "InferenceJobStatus", "InferenceMember", "insert_trial", "InterimMetric", "JobStatus", "Lease",
-        "mark_inference_job_stopped", "ModelAccess", "ModelTemplate", "RELEASED", "record_train_job_placement",
-        "request_train_job_stop", "request_trial_stop", "requeue_trial", "serve_inference_job", "session_scope",
+        "finish_train_job", "finish_trial", "first_inference_revision", "FIRST_VERSION", "fuse_trials",
+        "head_revision", "ID_BATCH", "id_batches", "inference_revision", "InferenceJob", "InferenceJobStatus",
+        "InferenceMember", "InferenceRevision", "InferenceVersion", "insert_trial", "InterimMetric", "JobStatus",
+        "Lease", "mark_inference_job_stopped", "ModelAccess", "ModelTemplate", "promote_inference_version",
+        "record_revision_error", "record_served_revision", "record_train_job_placement", "RELEASED",
+        "request_train_job_stop", "request_trial_stop", "requeue_trial", "RevisionAction",
+        "rollback_inference_revision", "serve_inference_job", "session_scope", "set_inference_versions",
         "set_trial_parent", "start_train_job", "sub_job_seed", "SubJob", "take_over_inference_jobs", "TrainJob",
-        "Trial", "TrialClaim", "TrialLog", "TrialState", "upgrade_database", "User", "UserRole", "ZooModel",
+        "Trial", "TrialClaim", "TrialLog", "TrialState", "upgrade_database", "User", "UserRole", "VersionSpec",
+        "ZooModel",
     }
 )  # fmt: skip
 

@@ -15,6 +15,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
 
 from baobab import Settings
 from baobab.admin import create_app
@@ -25,6 +26,8 @@ from baobab.store import (
     InferenceJob,
     InferenceJobStatus,
     InferenceMember,
+    InferenceRevision,
+    InferenceVersion,
     JobStatus,
     LocalEventChannel,
     ModelAccess,
@@ -65,6 +68,18 @@ SHOP_V1: list[TrialSpec] = [
 ]
 
 
+def member_ids(session: Session, job_id: int | None = None) -> list[int]:
+    """The trial ids the versions of inference job ``job_id`` (of every job when None) hold."""
+    query = (
+        select(InferenceMember.trial_id)
+        .join(InferenceVersion, InferenceVersion.id == InferenceMember.version_id)
+        .join(InferenceRevision, InferenceRevision.id == InferenceVersion.revision_id)
+    )
+    if job_id is not None:
+        query = query.where(InferenceRevision.inference_job_id == job_id)
+    return list(session.scalars(query))
+
+
 class ProbedChannel(LocalEventChannel):
     """Reads the inference job on a connection of its own as each event is published: what a
     listener in another process would find then (status, number of members)."""
@@ -77,9 +92,7 @@ class ProbedChannel(LocalEventChannel):
     def publish(self, event: Event) -> None:
         with session_scope(self.engine) as session:
             job = session.get(InferenceJob, event.id)
-            where = InferenceMember.inference_job_id == event.id
-            members = session.scalar(select(func.count()).select_from(InferenceMember).where(where))
-            self.seen[event] = (job.status if job is not None else None, members or 0)
+            self.seen[event] = (job.status if job is not None else None, len(member_ids(session, event.id)))
         super().publish(event)
 
 
@@ -217,6 +230,8 @@ def test_create_with_k_or_trial_ids_then_get_and_list(world: World) -> None:
         "status": "STARTING", "public": False, "predictor_url": None, "error": None, "owner_id": w.alice_id,
         "stopped_at": None, "members": [member(shop[5], "forest", 0.95), member(shop[0], "linear", 0.90)],
         "request_log_rate": 0.0,
+        "revision": 1, "served_revision": None,
+        "versions": [{"name": "v1", "weight": 1.0, "trial_ids": [shop[5], shop[0]]}],
     }  # fmt: skip
     assert w.next_event() == Event(EventKind.INFERENCE_CREATED, body["id"])
     assert w.next_event() is None
@@ -227,8 +242,7 @@ def test_create_with_k_or_trial_ids_then_get_and_list(world: World) -> None:
         row = session.get(InferenceJob, body["id"])
         assert row.api_key_hash == hashlib.sha256(api_key.encode()).hexdigest()
         assert api_key not in repr([getattr(row, c.key) for c in InferenceJob.__table__.columns])
-        stored = session.scalars(select(InferenceMember.trial_id).where(InferenceMember.inference_job_id == row.id))
-        assert sorted(stored) == sorted([shop[5], shop[0]])
+        assert sorted(member_ids(session, row.id)) == sorted([shop[5], shop[0]])
         train_job_id = session.scalars(select(TrainJob.id).where(TrainJob.app == "shop", TrainJob.app_version == 1))
         assert body["train_job_id"] == train_job_id.one()
 
@@ -367,7 +381,7 @@ def test_bad_requests_name_the_field_and_write_nothing(world: World) -> None:
 
     with session_scope(w.app.extensions["baobab"].engine) as session:
         assert session.scalar(select(func.count()).select_from(InferenceJob)) == 0
-        assert session.scalar(select(func.count()).select_from(InferenceMember)) == 0
+        assert member_ids(session) == []
     assert w.next_event() is None
 
 

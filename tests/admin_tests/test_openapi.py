@@ -227,7 +227,8 @@ def test_bad_declarations_fail_at_import_time(monkeypatch: pytest.MonkeyPatch) -
 
 #: Operations that take no request body: asking is all they need.
 BODILESS = {("post", "/api/v1/inference_jobs/{job_id}/stop"), ("post", "/api/v1/train_jobs/{app}/{app_version}/stop"),
-            ("post", "/api/v1/trials/{trial_id}/stop")}  # fmt: skip
+            ("post", "/api/v1/trials/{trial_id}/stop"), ("post", "/api/v1/inference_jobs/{job_id}/rollback"),
+            ("post", "/api/v1/inference_jobs/{job_id}/versions/{name}/promote")}  # fmt: skip
 
 
 def test_every_operation_declares_its_body_and_its_answers(app: Flask, client: FlaskClient) -> None:

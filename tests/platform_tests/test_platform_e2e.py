@@ -92,6 +92,19 @@ def test_train_serve_predict_end_to_end(start_platform: Callable[[], Any], breas
     assert predictor.value("baobab_predictor_requests_total", version="default", status="401") == 1
     assert predictor.value("baobab_predictor_batch_size_sum", version="default") == len(queries)
 
+    # Versions: the third-best trial as a canary, promoted, then two rollbacks, with no restart of the predictor.
+    third = client.get_best_trials("bc", job["app_version"], k=3)[2]["id"]
+    both = [{"name": "v1", "trial_ids": [t["id"] for t in best]}, {"name": "v2", "trial_ids": [third]}]
+    assert client.set_versions(inference["id"], both, wait=True, timeout=120)["served_revision"] == 2
+    client.promote_version(inference["id"], "v2", wait=True, timeout=120)
+    promoted = client.predict(queries, inference_job_id=inference["id"])
+    assert (promoted["version"], promoted["members"]["answered"]) == ("v2", [third])
+    for revision in (4, 5):  # back to the canary, then to v1 alone
+        assert client.rollback_versions(inference["id"], wait=True, timeout=120)["served_revision"] == revision
+    again = client.predict(queries, inference_job_id=inference["id"])
+    assert (again["version"], again["predictions"]) == ("v1", answer["predictions"])
+    assert client.get_inference_job(inference["id"])["predictor_url"] == served["predictor_url"]
+
     client.stop_inference_job(inference["id"])
     wait_until(lambda: not _answers(served["predictor_url"]), what="the stopped predictor's port to close")
     assert platform.stop() == 0

@@ -32,7 +32,6 @@ from baobab.store import (
     Dataset,
     InferenceJob,
     InferenceJobStatus,
-    InferenceMember,
     JobStatus,
     ModelAccess,
     ModelTemplate,
@@ -43,6 +42,7 @@ from baobab.store import (
     User,
     UserRole,
     create_engine_from_url,
+    first_inference_revision,
     params_to_bytes,
     session_scope,
     upgrade_database,
@@ -109,8 +109,10 @@ class World:
         path = write_tabular(self.work / f"{name}.csv", tabular_frame(name))
         return self.dataset(path, DatasetFormat.TABULAR)
 
-    def train_job(self, task: Task, dataset_id: int, template: Path, class_name: str) -> int:
-        """A COMPLETED train job with one sub-job on ``template``; returns the sub-job's id."""
+    def train_job(
+        self, task: Task, dataset_id: int, template: Path, class_name: str, *, app: str | None = None, version: int = 1
+    ) -> int:
+        """A COMPLETED train job (of a new app unless ``app``) with one sub-job on ``template``; the sub-job's id."""
         data = template.read_bytes()
         checksum = hashlib.sha256(data).hexdigest()
         key = f"templates/{checksum}.py"
@@ -129,8 +131,8 @@ class World:
             )
             job = TrainJob(
                 owner_id=self.owner_id,
-                app=f"app-{secrets.token_hex(4)}",
-                app_version=1,
+                app=app or f"app-{secrets.token_hex(4)}",
+                app_version=version,
                 task=task,
                 train_dataset_id=dataset_id,
                 val_dataset_id=dataset_id,
@@ -187,7 +189,7 @@ class World:
         predictor_url: str | None = None,
         **fields: Any,
     ) -> tuple[int, str]:
-        """An inference job over ``trial_ids`` (of one train job), more columns in ``fields``; returns id and key."""
+        """An inference job serving ``trial_ids`` as version "v1", more columns in ``fields``; returns id and key."""
         api_key = secrets.token_urlsafe(32)
         with session_scope(self.engine) as session:
             train_job_id = session.get(SubJob, session.get(Trial, trial_ids[0]).sub_job_id).train_job_id
@@ -202,7 +204,7 @@ class World:
             )
             session.add(job)
             session.flush()
-            session.add_all([InferenceMember(inference_job_id=job.id, trial_id=t) for t in trial_ids])
+            first_inference_revision(session, job, trial_ids)
             return job.id, api_key
 
     def job(self, job_id: int) -> InferenceJob:

@@ -124,7 +124,9 @@ def expected_mean(reg: Served, queries: list[list[float]], members: tuple[int, .
 def test_health_needs_no_key(reg: Served) -> None:
     response = requests.get(f"{reg.url}/health", timeout=5)
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "members": 3, "ready": 3}
+    body = response.json()
+    assert (body["status"], body["members"], body["ready"], body["revision"]) == ("ok", 3, 3, 1)
+    assert body["versions"] == [{"name": "v1", "weight": 1.0, "members": [m.trial_id for m in reg.members], "ready": 3}]
 
 
 def test_regression_answers_the_mean_in_query_order(reg: Served) -> None:
@@ -134,6 +136,7 @@ def test_regression_answers_the_mean_in_query_order(reg: Served) -> None:
     body = response.json()
     np.testing.assert_allclose(body["predictions"], expected_mean(reg, queries), rtol=1e-9)
     assert body["members"] == {"answered": [m.trial_id for m in reg.members], "left_out": []}
+    assert body["version"] == "v1"  # the job's one version, as every job starts
     # The members disagree by their offsets, so the mean is no one member's answer.
     np.testing.assert_allclose(body["predictions"], np.asarray(reg.local(0, queries)) + np.mean(OFFSETS))
 
@@ -199,7 +202,11 @@ def test_malformed_bodies_and_queries_are_400_naming_the_field(
 
 
 def test_no_queries_no_predictions(reg: Served) -> None:
-    assert reg.post({"queries": []}).json() == {"predictions": [], "members": {"answered": [], "left_out": []}}
+    assert reg.post({"queries": []}).json() == {
+        "predictions": [],
+        "version": "v1",
+        "members": {"answered": [], "left_out": []},
+    }
 
 
 def test_concurrent_requests_are_sent_as_batches_and_answered_apart(reg: Served) -> None:
@@ -335,15 +342,18 @@ def test_metrics_count_requests_batches_and_members_left_out_and_need_no_key(reg
     def moved(name: str, **labels: str) -> float:
         return after.value(name, **labels) - before.value(name, **labels)
 
-    served = {"version": "default"}
+    served, refused = {"version": "v1"}, {"version": "none"}  # refused before a version was picked
     assert moved("baobab_predictor_requests_total", status="200", **served) == 2
-    assert moved("baobab_predictor_requests_total", status="401", **served) == 1
-    assert moved("baobab_predictor_requests_total", status="400", **served) == 1
-    assert moved("baobab_predictor_request_seconds_count", **served) == 4  # /health and /metrics are no traffic
+    assert moved("baobab_predictor_requests_total", status="401", **refused) == 1
+    assert moved("baobab_predictor_requests_total", status="400", **refused) == 1
+    # /health and /metrics are no traffic
+    assert moved("baobab_predictor_request_seconds_count", **served) + moved(
+        "baobab_predictor_request_seconds_count", **refused
+    ) == 4
     assert moved("baobab_predictor_request_seconds_sum", **served) > 0
-    assert moved("baobab_predictor_batch_size_count", **served) == 2  # refused requests never reach a batch
-    assert moved("baobab_predictor_batch_size_sum", **served) == 6
-    assert moved("baobab_predictor_batch_seconds_count", **served) == 2
+    assert moved("baobab_predictor_batch_size_count") == 2  # refused requests never reach a batch
+    assert moved("baobab_predictor_batch_size_sum") == 6
+    assert moved("baobab_predictor_batch_seconds_count") == 2
     left_out = "baobab_predictor_members_left_out_total"
     assert moved(left_out, trial=str(reg.members[1].trial_id)) == 1
     assert moved(left_out, trial=str(reg.members[0].trial_id)) == 0

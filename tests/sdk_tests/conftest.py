@@ -3,7 +3,8 @@
 The app is served by werkzeug's threaded server in a daemon thread of the test process,
 so the client talks real HTTP to it; nothing is mocked. No job driver, worker or
 predictor runs: :class:`Backstage` writes what they would write (trials, their logs,
-metrics and parameters, job states) straight to the store, as they do.
+metrics and parameters, job states, the revision a predictor serves) straight to the
+store, as they do.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from flask import Flask
 from sqlalchemy import Engine, select, update
@@ -25,6 +27,7 @@ from werkzeug.wrappers import Request, Response
 
 from baobab import Settings
 from baobab.admin import create_app
+from baobab.sdk import Client
 from baobab.store import (
     ArtifactStore,
     InferenceJob,
@@ -37,6 +40,8 @@ from baobab.store import (
     TrialLog,
     TrialState,
     params_to_bytes,
+    record_revision_error,
+    record_served_revision,
     session_scope,
     upgrade_database,
 )
@@ -149,6 +154,16 @@ class Backstage:
             values = {"status": status, "predictor_url": predictor_url, "error": error}
             session.execute(update(InferenceJob).where(InferenceJob.id == job_id).values(**values))
 
+    def serve_revision(self, job_id: int, revision: int) -> None:
+        """What the predictor writes once it serves ``revision`` of the job's versions."""
+        with session_scope(self.engine) as session:
+            assert record_served_revision(session, job_id, revision)
+
+    def fail_revision(self, job_id: int, revision: int, error: str) -> None:
+        """What the predictor writes when it cannot load ``revision`` (it keeps serving the one before)."""
+        with session_scope(self.engine) as session:
+            assert record_revision_error(session, job_id, revision, error)
+
     def later(self, delay_s: float, action: Callable[[], None]) -> None:
         """Runs ``action`` in a thread after ``delay_s`` (as the driver would, while a client polls)."""
 
@@ -170,6 +185,51 @@ def backstage(api_server: ApiServer) -> Iterator[Backstage]:
     stage = Backstage(api_server.settings, api_server.app.extensions["baobab"].engine)
     yield stage
     stage.join()
+
+
+SMALL_TEMPLATE = """from baobab.model import BaseModel, FloatKnob
+
+
+class Small(BaseModel):
+    @staticmethod
+    def get_knob_config():
+        return {"lr": FloatKnob(1e-4, 1e-1, is_exp=True)}
+
+    def train(self, dataset_path, shared_params=None, **train_args):
+        pass
+
+    def evaluate(self, dataset_path):
+        return 0.5
+
+    def predict(self, queries):
+        return [0 for _ in queries]
+
+    def dump_parameters(self):
+        return {}
+
+    def load_parameters(self, params):
+        pass
+"""
+
+
+def trained_app(client: Client, backstage: Backstage, folder: Path, app: str) -> list[int]:
+    """``app`` version 1 (through the API), with three COMPLETED trials of scores 0.7, 0.8, 0.9 (the workers' part,
+    by ``backstage``); their ids."""
+    (folder / "small.py").write_text(SMALL_TEMPLATE)
+    (folder / "small.csv").write_text("x1,x2,label\n1.0,2.0,cat\n3.0,4.0,dog\n")
+    model = client.create_model(folder / "small.py", task="TABULAR_CLASSIFICATION", class_name="Small")
+    data = client.create_dataset("small", folder / "small.csv", format="TABULAR")
+    job = client.create_train_job(
+        app,
+        "TABULAR_CLASSIFICATION",
+        train_dataset_id=data["id"],
+        val_dataset_id=data["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": 3, "GPU_COUNT": 0},
+        train_args={"target": "label"},
+    )
+    params = {"w": np.zeros(2, dtype=np.float32)}
+    return [backstage.add_trial(job["id"], n, "COMPLETED", 0.7 + n / 10, params=params) for n in range(3)]
 
 
 OddServer = Callable[[Callable[[Request], Response]], str]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import trained_app
 from PIL import Image
 from werkzeug.wrappers import Request, Response
 
@@ -163,6 +164,12 @@ def test_commands_parse_before_they_call(config_home: Path, closed_port: int, tm
         line.split()[:5] for line in run(["serve", "--help"]).stdout.splitlines()
     ]
     assert_error(run(["serve", "stop", "4", "--url", url]), refused)
+    assert_error(run(["serve", "rollout", "4", "v1=1,2@0.5", "v2=3", "--url", url]), refused)
+    result = run(["serve", "rollout", "4", "v1=1,x", "--url", url])
+    assert result.exit_code == 2 and "'v1=1,x' is not NAME=TRIAL[,TRIAL...][@WEIGHT]" in result.stderr
+    assert run(["serve", "rollout", "4", "--url", url]).exit_code == 2  # no version
+    assert_error(run(["serve", "promote", "4", "v2", "--url", url]), refused)
+    assert_error(run(["serve", "rollback", "4", "--url", url]), refused)
 
     assert_error(run(["models", "list", "--url", url]), refused)
     result = run(["models", "upload", str(config_home.parent), "--task", "x", "--class", "C", "--url", url])
@@ -426,3 +433,56 @@ def test_predict(odd_server: Any, tmp_path: Path) -> None:
     assert json.loads(result.stdout)["predictions"] == [1] and seen[-1][1] == {"queries": [[[7, 7], [7, 7]]]}
     assert_error(run(["predict", "--url", url, "--queries", str(queries)]), "a valid API key is required\n")
     assert seen[-1][0] is None
+
+
+def test_serving_versions(api_server: ApiServer, backstage: Any, config_home: Path, tmp_path: Path) -> None:
+    """``baobab serve rollout|promote|rollback|versions``; the predictor's writes are played by the backstage."""
+    login = ["login", "--url", api_server.url, "--email", api_server.root_email]
+    assert run([*login, "--password", api_server.root_password]).exit_code == 0
+    with Client(api_server.url) as client:
+        client.login(api_server.root_email, api_server.root_password)
+        low, mid, high = trained_app(client, backstage, tmp_path, "shop")
+        job = str(client.create_inference_job("shop", k=1)["id"])
+
+    result = run(["serve", "rollout", job, f"v1={high}@0.75", f"v2={low},{mid}@0.25"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"inference job {job}, revision 2:"
+    assert lines[1].split() == ["version", "weight", "share", "trials"]
+    assert [line.split() for line in lines[3:5]] == [
+        ["v1", "0.75", "75%", str(high)], ["v2", "0.25", "25%", f"{mid},", str(low)]
+    ]  # fmt: skip
+    assert lines[5:] == [f"the predictor of inference job {job} is not serving yet (STARTING)"]
+    backstage.serve_revision(int(job), 1)
+    shown = run(["serve", "versions", job]).stdout.splitlines()
+    assert shown[-1] == "the predictor serves revision 1 until the new versions are loaded"
+
+    backstage.later(0.3, lambda: backstage.serve_revision(int(job), 3))
+    result = run(["serve", "promote", job, "v2", "--wait", "--timeout", "30"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"inference job {job}, revision 3:"
+    assert lines[3].split() == ["v2", "1", "100%", f"{mid},", str(low)]
+    assert lines[4:] == [f"served now; `baobab serve rollback {job}` goes back"]
+
+    assert json.loads(run(["serve", "rollback", job, "--json"]).stdout)["revision"] == 4
+    backstage.fail_revision(int(job), 4, "no member could be loaded: trial 1: boom")
+    shown = run(["serve", "versions", job]).stdout.splitlines()
+    assert shown[-2:] == ["not served: no member could be loaded: trial 1: boom", "the predictor serves revision 3"]
+    result = run(["serve", "rollback", job, "--wait", "--timeout", "0.2"])
+    assert_error(result, f"inference job {job} does not serve revision 5 after 0.2 s")
+    assert_error(run(["serve", "rollback", job]), f"inference job {job} has nothing to roll back to: revision 5")
+
+    result = run(["serve", "rollout", job, "v1"])
+    assert result.exit_code == 2 and "'v1' is not NAME=TRIAL[,TRIAL...][@WEIGHT]" in result.stderr
+    result = run(["serve", "rollout", job, f"v1={high}@-1"])
+    assert_error(result, "versions[0].weight is -1.0; it must be between 0 and 1000000")
+    assert result.stderr.rstrip().endswith("(field: versions[0].weight)")
+
+    history = run(["serve", "versions", job, "--history"]).stdout.splitlines()
+    assert [line.split()[:2] for line in history[2:]] == [
+        ["5", "ROLLBACK"], ["4", "ROLLBACK"], ["3", "PROMOTE"], ["2", "ROLLOUT"], ["1", "CREATE"]
+    ]  # fmt: skip
+    assert history[3].endswith("no member could be loaded: trial 1: boom")
+    shown_job = record(run(["serve", "show", job]).stdout)
+    assert (shown_job["versions"], shown_job["revision"]) == ("v1 (weight 1)", "5 (served: 3)")

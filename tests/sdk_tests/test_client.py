@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import trained_app
 from werkzeug.wrappers import Request, Response
 
 from baobab.sdk import ApiError, Client, ClientError, JobFailedError, ServerUnreachableError, WaitTimeoutError
@@ -352,3 +353,48 @@ def test_models_train_jobs_trials_and_inference_jobs(
     bar = capsys.readouterr().err
     assert "fraud v1" in bar and "3/3" in bar and "status=STOPPED" in bar and "best=0.9" in bar
     assert root.stop_train_job("fraud", 1)["status"] == "STOPPED"  # finished: unchanged
+
+
+def test_inference_job_versions(root: Client, backstage: Any, tmp_path: Path) -> None:
+    """Canary, promotion, rollback through the client; the predictor's writes are played by the backstage."""
+    low, mid, high = trained_app(root, backstage, tmp_path, "canary")
+    job_id = root.create_inference_job("canary", k=1)["id"]
+    first = root.get_versions(job_id)
+    assert (first["revision"], first["converged"], first["rollback_to"]) == (1, False, None)
+    assert [(v["name"], v["weight"], v["trial_ids"]) for v in first["versions"]] == [("v1", 1.0, [high])]
+
+    wanted = [{"name": "v1", "trial_ids": [high]}, {"name": "v2", "trial_ids": [low, mid], "weight": 0.25}]
+    with pytest.raises(WaitTimeoutError, match=f"inference job {job_id} does not serve revision 2 after 0.2 s"):
+        root.set_versions(job_id, wanted, wait=True, timeout=0.2)
+    backstage.later(0.3, lambda: backstage.serve_revision(job_id, 2))
+    canary = root.wait_for_versions(job_id, timeout=20, poll_interval=0.05)
+    assert (canary["revision"], canary["served_revision"], canary["converged"]) == (2, 2, True)
+    assert [(v["name"], v["share"], v["trial_ids"]) for v in canary["versions"]] == [
+        ("v1", 0.8, [high]), ("v2", 0.2, [mid, low])
+    ]  # fmt: skip
+    with pytest.raises(ApiError) as caught:
+        root.set_versions(job_id, [{"name": "v1", "trial_ids": [high], "weight": -1}])
+    assert (caught.value.status, caught.value.field) == (400, "versions[0].weight")
+    assert root.get_versions(job_id) == canary  # refused: nothing changed
+
+    promoted = root.promote_version(job_id, "v2")
+    assert (promoted["revision"], [v["name"] for v in promoted["versions"]]) == (3, ["v2"])
+    backstage.later(0.2, lambda: backstage.fail_revision(job_id, 3, "no member could be loaded: trial 1: boom"))
+    with pytest.raises(JobFailedError, match="cannot serve revision 3: no member could be loaded: trial 1: boom; it "):
+        root.wait_for_versions(job_id, timeout=20, poll_interval=0.05)
+    with pytest.raises(ApiError, match=f"inference job {job_id} has no version 'v9'") as caught:
+        root.promote_version(job_id, "v9")
+    assert caught.value.status == 404
+
+    back = root.rollback_versions(job_id)
+    assert (back["revision"], back["versions"], back["rollback_to"]) == (4, canary["versions"], 1)
+    assert root.rollback_versions(job_id)["revision"] == 5
+    with pytest.raises(ApiError, match="has nothing to roll back to") as caught:
+        root.rollback_versions(job_id)
+    assert caught.value.status == 409
+    history = root.get_revisions(job_id)
+    assert [(r["revision"], r["action"]) for r in history] == [
+        (5, "ROLLBACK"), (4, "ROLLBACK"), (3, "PROMOTE"), (2, "ROLLOUT"), (1, "CREATE")
+    ]  # fmt: skip
+    assert history[2]["error"] == "no member could be loaded: trial 1: boom"
+    assert [r["revision"] for r in root.get_revisions(job_id, limit=1)] == [5]

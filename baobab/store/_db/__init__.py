@@ -2,13 +2,25 @@
 
 The repository is the set of operations that change a trial's, a sub-job's, a train
 job's or an inference job's state, or a lease: ``_trial_rows`` (the worker's side of a
-trial), ``_trial_control`` (the platform's side), ``_job_rows``, ``_inference_rows`` and
-``_leases``. No other module writes those columns; a test checks it.
+trial), ``_trial_control`` (the platform's side), ``_job_rows``, ``_inference_rows``,
+``_inference_revisions`` (the versions an inference job serves) and ``_leases``. No
+other module writes those columns; a test checks it.
 """
 
-from baobab.enums import InferenceJobStatus, JobStatus, ModelAccess, TrialState, UserRole
+from baobab.enums import InferenceJobStatus, JobStatus, ModelAccess, RevisionAction, TrialState, UserRole
 from baobab.store._db._batches import ID_BATCH, id_batches
 from baobab.store._db._engine import create_engine_from_url, describe_url, session_scope
+from baobab.store._db._inference_revisions import (
+    FIRST_VERSION,
+    VersionSpec,
+    first_inference_revision,
+    inference_revision,
+    promote_inference_version,
+    record_revision_error,
+    record_served_revision,
+    rollback_inference_revision,
+    set_inference_versions,
+)
 from baobab.store._db._inference_rows import (
     add_inference_job,
     delete_finished_inference_job,
@@ -34,6 +46,8 @@ from baobab.store._db._tables import (
     Dataset,
     InferenceJob,
     InferenceMember,
+    InferenceRevision,
+    InferenceVersion,
     InterimMetric,
     ModelTemplate,
     SubJob,
@@ -88,6 +102,18 @@ __all__ = [
     "InferenceJob",
     "InferenceJobStatus",
     "InferenceMember",
+    "InferenceRevision",
+    "InferenceVersion",
+    "inference_revision",
+    "FIRST_VERSION",
+    "first_inference_revision",
+    "promote_inference_version",
+    "record_revision_error",
+    "record_served_revision",
+    "RevisionAction",
+    "rollback_inference_revision",
+    "set_inference_versions",
+    "VersionSpec",
     "fuse_trials",
     "insert_trial",
     "InterimMetric",

@@ -1,6 +1,6 @@
 """Inference jobs: every change of state, as the admin API and the predictor hosts make them.
 
-- **add**: a STARTING job with its member trials (the admin API);
+- **add**: a STARTING job serving its member trials as version "v1" (the admin API);
 - **take over**: a RUNNING job whose lease nobody holds lost its predictor, so a host
   leases it and sets it STARTING again (no URL), to start a predictor for it;
 - **serving**: STARTING → RUNNING with ``predictor_url``, by the host holding its lease;
@@ -23,8 +23,9 @@ from sqlalchemy import delete, update
 from sqlalchemy.orm import Session
 
 from baobab.enums import InferenceJobStatus
+from baobab.store._db._inference_revisions import first_inference_revision
 from baobab.store._db._leases import RELEASED, Lease
-from baobab.store._db._tables import InferenceJob, InferenceMember
+from baobab.store._db._tables import InferenceJob
 
 __all__ = [
     "add_inference_job",
@@ -48,7 +49,7 @@ def add_inference_job(
     trial_ids: Iterable[int],
     request_log_rate: float = 0.0,
 ) -> InferenceJob:
-    """Add a STARTING inference job serving the trials ``trial_ids``; flushed (its id is set)."""
+    """Add a STARTING inference job serving the trials ``trial_ids`` (revision 1: one version, "v1"); flushed."""
     job = InferenceJob(
         owner_id=owner_id,
         train_job_id=train_job_id,
@@ -59,8 +60,7 @@ def add_inference_job(
     )
     session.add(job)
     session.flush()
-    session.add_all(InferenceMember(inference_job_id=job.id, trial_id=trial_id) for trial_id in trial_ids)
-    session.flush()
+    first_inference_revision(session, job, list(trial_ids))
     return job
 
 

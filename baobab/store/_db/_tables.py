@@ -4,10 +4,10 @@ The Alembic migrations in ``baobab/store/migrations/versions`` create exactly th
 tables; a test compares the two, so a change here needs a new revision there.
 
 Deletion rules: what a job owns (sub-jobs, trials, their metrics and logs, the
-members of an inference job) goes with it (ON DELETE CASCADE). What others still
-use is protected (ON DELETE RESTRICT): a user who owns anything, a dataset or a
-template a job trained with, a train job an inference job serves. Ban users
-rather than delete them.
+revisions, versions and members of an inference job) goes with it (ON DELETE
+CASCADE). What others still use is protected (ON DELETE RESTRICT): a user who owns
+anything, a dataset or a template a job trained with, a train job an inference job
+serves, a trial a version of one serves. Ban users rather than delete them.
 """
 
 from __future__ import annotations
@@ -29,7 +29,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from baobab.enums import DatasetFormat, InferenceJobStatus, JobStatus, ModelAccess, Task, TrialState, UserRole
+from baobab.enums import (
+    DatasetFormat,
+    InferenceJobStatus,
+    JobStatus,
+    ModelAccess,
+    RevisionAction,
+    Task,
+    TrialState,
+    UserRole,
+)
 from baobab.store._db._types import UtcDateTime, json_column_type, string_enum, utcnow
 
 __all__ = [
@@ -37,6 +46,8 @@ __all__ = [
     "Dataset",
     "InferenceJob",
     "InferenceMember",
+    "InferenceRevision",
+    "InferenceVersion",
     "InterimMetric",
     "ModelTemplate",
     "SubJob",
@@ -260,7 +271,12 @@ class TrialLog(Base):
 
 
 class InferenceJob(Base):
-    """A served train job; only a hash of its API key is kept."""
+    """A served train job; only a hash of its API key is kept.
+
+    What it serves is a list of versions (:class:`InferenceVersion`), kept per revision:
+    ``revision`` is the number of the wanted one (its predictor polls it), and
+    ``served_revision`` the one its predictor serves (null until one does).
+    """
 
     __tablename__ = "inference_jobs"
 
@@ -280,19 +296,64 @@ class InferenceJob(Base):
     error: Mapped[str | None] = mapped_column(Text)
     driver: Mapped[str | None]
     lease_expires_at: Mapped[datetime | None]
+    revision: Mapped[int] = mapped_column(default=1, server_default="1")
+    served_revision: Mapped[int | None]
 
     owner: Mapped[User] = relationship()
     train_job: Mapped[TrainJob] = relationship()
+    revisions: Mapped[list[InferenceRevision]] = relationship(
+        back_populates="inference_job", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class InferenceRevision(Base):
+    """One wanted state of an inference job's versions. Each change adds one; none is ever changed.
+
+    ``parent`` is the revision a rollback of this one goes back to: the one it replaced,
+    or, for a revision made by a rollback, its source's parent (so rolling back again
+    goes one step further back). None for the first. ``error``: why the predictor could
+    not serve it (it kept serving what it served before).
+    """
+
+    __tablename__ = "inference_revisions"
+    __table_args__ = (UniqueConstraint("inference_job_id", "number"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    inference_job_id: Mapped[int] = mapped_column(ForeignKey("inference_jobs.id", ondelete="CASCADE"))
+    number: Mapped[int]
+    action: Mapped[RevisionAction] = mapped_column(string_enum(RevisionAction))
+    parent: Mapped[int | None]
+    created_at: Mapped[datetime] = _created_at()
+    error: Mapped[str | None] = mapped_column(Text)
+
+    inference_job: Mapped[InferenceJob] = relationship(back_populates="revisions")
+    versions: Mapped[list[InferenceVersion]] = relationship(
+        cascade="all, delete-orphan", passive_deletes=True, order_by="InferenceVersion.position"
+    )
+
+
+class InferenceVersion(Base):
+    """A named set of trials served together (ensembled), and its share of the traffic: ``weight`` over the sum."""
+
+    __tablename__ = "inference_versions"
+    __table_args__ = (UniqueConstraint("revision_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    revision_id: Mapped[int] = mapped_column(ForeignKey("inference_revisions.id", ondelete="CASCADE"))
+    position: Mapped[int]
+    name: Mapped[str] = mapped_column(String(64))
+    weight: Mapped[float]
+
     members: Mapped[list[InferenceMember]] = relationship(cascade="all, delete-orphan", passive_deletes=True)
 
 
 class InferenceMember(Base):
-    """A trial whose model an inference job serves."""
+    """A trial whose model a version of an inference job serves."""
 
     __tablename__ = "inference_members"
 
-    inference_job_id: Mapped[int] = mapped_column(ForeignKey("inference_jobs.id", ondelete="CASCADE"), primary_key=True)
-    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="RESTRICT"), primary_key=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("inference_versions.id", ondelete="CASCADE"), primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="RESTRICT"), primary_key=True, index=True)
 
 
 class ZooModel(Base):

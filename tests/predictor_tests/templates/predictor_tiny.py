@@ -2,9 +2,10 @@
 
 ``TinyRegressor`` is least squares on a TABULAR dataset plus the knob ``offset``. A
 query whose first value is 555 makes every instance raise; the knobs ``raise_on``,
-``sleep_on`` and ``crash_on`` name first values that make one instance raise, sleep a
-minute or kill its own process. When ``batch_log`` names a file, every ``predict``
-call appends its batch size there, one line a call.
+``sleep_on``, ``pause_on`` and ``crash_on`` name first values that make one instance
+raise, sleep a minute, sleep two seconds (then answer) or kill its own process. When
+``batch_log`` names a file, every ``predict`` call appends its batch size there, one
+line a call.
 
 ``ConstantVoter`` answers the label ``label`` to every query (TABULAR_CLASSIFICATION).
 """
@@ -20,6 +21,7 @@ from baobab.model import BaseModel, FixedKnob, FloatKnob
 from baobab.store import read_tabular
 
 POISON = 555
+PAUSE_S = 2.0
 
 
 class TinyRegressor(BaseModel):
@@ -30,6 +32,7 @@ class TinyRegressor(BaseModel):
             "batch_log": FixedKnob(""),
             "raise_on": FixedKnob(None),
             "sleep_on": FixedKnob(None),
+            "pause_on": FixedKnob(None),
             "crash_on": FixedKnob(None),
         }
 
@@ -64,6 +67,8 @@ class TinyRegressor(BaseModel):
             os._exit(3)
         if self.knobs.get("sleep_on") in firsts:
             time.sleep(60)
+        if self.knobs.get("pause_on") in firsts:
+            time.sleep(PAUSE_S)
         return self._predict(queries).tolist() if queries else []
 
     def dump_parameters(self):

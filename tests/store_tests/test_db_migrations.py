@@ -1,0 +1,127 @@
+"""Migrations that move data keep it: a database written at the revision before, upgraded, read back."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from alembic import command
+from sqlalchemy import Connection, text
+
+from baobab.enums import RevisionAction
+from baobab.store._db import (
+    InferenceJob,
+    create_engine_from_url,
+    current_revision,
+    inference_revision,
+    session_scope,
+    upgrade_database,
+)
+from baobab.store._db._migrate import alembic_config
+
+CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def _migrate(url: str, target: str, *, down: bool = False) -> None:
+    engine = create_engine_from_url(url)
+    try:
+        with engine.begin() as connection:
+            (command.downgrade if down else command.upgrade)(alembic_config(connection), target)
+    finally:
+        engine.dispose()
+
+
+def _rows_at_0011(connection: Connection) -> tuple[list[int], list[int]]:
+    """Two inference jobs as revision 0011 kept them (members by job); their ids and the trial ids."""
+    run = connection.execute
+    stamp = CREATED.isoformat()
+    run(
+        text(
+            "INSERT INTO users (id, email, password_hash, role, banned, created_at) "
+            "VALUES (1, 'a@example.com', 'x', 'APP_DEVELOPER', false, :t)"
+        ),
+        {"t": stamp},
+    )
+    run(
+        text(
+            "INSERT INTO datasets (id, owner_id, name, format, artifact_path, size_bytes, checksum, created_at) "
+            "VALUES (1, 1, 'd', 'TABULAR', 'd', 1, '0', :t)"
+        ),
+        {"t": stamp},
+    )
+    run(
+        text(
+            "INSERT INTO model_templates (id, owner_id, name, task, class_name, artifact_path, checksum, "
+            "dependencies, access, knob_config, created_at) "
+            "VALUES (1, 1, 'm', 'TABULAR_CLASSIFICATION', 'M', 't', '0', '{}', 'PUBLIC', '{}', :t)"
+        ),
+        {"t": stamp},
+    )
+    run(
+        text(
+            "INSERT INTO train_jobs (id, owner_id, app, app_version, task, train_dataset_id, val_dataset_id, "
+            "budget, train_args, status, created_at) "
+            "VALUES (1, 1, 'shop', 1, 'TABULAR_CLASSIFICATION', 1, 1, '{}', '{}', 'COMPLETED', :t)"
+        ),
+        {"t": stamp},
+    )
+    run(
+        text(
+            "INSERT INTO sub_jobs (id, train_job_id, model_template_id, strategy, seed, status) "
+            "VALUES (1, 1, 1, 'random', 1, 'COMPLETED')"
+        )
+    )
+    trials = [11, 12, 13]
+    for number, trial_id in enumerate(trials):
+        run(
+            text(
+                "INSERT INTO trials (id, sub_job_id, number, knobs, policies, status, score, created_at, attempts, "
+                "servable) VALUES (:id, 1, :n, '{}', '{}', 'COMPLETED', 0.5, :t, 1, true)"
+            ),
+            {"id": trial_id, "n": number, "t": stamp},
+        )
+    jobs = [21, 22]
+    for job_id, status in zip(jobs, ("RUNNING", "STOPPED"), strict=True):
+        run(
+            text(
+                "INSERT INTO inference_jobs (id, owner_id, train_job_id, status, public, created_at) "
+                "VALUES (:id, 1, 1, :s, false, :t)"
+            ),
+            {"id": job_id, "s": status, "t": stamp},
+        )
+    members = [(21, 11), (21, 12), (22, 13)]
+    for job_id, trial_id in members:
+        run(
+            text("INSERT INTO inference_members (inference_job_id, trial_id) VALUES (:j, :t)"),
+            {"j": job_id, "t": trial_id},
+        )
+    return jobs, trials  # fmt: skip
+
+
+def test_0013_makes_each_inference_job_one_version_v1_of_its_members_and_back(db_url: str) -> None:
+    _migrate(db_url, "0011")
+    engine = create_engine_from_url(db_url)
+    try:
+        with engine.begin() as connection:
+            (running, stopped), (t1, t2, t3) = _rows_at_0011(connection)
+
+        assert upgrade_database(db_url) == current_revision(db_url)
+        with session_scope(engine) as session:
+            for job_id, trials in ((running, [t1, t2]), (stopped, [t3])):
+                job = session.get(InferenceJob, job_id)
+                assert job is not None
+                assert (job.revision, job.served_revision) == (1, None)
+                first = inference_revision(session, job_id, 1)
+                assert first is not None
+                assert (first.action, first.parent, first.created_at, first.error) == (
+                    RevisionAction.CREATE, None, CREATED, None
+                )  # fmt: skip
+                (version,) = first.versions
+                assert (version.name, version.weight, version.position) == ("v1", 1.0, 0)
+                assert sorted(m.trial_id for m in version.members) == trials
+
+        _migrate(db_url, "0011", down=True)
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT inference_job_id, trial_id FROM inference_members")).all()
+        assert sorted(tuple(row) for row in rows) == [(running, t1), (running, t2), (stopped, t3)]
+    finally:
+        engine.dispose()
