@@ -49,6 +49,7 @@ class PredictorOptions:
             written to the job's request log (when the job logs requests).
         fuse: serve members of one template and one structure stacked, in one worker
             (:class:`~baobab.worker.FusedInferenceWorker`); off, each member has its own.
+        stats_interval_s: how often ``GET /stats`` gets a point (:mod:`._history`).
     """
 
     batch_window_s: float = 0.0
@@ -58,6 +59,7 @@ class PredictorOptions:
     threads: int = 32
     request_log_flush_s: float = 10.0
     fuse: bool = True
+    stats_interval_s: float = 10.0
 
     def to_args(self) -> list[str]:
         """The command-line options that give these values."""
@@ -69,6 +71,7 @@ class PredictorOptions:
             f"--threads={self.threads}",
             f"--request-log-flush-s={self.request_log_flush_s:g}",
             *([] if self.fuse else ["--no-fuse"]),
+            f"--stats-interval-s={self.stats_interval_s:g}",
         ]
 
 
@@ -93,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_false",
         help="give every member a worker of its own, also those that could answer stacked in one",
     )
+    parser.add_argument("--stats-interval-s", type=float, default=defaults.stats_interval_s)
     parser.add_argument("--exit-with-parent", action="store_true", help="exit when stdin ends")
     return parser
 
@@ -131,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         threads=args.threads,
         request_log_flush_s=args.request_log_flush_s,
         fuse=args.fuse,
+        stats_interval_s=args.stats_interval_s,
     )
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format=f"%(asctime)s predictor-{args.job_id} %(levelname)s %(message)s"
@@ -196,13 +201,18 @@ def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str]
     from baobab import Settings
     from baobab.exceptions import BaobabError
     from baobab.predictor._batching import MicroBatcher
+    from baobab.predictor._history import History
     from baobab.predictor._job import load_job
     from baobab.predictor._members import MemberPool
     from baobab.predictor._request_log import RequestLog
     from baobab.predictor._server import create_app
-    from baobab.predictor._telemetry import measured_batches
+    from baobab.predictor._telemetry import BATCH_SIZE, REQUEST_SECONDS, REQUESTS, measured_batches
     from baobab.store import ArtifactStore
 
+    try:
+        history = History(REQUESTS, REQUEST_SECONDS, BATCH_SIZE, interval_s=options.stats_interval_s)
+    except ValueError as e:
+        raise _StartFailed(f"--stats-interval-s: {e}") from None
     try:
         settings = Settings.from_env()
         job = load_job(settings, args.job_id)
@@ -226,7 +236,9 @@ def _serve(args: argparse.Namespace, options: PredictorOptions, url_out: IO[str]
         store = ArtifactStore(settings.artifacts_url)
         request_log = RequestLog(store, job.id, job.request_log_rate, flush_s=options.request_log_flush_s)
         to_close.insert(0, request_log)
-    app = create_app(job, pool, batcher, request_log)
+    history.start()
+    to_close.append(history)
+    app = create_app(job, pool, batcher, request_log, history)
     try:
         server = waitress.create_server(
             app,

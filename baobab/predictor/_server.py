@@ -1,4 +1,5 @@
-"""The predictor's HTTP API: ``POST /predict``, ``GET /health`` and ``GET /metrics`` (:mod:`._telemetry`).
+"""The predictor's HTTP API: ``POST /predict``, ``GET /health``, ``GET /metrics`` (:mod:`._telemetry`) and
+``GET /stats`` (:mod:`._history`).
 
 Errors answer like the admin API's, with the envelope of :mod:`baobab.error_envelope`;
 401 adds ``WWW-Authenticate: Bearer``. The JSON body is parsed strictly: ``NaN`` and
@@ -21,6 +22,7 @@ from werkzeug.http import HTTP_STATUS_CODES
 from baobab.error_envelope import ErrorEnvelope
 from baobab.exceptions import AuthenticationError, RequestError
 from baobab.predictor._batching import MicroBatcher
+from baobab.predictor._history import History
 from baobab.predictor._job import PredictorJob
 from baobab.predictor._members import BatchOutcome, MemberPool
 from baobab.predictor._queries import check_queries
@@ -45,8 +47,10 @@ def create_app(
     pool: MemberPool,
     batcher: MicroBatcher[BatchOutcome],
     request_log: RequestLog | None = None,
+    history: History | None = None,
 ) -> Flask:
-    """The WSGI app serving ``job`` through ``batcher`` (which feeds ``pool``); answers go to ``request_log`` too."""
+    """The WSGI app serving ``job`` through ``batcher`` (which feeds ``pool``); answers go to ``request_log`` too,
+    and ``GET /stats`` answers ``history``'s points."""
     app = Flask("baobab.predictor")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.register_error_handler(Exception, _handle_error)
@@ -56,6 +60,18 @@ def create_app(
     def health() -> dict[str, Any]:
         """Always 200 while the process serves; ``ready`` counts the members up now."""
         return {"status": "ok", "members": len(pool), "ready": pool.ready_count()}
+
+    if history is not None:
+
+        @app.get("/stats")
+        def stats() -> dict[str, Any]:
+            """The last hour of serving, a point per interval: requests per second, p50 and p99 latency, batch size.
+
+            Open, like ``/metrics`` and ``/health``, even when ``/predict`` needs the job's API
+            key: it holds counts and latencies only, never a query, an answer or a key. The
+            admin API relays it to the web UI (``GET /api/v1/inference_jobs/<id>/stats``).
+            """
+            return history.to_json()
 
     @app.post("/predict")
     def predict() -> Response:

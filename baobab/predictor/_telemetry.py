@@ -3,7 +3,7 @@
 What is measured: ``POST /predict`` requests by status and their latency, the size and
 time of each batch sent to the members, the batches each member was left out of (by
 trial id), and the queries waiting for a batch. The other routes (``/health``,
-``/metrics``) are not counted: they are the platform's and the scraper's, not traffic.
+``/metrics``, ``/stats``) are not counted: they are the platform's and the scraper's, not traffic.
 
 Requests, latencies and batches carry a ``version`` label. A predictor serves one set of
 members today, labelled :data:`VERSION`; versions with traffic weights will label each
@@ -22,7 +22,7 @@ from baobab._prometheus import exposition, time_requests
 from baobab.predictor._batching import MicroBatcher
 from baobab.predictor._members import BatchOutcome
 
-__all__ = ["VERSION", "instrument", "measured_batches"]
+__all__ = ["BATCH_SIZE", "REQUESTS", "REQUEST_SECONDS", "VERSION", "instrument", "measured_batches"]
 
 #: The ``version`` label of everything a predictor serves until it serves several versions.
 VERSION = "default"
