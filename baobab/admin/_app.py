@@ -8,6 +8,7 @@ from baobab import Settings
 from baobab.admin import (
     _datasets,
     _inference_jobs,
+    _inference_stats,
     _models,
     _openapi,
     _request_logs,
@@ -41,6 +42,7 @@ _BLUEPRINTS = (
     _train_job_trials.blueprint,
     _trials.blueprint,
     _inference_jobs.blueprint,
+    _inference_stats.blueprint,
     _request_logs.blueprint,
     _worker_api.blueprint,
     _zoo.blueprint,
