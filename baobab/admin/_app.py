@@ -8,6 +8,7 @@ from baobab import Settings
 from baobab.admin import (
     _datasets,
     _inference_jobs,
+    _inference_stats,
     _inference_versions,
     _models,
     _openapi,
@@ -42,6 +43,7 @@ _BLUEPRINTS = (
     _train_job_trials.blueprint,
     _trials.blueprint,
     _inference_jobs.blueprint,
+    _inference_stats.blueprint,
     _request_logs.blueprint,
     _inference_versions.blueprint,
     _worker_api.blueprint,

@@ -75,7 +75,15 @@ from baobab.store import (
     session_scope,
 )
 
-__all__ = ["API_KEY_HEADER", "DEFAULT_K", "blueprint", "hash_api_key", "inference_job_json"]
+__all__ = [
+    "API_KEY_HEADER",
+    "DEFAULT_K",
+    "blueprint",
+    "hash_api_key",
+    "inference_job_json",
+    "predictor_unreachable",
+    "running_predictor_url",
+]
 
 DEFAULT_K = 2
 _ROLES = (UserRole.APP_DEVELOPER, UserRole.MODEL_DEVELOPER, *ADMIN_ROLES)
@@ -381,10 +389,8 @@ def predict(job_id: int) -> Response:
     check_query_args(())
     with session_scope(admin_state().engine) as session:
         job = visible_inference_job(session, job_id)
-        status, url, task = job.status, job.predictor_url, job.train_job.task
-        train_key = job.train_job.train_dataset.artifact_path
-    if status is not InferenceJobStatus.RUNNING or url is None:
-        raise ConflictError(f"inference job {job_id} is {status.value}; it answers predictions once it is RUNNING")
+        url = running_predictor_url(job, "answers predictions")
+        task, train_key = job.train_job.task, job.train_job.train_dataset.artifact_path
     if request.mimetype == "application/json":
         body = request.get_data()
     elif request.mimetype == "multipart/form-data":
@@ -400,7 +406,7 @@ def predict(job_id: int) -> Response:
     try:
         answer = requests.post(f"{url}/predict", data=body, headers=headers, timeout=_PREDICT_TIMEOUT_S)
     except requests.RequestException as e:
-        raise BadGateway(f"the predictor of inference job {job_id} does not answer ({type(e).__name__})") from None
+        raise predictor_unreachable(job_id, e) from None
     if answer.status_code == 401:
         # The predictor's own message names its Authorization header, which a caller of this relay does not send.
         raise PermissionDeniedError(
@@ -469,6 +475,23 @@ def _jobs_json(session: Session, jobs: Sequence[InferenceJob]) -> list[dict[str,
     """``jobs`` as the API shows them, with their wanted versions."""
     versions = revision_versions(session, {(job.id, job.revision) for job in jobs})
     return [inference_job_json(job, versions.get((job.id, job.revision), [])) for job in jobs]
+
+
+def running_predictor_url(job: InferenceJob, what: str) -> str:
+    """The URL of ``job``'s predictor, for a route that says what the job does once it runs (``"answers
+    predictions"``).
+
+    Raises:
+        ConflictError: the job is not RUNNING, so no predictor answers for it.
+    """
+    if job.status is not InferenceJobStatus.RUNNING or job.predictor_url is None:
+        raise ConflictError(f"inference job {job.id} is {job.status.value}; it {what} once it is RUNNING")
+    return job.predictor_url
+
+
+def predictor_unreachable(job_id: int, e: requests.RequestException) -> BadGateway:
+    """The 502 for a request to the predictor of inference job ``job_id`` that got no answer (``e``)."""
+    return BadGateway(f"the predictor of inference job {job_id} does not answer ({type(e).__name__})")
 
 
 def _servable_trials(session: Session, train_job: TrainJob, trial_ids: list[int], shown_as: str) -> list[Trial]:

@@ -51,6 +51,7 @@ class PredictorOptions:
         fuse: serve members of one template and one structure stacked, in one worker
             (:class:`~baobab.worker.FusedInferenceWorker`); off, each member has its own.
         versions_poll_s: how often the store is asked whether the job's versions changed.
+        stats_interval_s: how often ``GET /stats`` gets a point (:mod:`._history`).
     """
 
     batch_window_s: float = 0.0
@@ -61,6 +62,7 @@ class PredictorOptions:
     request_log_flush_s: float = 10.0
     fuse: bool = True
     versions_poll_s: float = 1.0
+    stats_interval_s: float = 10.0
 
     def to_args(self) -> list[str]:
         """The command-line options that give these values."""
@@ -73,6 +75,7 @@ class PredictorOptions:
             f"--request-log-flush-s={self.request_log_flush_s:g}",
             *([] if self.fuse else ["--no-fuse"]),
             f"--versions-poll-s={self.versions_poll_s:g}",
+            f"--stats-interval-s={self.stats_interval_s:g}",
         ]
 
 
@@ -98,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
         help="give every member a worker of its own, also those that could answer stacked in one",
     )
     parser.add_argument("--versions-poll-s", type=float, default=defaults.versions_poll_s)
+    parser.add_argument("--stats-interval-s", type=float, default=defaults.stats_interval_s)
     parser.add_argument("--exit-with-parent", action="store_true", help="exit when stdin ends")
     return parser
 
@@ -137,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         request_log_flush_s=args.request_log_flush_s,
         fuse=args.fuse,
         versions_poll_s=args.versions_poll_s,
+        stats_interval_s=args.stats_interval_s,
     )
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format=f"%(asctime)s predictor-{args.job_id} %(levelname)s %(message)s"
@@ -206,13 +211,19 @@ def _serve(
 
     from baobab import Settings
     from baobab.exceptions import BaobabError
+    from baobab.predictor._history import History
     from baobab.predictor._job import RevisionStore, load_job
     from baobab.predictor._request_log import RequestLog
     from baobab.predictor._rollout import BackendStarter, Rollout
     from baobab.predictor._router import VersionRouter
     from baobab.predictor._server import create_app
+    from baobab.predictor._telemetry import BATCH_SIZE, REQUEST_SECONDS, REQUESTS
     from baobab.store import ArtifactStore
 
+    try:
+        history = History(REQUESTS, REQUEST_SECONDS, BATCH_SIZE, interval_s=options.stats_interval_s)
+    except ValueError as e:
+        raise _StartFailed(f"--stats-interval-s: {e}") from None
     try:
         settings = Settings.from_env()
         job = load_job(settings, args.job_id)
@@ -239,7 +250,9 @@ def _serve(
             ArtifactStore(settings.artifacts_url), job.id, job.request_log_rate, flush_s=options.request_log_flush_s
         )
         closing.insert(0, request_log)
-    app = create_app(job, router, request_log)
+    history.start()
+    closing.append(history)
+    app = create_app(job, router, request_log, history)
     try:
         server = waitress.create_server(
             app,

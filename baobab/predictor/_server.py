@@ -1,4 +1,5 @@
-"""The predictor's HTTP API: ``POST /predict``, ``GET /health`` and ``GET /metrics`` (:mod:`._telemetry`).
+"""The predictor's HTTP API: ``POST /predict``, ``GET /health``, ``GET /metrics`` (:mod:`._telemetry`) and
+``GET /stats`` (:mod:`._history`).
 
 Each request is answered by one version of the job (:mod:`baobab.predictor._router`),
 which the answer names (``"version"``).
@@ -23,6 +24,7 @@ from werkzeug.http import HTTP_STATUS_CODES
 
 from baobab.error_envelope import ErrorEnvelope
 from baobab.exceptions import AuthenticationError, RequestError
+from baobab.predictor._history import History
 from baobab.predictor._job import PredictorJob
 from baobab.predictor._queries import check_queries
 from baobab.predictor._request_log import RequestLog
@@ -42,8 +44,11 @@ class _Unavailable(Exception):
     """No member answered (503)."""
 
 
-def create_app(job: PredictorJob, router: VersionRouter, request_log: RequestLog | None = None) -> Flask:
-    """The WSGI app serving ``job`` through the versions of ``router``; answers go to ``request_log`` too."""
+def create_app(
+    job: PredictorJob, router: VersionRouter, request_log: RequestLog | None = None, history: History | None = None
+) -> Flask:
+    """The WSGI app serving ``job`` through the versions of ``router``; answers go to ``request_log`` too, and
+    ``GET /stats`` answers ``history``'s points."""
     app = Flask("baobab.predictor")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.register_error_handler(Exception, _handle_error)
@@ -53,6 +58,18 @@ def create_app(job: PredictorJob, router: VersionRouter, request_log: RequestLog
     def health() -> dict[str, Any]:
         """Always 200 while the process serves; ``ready`` counts the members up now, ``revision`` is the one served."""
         return {"status": "ok", **router.health()}
+
+    if history is not None:
+
+        @app.get("/stats")
+        def stats() -> dict[str, Any]:
+            """The last hour of serving, a point per interval: requests per second, p50 and p99 latency, batch size.
+
+            Open, like ``/metrics`` and ``/health``, even when ``/predict`` needs the job's API
+            key: it holds counts and latencies only, never a query, an answer or a key. The
+            admin API relays it to the web UI (``GET /api/v1/inference_jobs/<id>/stats``).
+            """
+            return history.to_json()
 
     @app.post("/predict")
     def predict() -> Response:

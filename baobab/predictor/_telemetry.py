@@ -3,7 +3,7 @@
 What is measured: ``POST /predict`` requests by status and their latency, the size and
 time of each batch sent to the members, the batches each member was left out of (by
 trial id), and the queries waiting for a batch. The other routes (``/health``,
-``/metrics``) are not counted: they are the platform's and the scraper's, not traffic.
+``/metrics``, ``/stats``) are not counted: they are the platform's and the scraper's, not traffic.
 
 Requests and their latencies carry a ``version`` label: the version that answered
 (:func:`served_by`), or :data:`NO_VERSION` for a request refused before one was picked (a
@@ -23,7 +23,7 @@ from baobab._prometheus import exposition, time_requests
 from baobab.predictor._members import BatchOutcome
 from baobab.predictor._router import VersionRouter
 
-__all__ = ["NO_VERSION", "instrument", "measured_batches", "served_by"]
+__all__ = ["BATCH_SIZE", "NO_VERSION", "REQUESTS", "REQUEST_SECONDS", "instrument", "measured_batches", "served_by"]
 
 #: The ``version`` label of a request answered before a version was picked for it.
 NO_VERSION = "none"

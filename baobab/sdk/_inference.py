@@ -89,6 +89,19 @@ class InferenceJobs(Transport):
         """Deletes a stopped (or errored) inference job and its request logs; refused (409) while it runs."""
         self._call("DELETE", f"/inference_jobs/{int(inference_job_id)}")
 
+    def get_inference_job_stats(self, inference_job_id: int) -> Json:
+        """The last hour of a RUNNING job's serving, from its predictor's counters.
+
+        Returns ``{"interval_s", "window_s", "points"}``; each point, oldest first, holds the
+        interval's end (``time``), the ``requests`` answered and ``requests_per_s``, ``p50_ms``
+        and ``p99_ms`` latency and the mean ``batch_size`` (None when nothing was answered or
+        batched).
+
+        Raises:
+            ApiError: 409 when the job is not RUNNING, 502 when its predictor does not answer.
+        """
+        return self._call("GET", f"/inference_jobs/{int(inference_job_id)}/stats")
+
     def list_request_logs(self, inference_job_id: int) -> list[Json]:
         """The days an inference job logged requests on, newest first: ``[{day, name, size_bytes}]``."""
         return self._call("GET", f"/inference_jobs/{int(inference_job_id)}/request_logs")["request_logs"]

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from sqlalchemy import Engine
 
 from baobab import Settings
 from baobab.model import BaseModel, DatasetFormat, Task, knob_config_to_json, knobs_to_json, load_template
+from baobab.predictor import InferenceSupervisor, PredictorOptions
 from baobab.predictor._supervisor import _predictor_env
 from baobab.store import (
     ArtifactStore,
@@ -33,6 +35,7 @@ from baobab.store import (
     InferenceJob,
     InferenceJobStatus,
     JobStatus,
+    LocalEventChannel,
     ModelAccess,
     ModelTemplate,
     SubJob,
@@ -58,6 +61,8 @@ SK_IMAGES = ROOT / "examples" / "models" / "sklearn_images.py"
 TORCH_CNN = ROOT / "examples" / "models" / "torch_cnn.py"
 # Generous on a busy machine; a predictor normally starts in a few seconds.
 START_TIMEOUT_S = 60.0
+#: The first SUPERADMIN of the admin API the ``platform`` fixture serves.
+ROOT_LOGIN = ("root@example.com", "root-password")
 
 
 def tabular_frame(name: str) -> pd.DataFrame:
@@ -303,3 +308,22 @@ def children(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             found.append(int(stat.parent.name))
     return found
+
+
+def supervise(
+    world: World, events: LocalEventChannel, job_ids: set[int], **options: Any
+) -> tuple[InferenceSupervisor, Callable[[], None]]:
+    """An inference supervisor of ``job_ids`` (with :class:`PredictorOptions` ``options``) in a thread, and what
+    stops it."""
+    supervisor = InferenceSupervisor(
+        world.engine, events, world.settings, job_ids=job_ids, options=PredictorOptions(**options), reconcile_s=0.3
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=supervisor.run, args=(stop,), daemon=True)
+    thread.start()
+
+    def halt() -> None:
+        stop.set()
+        thread.join(30)
+
+    return supervisor, halt

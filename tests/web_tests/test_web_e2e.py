@@ -3,12 +3,14 @@
 One journey, as a user would take it: sign in, upload two datasets and a template (and
 see the template check's error for a wrong class), create a job with the form (and see
 the API's error for a bad budget beside its field), watch the job page until the job
-completes and check that its four charts drew, open a trial, serve the best two trials,
-predict in the playground, add an APP_DEVELOPER, and check that they cannot reach the
-users page. A second, shorter one trains a SpaceModel template and opens a trial's page,
-which draws the architecture it trained. A third creates a job whose policies and early
-stopping are set with the form's controls, and finds them in the job's train args. A
-screenshot of every page goes to ``test-artifacts/web/``.
+completes and check that its four charts drew, open a trial, serve the best two trials
+(logging every request, after the API refused a rate of 2 beside its field), predict in
+the playground, see the serving charts draw from the predictor's counters and download
+the request log, add an APP_DEVELOPER, and check that they cannot reach the users page.
+A second, shorter one trains a SpaceModel template and opens a trial's page, which draws
+the architecture it trained. A third creates a job whose policies and early stopping are
+set with the form's controls, and finds them in the job's train args. A screenshot of
+every page goes to ``test-artifacts/web/``.
 
 SQLite only: the platform's own end-to-end test covers both databases, and what this
 test adds is the browser.
@@ -17,6 +19,7 @@ test adds is the browser.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +42,8 @@ TEMPLATE = Path(__file__).parent / "templates" / "sgd_tabular.py"
 SPACE_TEMPLATE = Path(__file__).parents[1] / "worker_tests" / "templates" / "tiny_space.py"
 TRIALS = 6
 JOB_TIMEOUT_MS = 120_000
+#: A predictor adds a stats point and writes its request log every 10 s, and the page reads both every 10 s.
+SERVING_TIMEOUT_MS = 60_000
 
 
 @pytest.fixture
@@ -202,6 +207,11 @@ def test_create_watch_and_serve_a_job_in_the_browser(
     form = page.get_by_role("form", name="create an inference job")
     expect(form.get_by_label("Train job")).to_have_value("bc/1")
     form.get_by_label("k", exact=True).fill("2")
+    form.get_by_label("Request log rate").fill("2")  # a share: the API's refusal shows beside the field
+    form.get_by_role("button", name="Create inference job").click()
+    rate_error = form.locator(".field", has=page.get_by_label("Request log rate")).get_by_role("alert")
+    expect(rate_error).to_contain_text("between 0 and 1")
+    form.get_by_label("Request log rate").fill("1")
     page.screenshot(path=artifacts / "09-inference-jobs.png", full_page=True)
     form.get_by_role("button", name="Create inference job").click()
     expect(page.get_by_test_id("api-key")).not_to_be_empty()
@@ -218,9 +228,26 @@ def test_create_watch_and_serve_a_job_in_the_browser(
     playground.get_by_role("button", name="Predict").click()
     predictions = playground.get_by_label("predictions")
     expect(predictions.locator("tbody tr")).to_have_count(3)
-    for cell in predictions.locator("code.prediction").all_inner_texts():
-        assert cell in ("0", "1")
+    shown = predictions.locator("code.prediction").all_inner_texts()
+    assert all(cell in ("0", "1") for cell in shown)
     page.screenshot(path=artifacts / "10-inference-playground.png", full_page=True)
+
+    # Its serving over the last hour, from the predictor's counters (a point every 10 s), and its request log,
+    # which holds the answered request (written within 10 s), not the refused one.
+    for chart in ("chart-requests", "chart-latency", "chart-batch-size"):
+        expect(page.get_by_test_id(chart)).not_to_have_attribute("data-shown", "0", timeout=SERVING_TIMEOUT_MS)
+        page.wait_for_function("(id) => document.querySelector(`[data-testid='${id}'] canvas`)?.width > 0", arg=chart)
+        assert canvas_has_ink(page, chart), f"{chart} drew nothing"
+    logs = page.get_by_role("region", name="request logs")
+    expect(logs.get_by_test_id("request-log-rate")).to_contain_text("logs 100% of the requests")
+    download_button = logs.get_by_role("button", name="Download inference-")
+    expect(download_button).to_have_count(1, timeout=SERVING_TIMEOUT_MS)
+    page.screenshot(path=artifacts / "11-inference-serving.png", full_page=True)
+    with page.expect_download() as download:
+        download_button.click()
+    assert re.fullmatch(r"inference-\d+-\d{4}-\d{2}-\d{2}\.jsonl", download.value.suggested_filename)
+    [record] = [json.loads(line) for line in Path(download.value.path()).read_text().splitlines()]
+    assert (record["queries"], record["predictions"]) == (queries, [json.loads(cell) for cell in shown])
 
     # Users: an admin adds an APP_DEVELOPER, who cannot reach the users page.
     page.get_by_role("link", name="Users").click()
@@ -233,7 +260,7 @@ def test_create_watch_and_serve_a_job_in_the_browser(
     form.get_by_label("Role").select_option("APP_DEVELOPER")
     form.get_by_role("button", name="Add user").click()
     expect(page.get_by_role("table", name="users").get_by_role("cell", name=DEVELOPER_EMAIL)).to_be_visible()
-    page.screenshot(path=artifacts / "11-users.png", full_page=True)
+    page.screenshot(path=artifacts / "12-users.png", full_page=True)
 
     page.get_by_role("button", name="Sign out").click()
     sign_in(page, url, DEVELOPER_EMAIL, DEVELOPER_PASSWORD)
@@ -244,7 +271,7 @@ def test_create_watch_and_serve_a_job_in_the_browser(
     page.goto(f"{url}/users")
     expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
     expect(page.get_by_role("table", name="users")).to_have_count(0)
-    page.screenshot(path=artifacts / "12-app-developer-no-users.png", full_page=True)
+    page.screenshot(path=artifacts / "13-app-developer-no-users.png", full_page=True)
 
 
 def test_a_space_trials_page_draws_the_architecture_it_trained(

@@ -271,7 +271,33 @@ export interface InferenceJob {
   created_at: string;
   stopped_at: string | null;
   members: { trial_id: number; model_name: string; score: number | null }[];
+  /** The share of answered requests the predictor logs (0: none). */
+  request_log_rate: number;
   api_key?: string;
+}
+
+/** One interval of a predictor's serving; latencies and batch size are null when nothing was answered or batched. */
+export interface StatsPoint {
+  time: string;
+  requests: number;
+  requests_per_s: number;
+  p50_ms: number | null;
+  p99_ms: number | null;
+  batch_size: number | null;
+}
+
+/** `GET /inference_jobs/<id>/stats`: the last hour of serving, a point per interval, oldest first. */
+export interface InferenceStats {
+  interval_s: number;
+  window_s: number;
+  points: StatsPoint[];
+}
+
+/** A day of an inference job's request log (`GET /inference_jobs/<id>/request_logs`). */
+export interface RequestLogDay {
+  day: string;
+  name: string;
+  size_bytes: number;
 }
 
 export interface Prediction {

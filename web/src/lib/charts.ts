@@ -17,8 +17,8 @@ export interface Built {
   total: number;
 }
 
-const PALETTE = ["#2f7d4f", "#d9822b", "#3b6fb6", "#a23b72", "#7a6f2b", "#2b8a8a", "#8a4b2b", "#5b5bb5"];
-const GRID = { left: 56, right: 24, top: 40, bottom: 48 };
+export const PALETTE = ["#2f7d4f", "#d9822b", "#3b6fb6", "#a23b72", "#7a6f2b", "#2b8a8a", "#8a4b2b", "#5b5bb5"];
+export const GRID = { left: 56, right: 24, top: 40, bottom: 48 };
 /** Above this many points a chart draws at once: entry animations of thousands of points keep the page busy. */
 const ANIMATE_UP_TO = 500;
 

@@ -9,7 +9,9 @@ import { StatusBadge } from "../components/StatusBadge";
 import { formatScore, formatTime } from "../lib/format";
 import { FORM, type FieldErrors, formErrors } from "../lib/forms";
 import { useLoad, usePolling } from "../lib/hooks";
+import { InferenceCharts } from "./InferenceCharts";
 import { rememberApiKey, rememberedApiKey } from "./InferenceJobs";
+import { InferenceRequestLogs } from "./InferenceRequestLogs";
 
 const FIELDS = ["queries", "api_key", "file"];
 
@@ -242,7 +244,9 @@ export function InferenceJobPage() {
           </ul>
         </section>
       </div>
+      <InferenceCharts jobId={job.id} running={job.status === "RUNNING"} />
       {trainJob.data && <Playground key={trainJob.data.task} job={job} task={trainJob.data.task} />}
+      <InferenceRequestLogs jobId={job.id} rate={job.request_log_rate} running={job.status === "RUNNING"} />
     </div>
   );
 }

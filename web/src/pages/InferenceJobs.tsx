@@ -7,10 +7,10 @@ import { ErrorBox } from "../components/ErrorBox";
 import { Field } from "../components/Field";
 import { StatusBadge } from "../components/StatusBadge";
 import { formatScore, formatTime } from "../lib/format";
-import { FORM, type FieldErrors, formErrors } from "../lib/forms";
+import { FORM, type FieldErrors, formErrors, typedNumber } from "../lib/forms";
 import { useLoad, usePolling } from "../lib/hooks";
 
-const FIELDS = ["app", "app_version", "k", "trial_ids", "public"];
+const FIELDS = ["app", "app_version", "k", "trial_ids", "public", "request_log_rate"];
 
 /** API keys are shown once, when the job is created; this tab keeps them for the playground. */
 export function rememberApiKey(jobId: number, key: string): void {
@@ -31,6 +31,7 @@ function CreateForm({ jobs }: { jobs: TrainJobSummary[] }) {
   const [k, setK] = useState("2");
   const [chosen, setChosen] = useState<number[]>(presetTrials);
   const [isPublic, setPublic] = useState(false);
+  const [logRate, setLogRate] = useState("0");
   const [errors, setErrors] = useState<FieldErrors>({});
   const [busy, setBusy] = useState(false);
 
@@ -45,7 +46,12 @@ function CreateForm({ jobs }: { jobs: TrainJobSummary[] }) {
 
   const submit = async (event: React.FormEvent) => {
     event.preventDefault();
-    const body: Record<string, unknown> = { app, app_version: version || null, public: isPublic };
+    const body: Record<string, unknown> = {
+      app,
+      app_version: version || null,
+      public: isPublic,
+      request_log_rate: typedNumber(logRate) ?? null,
+    };
     if (mode === "best") body.k = k.trim() ? Number(k) : null;
     else body.trial_ids = chosen;
     setBusy(true);
@@ -91,6 +97,9 @@ function CreateForm({ jobs }: { jobs: TrainJobSummary[] }) {
             {(props) => <input {...props} type="number" min={1} value={k} onChange={(e) => setK(e.target.value)} />}
           </Field>
         )}
+        <Field label="Request log rate" error={errors.request_log_rate} hint="the share of answered requests logged, 0 (none) to 1 (all)">
+          {(props) => <input {...props} type="number" min={0} max={1} step={0.05} value={logRate} onChange={(e) => setLogRate(e.target.value)} />}
+        </Field>
         <label className="check">
           <input type="checkbox" checked={isPublic} onChange={(e) => setPublic(e.target.checked)} /> public (no API key needed)
         </label>
