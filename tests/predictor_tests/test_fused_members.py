@@ -167,7 +167,7 @@ def test_a_killed_fused_worker_leaves_its_members_out_until_it_is_back(served: S
 
 
 def test_a_fused_worker_serves_what_stacks_and_names_the_rest(served: Served) -> None:
-    specs = [m.worker for m in load_job(served.world.settings, served.job_id).members]
+    specs = [m.worker for m in load_job(served.world.settings, served.job_id).revision.versions[0].members]
     lost = replace(specs[1], trial_id=10**6, params_key="params/gone.safetensors")
     worker = FusedInferenceWorker([*specs, lost], log_path=served.world.work / "fused.log")
     try:
@@ -190,7 +190,7 @@ def test_a_fused_worker_serves_what_stacks_and_names_the_rest(served: Served) ->
 
 def test_members_that_are_no_torch_models_are_all_apart(served: Served) -> None:
     job_id, _ = served.world.inference_job([m.trial_id for m in served.images])
-    specs = [m.worker for m in load_job(served.world.settings, job_id).members]
+    specs = [m.worker for m in load_job(served.world.settings, job_id).revision.versions[0].members]
     worker = FusedInferenceWorker(specs, log_path=served.world.work / "fused-sk.log")
     try:
         apart = worker.start(timeout=60)
@@ -210,7 +210,7 @@ def test_members_vmap_cannot_batch_answer_one_by_one(served: Served) -> None:
         for lr, score in ((1e-2, 0.9), (3e-2, 0.8))
     ]
     job_id, _ = world.inference_job([m.trial_id for m in members])
-    specs = [m.worker for m in load_job(world.settings, job_id).members]
+    specs = [m.worker for m in load_job(world.settings, job_id).revision.versions[0].members]
     log = world.work / "fused-item.log"
     worker = FusedInferenceWorker(specs, log_path=log)
     rows = tabular_frame("breast_cancer").drop(columns="target").to_numpy()[:6].tolist()
