@@ -44,6 +44,7 @@ from baobab.admin._access import ADMIN_ROLES, private_rows
 from baobab.admin._auth import current_user, require_roles
 from baobab.admin._body import json_object, number_field, string_field
 from baobab.admin._inference_lookups import (
+    MEMBER_SCHEMA,
     VersionTrials,
     best_first,
     member_json,
@@ -141,15 +142,7 @@ _INFERENCE_JOB_SCHEMA = register_schema(
             "members": {
                 "type": "array",
                 "description": "the trials of every version it wants served, best first",
-                "items": {
-                    "type": "object",
-                    "required": ["trial_id", "model_name", "score"],
-                    "properties": {
-                        "trial_id": {"type": "integer"},
-                        "model_name": {"type": "string"},
-                        "score": {"type": ["number", "null"]},
-                    },
-                },
+                "items": MEMBER_SCHEMA,
             },
             "revision": {"type": "integer", "description": "the revision of its versions it wants served"},
             "served_revision": {

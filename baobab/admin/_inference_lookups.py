@@ -18,7 +18,7 @@ from baobab.admin._train_job_lookups import trial_query
 from baobab.exceptions import NotFoundError
 from baobab.store import InferenceJob, InferenceMember, InferenceRevision, InferenceVersion, Trial
 
-__all__ = ["VersionTrials", "best_first", "member_json", "revision_versions", "visible_inference_job"]
+__all__ = ["MEMBER_SCHEMA", "VersionTrials", "best_first", "member_json", "revision_versions", "visible_inference_job"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,18 @@ def visible_inference_job(session: Session, job_id: int, *, change: bool = False
     if job is None or not allowed(current_user(), job):
         raise NotFoundError(f"no inference job with id {job_id}")
     return job
+
+
+#: The JSON schema of :func:`member_json`'s answer.
+MEMBER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["trial_id", "model_name", "score"],
+    "properties": {
+        "trial_id": {"type": "integer"},
+        "model_name": {"type": "string"},
+        "score": {"type": ["number", "null"]},
+    },
+}
 
 
 def member_json(trial: Trial) -> dict[str, Any]:

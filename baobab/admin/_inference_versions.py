@@ -29,7 +29,13 @@ from sqlalchemy.orm import Session
 from baobab.admin._access import ADMIN_ROLES
 from baobab.admin._auth import require_roles
 from baobab.admin._body import json_object
-from baobab.admin._inference_lookups import VersionTrials, member_json, revision_versions, visible_inference_job
+from baobab.admin._inference_lookups import (
+    MEMBER_SCHEMA,
+    VersionTrials,
+    member_json,
+    revision_versions,
+    visible_inference_job,
+)
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._query import check_query_args, int_query_arg
 from baobab.admin._servable import MAX_MEMBERS, check_servable, trial_id_list
@@ -72,15 +78,7 @@ _VERSION = {
         "trial_ids": {"type": "array", "items": {"type": "integer"}, "description": "best first"},
         "members": {
             "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["trial_id", "model_name", "score"],
-                "properties": {
-                    "trial_id": {"type": "integer"},
-                    "model_name": {"type": "string"},
-                    "score": {"type": ["number", "null"]},
-                },
-            },
+            "items": MEMBER_SCHEMA,
         },
     },
 }

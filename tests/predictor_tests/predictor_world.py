@@ -217,6 +217,37 @@ class World:
             return session.get(InferenceJob, job_id)
 
 
+@dataclass
+class TwoUsers:
+    """An admin; Ann, who owns a trained TinyRegressor trial of app ``app``; Bob, who owns nothing; each logged in."""
+
+    root: Any
+    ann: Any
+    bob: Any
+    app: str
+    trial: Trained
+
+
+def two_users_and_a_trial(world: World, url: str) -> TwoUsers:
+    """Make Ann and Bob (APP_DEVELOPERs) through the API at ``url``, and a trained trial of Ann's in ``world``."""
+    from baobab.sdk import Client  # the SDK only where a test talks to the API
+
+    root = Client(url)
+    root.login(*ROOT_LOGIN)
+    for name in ("ann", "bob"):
+        root.create_user(f"{name}@example.com", f"{name}-password", role="APP_DEVELOPER")
+    ann, bob = Client(url), Client(url)
+    ann.login("ann@example.com", "ann-password")
+    bob.login("bob@example.com", "bob-password")
+    world.owner_id = next(u["id"] for u in root.list_users() if u["email"] == "ann@example.com")
+    dataset_id, diabetes = world.tabular("diabetes")
+    sub_job = world.train_job(Task.TABULAR_REGRESSION, dataset_id, TINY, "TinyRegressor")
+    trial = world.trial(sub_job, TINY, "TinyRegressor", {"offset": 1.0}, diabetes, score=0.5)
+    with session_scope(world.engine) as session:
+        app = session.get(TrainJob, session.get(SubJob, sub_job).train_job_id).app
+    return TwoUsers(root, ann, bob, app, trial)
+
+
 def make_world(db_url: str, home: Path) -> World:
     upgrade_database(db_url)
     settings = Settings.from_env(environ={}, home=home, database_url=db_url)

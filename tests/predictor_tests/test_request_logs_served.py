@@ -15,14 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from predictor_world import ROOT_LOGIN, TINY, World, supervise, tabular_frame
+from predictor_world import World, supervise, tabular_frame, two_users_and_a_trial
 
-from baobab.model import Task
 from baobab.sdk import ApiError, Client
 from baobab.store import (
     LocalEventChannel,
-    SubJob,
-    TrainJob,
     delete_finished_inference_job,
     mark_inference_job_stopped,
     session_scope,
@@ -51,19 +48,8 @@ def test_logs_are_written_at_the_rate_read_by_the_owner_only_and_deleted_with_th
     platform: tuple[World, LocalEventChannel, str], tmp_path: Path
 ) -> None:
     world, events, url = platform
-    root = Client(url)
-    root.login(*ROOT_LOGIN)
-    for name in ("ann", "bob"):
-        root.create_user(f"{name}@example.com", f"{name}-password", role="APP_DEVELOPER")
-    ann, bob = Client(url), Client(url)
-    ann.login("ann@example.com", "ann-password")
-    bob.login("bob@example.com", "bob-password")
-    world.owner_id = next(u["id"] for u in root.list_users() if u["email"] == "ann@example.com")
-    dataset_id, diabetes = world.tabular("diabetes")
-    sub_job = world.train_job(Task.TABULAR_REGRESSION, dataset_id, TINY, "TinyRegressor")
-    trial = world.trial(sub_job, TINY, "TinyRegressor", {"offset": 1.0}, diabetes, score=0.5)
-    with session_scope(world.engine) as session:
-        app_name = session.get(TrainJob, session.get(SubJob, sub_job).train_job_id).app
+    users = two_users_and_a_trial(world, url)
+    root, ann, bob, app_name, trial = users.root, users.ann, users.bob, users.app, users.trial
 
     every = ann.create_inference_job(app_name, k=1, request_log_rate=1.0)
     none = ann.create_inference_job(app_name, k=1)
