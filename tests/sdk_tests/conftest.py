@@ -187,10 +187,10 @@ def backstage(api_server: ApiServer) -> Iterator[Backstage]:
     stage.join()
 
 
-SMALL_TEMPLATE = """from baobab.model import BaseModel, FloatKnob
+TEMPLATE = """from baobab.model import BaseModel, FloatKnob
 
 
-class Small(BaseModel):
+class Tiny(BaseModel):
     @staticmethod
     def get_knob_config():
         return {"lr": FloatKnob(1e-4, 1e-1, is_exp=True)}
@@ -215,9 +215,9 @@ class Small(BaseModel):
 def trained_app(client: Client, backstage: Backstage, folder: Path, app: str) -> list[int]:
     """``app`` version 1 (through the API), with three COMPLETED trials of scores 0.7, 0.8, 0.9 (the workers' part,
     by ``backstage``); their ids."""
-    (folder / "small.py").write_text(SMALL_TEMPLATE)
+    (folder / "small.py").write_text(TEMPLATE)
     (folder / "small.csv").write_text("x1,x2,label\n1.0,2.0,cat\n3.0,4.0,dog\n")
-    model = client.create_model(folder / "small.py", task="TABULAR_CLASSIFICATION", class_name="Small")
+    model = client.create_model(folder / "small.py", task="TABULAR_CLASSIFICATION", class_name="Tiny")
     data = client.create_dataset("small", folder / "small.csv", format="TABULAR")
     job = client.create_train_job(
         app,

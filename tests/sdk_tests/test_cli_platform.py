@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import trained_app
+from conftest import TEMPLATE, trained_app
 from PIL import Image
 from werkzeug.wrappers import Request, Response
 
@@ -207,31 +207,6 @@ def test_image_queries(tmp_path: Path) -> None:
     (tmp_path / "not.png").write_text("no")
     with pytest.raises(ValueError, match="not.png: not a readable image"):
         image_query(tmp_path / "not.png")
-
-
-TEMPLATE = """from baobab.model import BaseModel, FloatKnob
-
-
-class Tiny(BaseModel):
-    @staticmethod
-    def get_knob_config():
-        return {"lr": FloatKnob(1e-4, 1e-1, is_exp=True)}
-
-    def train(self, dataset_path, shared_params=None, **train_args):
-        pass
-
-    def evaluate(self, dataset_path):
-        return 0.5
-
-    def predict(self, queries):
-        return [0 for _ in queries]
-
-    def dump_parameters(self):
-        return {}
-
-    def load_parameters(self, params):
-        pass
-"""
 
 
 def test_models_jobs_and_serving(api_server: ApiServer, backstage: Any, config_home: Path, tmp_path: Path) -> None:
