@@ -6,7 +6,10 @@ the API's error for a bad budget beside its field), watch the job page until the
 completes and check that its four charts drew, open a trial, serve the best two trials
 (logging every request, after the API refused a rate of 2 beside its field), predict in
 the playground, see the serving charts draw from the predictor's counters and download
-the request log, add an APP_DEVELOPER, and check that they cannot reach the users page.
+the request log, add a canary version, give it all the requests with the weight sliders,
+promote the first version and roll back (each time the page shows the predictor serving
+the new revision, and the playground's answers name the version that answered), add an
+APP_DEVELOPER, and check that they cannot reach the users page.
 A second, shorter one trains a SpaceModel template and opens a trial's page, which draws
 the architecture it trained. A third creates a job whose policies and early stopping are
 set with the form's controls, and finds them in the job's train args. A screenshot of
@@ -44,6 +47,8 @@ TRIALS = 6
 JOB_TIMEOUT_MS = 120_000
 #: A predictor adds a stats point and writes its request log every 10 s, and the page reads both every 10 s.
 SERVING_TIMEOUT_MS = 60_000
+#: A new version's trials load and warm in fresh inference workers before the predictor switches to it.
+VERSIONS_TIMEOUT_MS = 60_000
 
 
 @pytest.fixture
@@ -108,6 +113,83 @@ def canvas_has_ink(page: Page, test_id: str) -> bool:
         }""",
         test_id,
     )
+
+
+def expect_answer_from(page: Page, answered: str | re.Pattern[str]) -> None:
+    """Predicts in the playground (the queries typed before) and expects the answer to say who ``answered``."""
+    playground = page.get_by_role("region", name="playground")
+    playground.get_by_role("button", name="Predict").click()
+    expect(playground.get_by_label("predictions").get_by_text("answered by trials")).to_have_text(answered)
+
+
+def expect_served(page: Page, revision: int) -> None:
+    """The versions card says the predictor serves ``revision``, the wanted one."""
+    served = page.get_by_role("region", name="versions").get_by_test_id("versions-served")
+    expect(served).to_have_attribute("data-revision", str(revision))
+    expect(served).to_have_attribute("data-served", str(revision), timeout=VERSIONS_TIMEOUT_MS)
+    expect(served).to_have_attribute("data-converged", "true")
+
+
+def serve_versions_in_the_browser(page: Page, platform: LocalPlatform, artifacts: Path) -> None:
+    """On a running job's page: add a canary, move the traffic with the sliders, promote, roll back.
+
+    Each step is a new revision the predictor must serve (the card shows it), and the
+    playground's answers name the version that answered them.
+    """
+    versions = page.get_by_role("region", name="versions")
+    expect_served(page, 1)
+    expect(versions.get_by_role("button", name="Promote v1")).to_have_count(0)  # one version: nothing to promote
+    job_id = int(page.url.rsplit("/", 1)[1])
+    client = Client(platform.url)
+    client.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+    members = client.get_versions(job_id)["versions"][0]["trial_ids"]
+    canary = next(
+        trial["id"] for trial in client.get_trials("bc", status="COMPLETED")["trials"] if trial["id"] not in members
+    )
+
+    # A canary of another trial, with a quarter of the requests; an unknown trial is refused beside the field.
+    form = versions.get_by_role("form", name="add a version")
+    expect(form.get_by_label("Version name")).to_have_value("v2")
+    form.get_by_label("Trial ids").fill("999999")
+    form.get_by_role("button", name="Add version").click()
+    expect(form.locator(".field", has=page.get_by_label("Trial ids")).get_by_role("alert")).to_contain_text("999999")
+    form.get_by_label("Trial ids").fill(str(canary))
+    form.get_by_label("Share of the requests (%)").fill("25")
+    form.get_by_role("button", name="Add version").click()
+    expect_served(page, 2)
+    expect(versions.get_by_test_id("share-v1")).to_have_text("75%")
+    expect(versions.get_by_test_id("share-v2")).to_have_text("25%")
+    expect(versions.get_by_test_id("version-v2")).to_contain_text(f"#{canary}")
+    page.screenshot(path=artifacts / "11b-inference-canary.png", full_page=True)
+
+    # The sliders give v2 all the requests: the predictor's answers come from it.
+    versions.get_by_label("Weight of v1").fill("0")
+    versions.get_by_label("Weight of v2").fill("100")
+    expect(versions.get_by_test_id("share-v2")).to_have_text("100%")
+    versions.get_by_role("button", name="Apply weights").click()
+    expect_served(page, 3)
+    expect_answer_from(page, f"version v2: answered by trials #{canary}")
+    wanted = [
+        (version["name"], version["weight"], version["trial_ids"])
+        for version in client.get_versions(job_id)["versions"]
+    ]
+    assert wanted == [("v1", 0, members), ("v2", 100, [canary])]
+
+    # Promote v1 (after a confirmation): it alone serves.
+    page.once("dialog", lambda dialog: dialog.accept())
+    versions.get_by_role("button", name="Promote v1").click()
+    expect_served(page, 4)
+    expect(versions.get_by_test_id("version-v2")).to_have_count(0)
+    expect_answer_from(page, re.compile(r"^version v1: answered by trials #\d+"))
+    page.screenshot(path=artifacts / "11c-inference-promoted.png", full_page=True)
+
+    # Roll back: the versions before the promotion, v2 with all the requests, are served again.
+    page.once("dialog", lambda dialog: dialog.accept())
+    versions.get_by_role("button", name="Roll back to revision 3").click()
+    expect_served(page, 5)
+    expect(versions.get_by_test_id("share-v2")).to_have_text("100%")
+    expect_answer_from(page, f"version v2: answered by trials #{canary}")
+    expect(versions.get_by_role("button", name="Roll back to revision 2")).to_be_visible()
 
 
 def test_create_watch_and_serve_a_job_in_the_browser(
@@ -248,6 +330,8 @@ def test_create_watch_and_serve_a_job_in_the_browser(
     assert re.fullmatch(r"inference-\d+-\d{4}-\d{2}-\d{2}\.jsonl", download.value.suggested_filename)
     [record] = [json.loads(line) for line in Path(download.value.path()).read_text().splitlines()]
     assert (record["queries"], record["predictions"]) == (queries, [json.loads(cell) for cell in shown])
+
+    serve_versions_in_the_browser(page, platform, artifacts)
 
     # Users: an admin adds an APP_DEVELOPER, who cannot reach the users page.
     page.get_by_role("link", name="Users").click()

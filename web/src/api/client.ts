@@ -80,6 +80,7 @@ export const get = <T>(path: string, signal?: AbortSignal) => request<T>("GET", 
 export const post = <T>(path: string, body?: unknown, headers?: Record<string, string>) =>
   request<T>("POST", path, { body, headers });
 export const patch = <T>(path: string, body: unknown) => request<T>("PATCH", path, { body });
+export const put = <T>(path: string, body: unknown) => request<T>("PUT", path, { body });
 export const del = (path: string) => request<void>("DELETE", path);
 
 /** A multipart upload with progress (fetch cannot report upload progress; XMLHttpRequest can). */

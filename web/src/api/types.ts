@@ -300,8 +300,43 @@ export interface RequestLogDay {
   size_bytes: number;
 }
 
+/** A version an inference job serves: a named set of trials ensembled together, and its traffic weight. */
+export interface InferenceVersion {
+  name: string;
+  weight: number;
+  /** Its share of the requests: weight / sum of the weights. */
+  share: number;
+  /** Best first. */
+  trial_ids: number[];
+  members: { trial_id: number; model_name: string; score: number | null }[];
+}
+
+/** `GET /inference_jobs/<id>/versions`: the versions wanted (`revision`) and those the predictor serves now. */
+export interface InferenceVersions {
+  inference_job_id: number;
+  status: InferenceStatus;
+  revision: number;
+  versions: InferenceVersion[];
+  /** The revision `POST .../rollback` goes back to; null: nothing to roll back to. */
+  rollback_to: number | null;
+  /** Why the predictor could not serve the wanted revision (it serves the one before). */
+  error: string | null;
+  served_revision: number | null;
+  served_versions: InferenceVersion[] | null;
+  converged: boolean;
+}
+
+/** A version as `PUT /inference_jobs/<id>/versions` takes it (weight 1 when left out). */
+export interface VersionSpec {
+  name: string;
+  trial_ids: unknown[];
+  weight?: unknown;
+}
+
 export interface Prediction {
   predictions: unknown[];
+  /** The version that answered. */
+  version?: string;
   members?: { answered: number[]; left_out: { trial_id: number; reason: string }[] };
 }
 

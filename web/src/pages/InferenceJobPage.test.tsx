@@ -34,10 +34,16 @@ const JOB = {
 };
 
 const NO_STATS = { interval_s: 10, window_s: 3600, points: [] };
+const V1 = { name: "v1", weight: 1, share: 1, trial_ids: [7], members: JOB.members };
+const VERSIONS = {
+  inference_job_id: 3, status: "RUNNING", revision: 1, versions: [V1], rollback_to: null, error: null,
+  served_revision: 1, served_versions: [V1], converged: true,
+};
 /** What the page asks besides the job and the playground, with nothing in it. */
 const QUIET: Record<string, [number, unknown]> = {
   "GET /inference_jobs/3/stats": [200, NO_STATS],
   "GET /inference_jobs/3/request_logs": [200, { request_logs: [] }],
+  "GET /inference_jobs/3/versions": [200, VERSIONS],
 };
 
 function renderPage() {
@@ -59,7 +65,7 @@ describe("the playground", () => {
       ...QUIET,
       "GET /inference_jobs/3": [200, JOB],
       "GET /train_jobs/fraud/1": [200, { task: "TABULAR_CLASSIFICATION" }],
-      "POST /inference_jobs/3/predict": [200, { predictions: ["cat", "dog"], members: { answered: [7], left_out: [] } }],
+      "POST /inference_jobs/3/predict": [200, { predictions: ["cat", "dog"], version: "v1", members: { answered: [7], left_out: [] } }],
     });
     rememberApiKey(3, "secret-key");
     renderPage();
@@ -73,7 +79,9 @@ describe("the playground", () => {
 
     const predictions = await within(playground).findByLabelText("predictions");
     expect(within(predictions).getAllByRole("row").map((row) => row.textContent)).toEqual(["QueryPrediction", '0"cat"', '1"dog"']);
-    expect(predictions).toHaveTextContent("answered by trials #7");
+    expect(predictions).toHaveTextContent("version v1: answered by trials #7");
+    const versions = screen.getByRole("region", { name: "versions" });
+    expect(within(versions).getByTestId("versions-served")).toHaveTextContent("The predictor serves revision 1, as wanted.");
     const sent = calls.find((c) => c.method === "POST")!;
     expect(sent.headers["X-Api-Key"]).toBe("secret-key");
     expect(sent.body).toEqual({ queries: [[1, 2], [3, 4]] });

@@ -12,6 +12,7 @@ import { useLoad, usePolling } from "../lib/hooks";
 import { InferenceCharts } from "./InferenceCharts";
 import { rememberApiKey, rememberedApiKey } from "./InferenceJobs";
 import { InferenceRequestLogs } from "./InferenceRequestLogs";
+import { InferenceVersions } from "./InferenceVersions";
 
 const FIELDS = ["queries", "api_key", "file"];
 
@@ -141,7 +142,7 @@ function Playground({ job, task }: { job: InferenceJob; task: string }) {
           </table>
           {answer.members && (
             <p className="muted small">
-              answered by trials {answer.members.answered.map((id) => `#${id}`).join(", ") || "—"}
+              {answer.version && `version ${answer.version}: `}answered by trials {answer.members.answered.map((id) => `#${id}`).join(", ") || "—"}
               {answer.members.left_out.length
                 ? `; left out: ${answer.members.left_out.map((m) => `#${m.trial_id} (${m.reason})`).join(", ")}`
                 : ""}
@@ -244,6 +245,7 @@ export function InferenceJobPage() {
           </ul>
         </section>
       </div>
+      <InferenceVersions jobId={job.id} active={job.status === "RUNNING" || job.status === "STARTING"} />
       <InferenceCharts jobId={job.id} running={job.status === "RUNNING"} />
       {trainJob.data && <Playground key={trainJob.data.task} job={job} task={trainJob.data.task} />}
       <InferenceRequestLogs jobId={job.id} rate={job.request_log_rate} running={job.status === "RUNNING"} />
