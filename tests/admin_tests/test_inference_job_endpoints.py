@@ -627,6 +627,11 @@ def test_a_finished_job_is_deleted_with_its_logs_a_live_one_is_not(world: World)
     assert w.next_event() == Event(EventKind.INFERENCE_STOPPED, job["id"])
     assert w.client.delete(f"{URL}/{job['id']}", headers=w.bob).status_code == 404
     assert w.client.delete(f"{URL}/{job['id']}").status_code == 401
+    with session_scope(engine) as session:
+        versions = session.scalars(
+            select(InferenceVersion.id).join(InferenceRevision).where(InferenceRevision.inference_job_id == job["id"])
+        ).all()
+    assert versions
     deleted = w.client.delete(f"{URL}/{job['id']}", headers=w.alice)
     assert (deleted.status_code, deleted.get_data()) == (204, b"")
     assert w.next_event() is None  # nothing to announce: its predictor was stopped already
@@ -634,8 +639,10 @@ def test_a_finished_job_is_deleted_with_its_logs_a_live_one_is_not(world: World)
     assert w.client.get(f"{URL}/{job['id']}/request_logs", headers=w.alice).status_code == 404
     assert w.app.extensions["baobab"].artifacts.files(f"request_logs/inference-{job['id']}") == {}
     with session_scope(engine) as session:
-        where = InferenceMember.inference_job_id == job["id"]
+        where = InferenceMember.version_id.in_(versions)
         assert session.scalar(select(func.count()).select_from(InferenceMember).where(where)) == 0
+        gone = InferenceRevision.inference_job_id == job["id"]
+        assert session.scalar(select(func.count()).select_from(InferenceRevision).where(gone)) == 0
     assert len(w.client.get(f"{URL}/{kept['id']}/request_logs", headers=w.alice).json["request_logs"]) == 1
     again = w.client.delete(f"{URL}/{job['id']}", headers=w.alice)
     assert (again.status_code, again.json["error"]["message"]) == (404, f"no inference job with id {job['id']}")
