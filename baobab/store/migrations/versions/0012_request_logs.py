@@ -6,6 +6,9 @@ Revises: 0011
 ``inference_jobs.request_log_rate`` is the share of answered requests the predictor
 writes to the artifact store (see ``baobab/store/_request_logs.py``); jobs made before
 it log nothing (0).
+
+Plain ``ALTER TABLE``, not batch mode: on SQLite batch mode copies the table and drops the
+old one, and the drop would cascade to every inference job's members.
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("inference_jobs") as batch:
-        batch.add_column(sa.Column("request_log_rate", sa.Double(), nullable=False, server_default=sa.text("0")))
+    op.add_column(
+        "inference_jobs", sa.Column("request_log_rate", sa.Double(), nullable=False, server_default=sa.text("0"))
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("inference_jobs") as batch:
-        batch.drop_column("request_log_rate")
+    op.drop_column("inference_jobs", "request_log_rate")
