@@ -88,9 +88,9 @@ def test_train_serve_predict_end_to_end(start_platform: Callable[[], Any], breas
     assert refused.value.status == 401
     # The predictor, a process of its own, counts its requests on its own /metrics.
     predictor = scrape(f"{served['predictor_url']}/metrics")
-    assert predictor.value("baobab_predictor_requests_total", version="default", status="200") == 1
-    assert predictor.value("baobab_predictor_requests_total", version="default", status="401") == 1
-    assert predictor.value("baobab_predictor_batch_size_sum", version="default") == len(queries)
+    assert predictor.value("baobab_predictor_requests_total", version="v1", status="200") == 1
+    assert predictor.value("baobab_predictor_requests_total", version="none", status="401") == 1
+    assert predictor.value("baobab_predictor_batch_size_sum") == len(queries)
 
     # Versions: the third-best trial as a canary, promoted, then two rollbacks, with no restart of the predictor.
     third = client.get_best_trials("bc", job["app_version"], k=3)[2]["id"]
