@@ -46,7 +46,9 @@ def test_a_trial_waiting_for_a_machine_that_died_goes_to_another(
     start_cluster: StartCluster, breast_cancer: Path
 ) -> None:
     cluster = start_cluster(workers=1, slots=1)
-    job = start_slow_job(cluster, breast_cancer, app="orphan", trials=5, sleep_s=2.0)
+    # Trials of 4 s: starting the new worker below takes seconds on a busy machine, and w0 must not
+    # finish its trial and claim the waiting one itself meanwhile.
+    job = start_slow_job(cluster, breast_cancer, app="orphan", trials=5, sleep_s=4.0)
     wait_until(lambda: _completed_on(cluster, "orphan"), timeout=60, what="a first trial on w0")
     # w0 holds the job's data: it runs the next trial and has the one after waiting in its own queue
     wait_until(
