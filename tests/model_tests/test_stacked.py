@@ -16,7 +16,6 @@ import pytest
 import torch
 
 from baobab.model import (
-    BaseModel,
     FloatKnob,
     StackedPredictor,
     TorchModel,
@@ -51,25 +50,8 @@ class VotingCnn(Cnn):
         return [int(np.argmax(p)) for p in super().predict(queries)]
 
 
-class Constant(BaseModel):
-    @staticmethod
-    def get_knob_config():
-        return {}
-
-    def train(self, dataset_path, shared_params=None, **train_args):
-        pass
-
-    def evaluate(self, dataset_path):
-        return 0.0
-
-    def predict(self, queries):
-        return [0 for _ in queries]
-
-    def dump_parameters(self):
-        return {}
-
-    def load_parameters(self, params):
-        pass
+#: A template that is not a TorchModel.
+Centroid = load_template(Path(__file__).parent / "templates" / "tiny_models.py", "Centroid")
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -167,12 +149,13 @@ def test_the_largest_set_of_one_structure_is_stacked_and_the_others_are_told_why
     odd = trained(Cnn, path, 1, **cnn_knobs(channels=8))
     same = [trained(Cnn, path, seed, **cnn_knobs()) for seed in (2, 3)]
     other_kernel = trained(Cnn, path, 4, **cnn_knobs(kernel_size=5))
-    kept, apart = largest_stack([odd, *same, other_kernel, Constant()])
+    centroid = Centroid(shrink=0.0, norm="l1", kind="centroid", quick=False)
+    kept, apart = largest_stack([odd, *same, other_kernel, centroid])
     assert kept == [1, 2]
     assert set(apart) == {0, 3, 4}
     assert apart[0].startswith("its parameters differ from the stacked members': '0.weight (8, 1, 3, 3)")
     assert "(4, 1, 5, 5)" in apart[3]
-    assert apart[4] == "Constant is not a TorchModel; only TorchModel templates answer stacked"
+    assert apart[4] == "Centroid is not a TorchModel; only TorchModel templates answer stacked"
     # Of sets of one size, the one holding the best (first) model.
     kept, apart = largest_stack([same[0], odd])
     assert kept == [0] and list(apart) == [1]
@@ -182,7 +165,7 @@ def test_the_largest_set_of_one_structure_is_stacked_and_the_others_are_told_why
 
 def test_templates_that_cannot_answer_stacked_say_why() -> None:
     assert stack_refusal(Cnn) is None
-    assert stack_refusal(Constant) == "Constant is not a TorchModel; only TorchModel templates answer stacked"
+    assert stack_refusal(Centroid) == "Centroid is not a TorchModel; only TorchModel templates answer stacked"
     assert stack_refusal(VotingCnn) == "VotingCnn overrides predict(), which a stacked forward pass would skip"
     unloaded = Cnn(**cnn_knobs())
     assert largest_stack([unloaded]) == ([], {0: "it has no module: load its parameters first"})
