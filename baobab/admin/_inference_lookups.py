@@ -9,6 +9,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import tuple_
 from sqlalchemy.orm import Session
 
 from baobab.admin._access import may_change, may_see_private
@@ -83,16 +84,12 @@ def revision_versions(
         .join(InferenceMember, InferenceMember.trial_id == Trial.id)
         .join(InferenceVersion, InferenceVersion.id == InferenceMember.version_id)
         .join(InferenceRevision, InferenceRevision.id == InferenceVersion.revision_id)
-        .where(
-            InferenceRevision.inference_job_id.in_({job_id for job_id, _ in revisions}),
-            InferenceRevision.number.in_({number for _, number in revisions}),
-        )
+        .where(tuple_(InferenceRevision.inference_job_id, InferenceRevision.number).in_(list(revisions)))
     ).all()
     grouped: dict[tuple[int, int], dict[int, tuple[str, float, list[Trial]]]] = {}
     for trial, job_id, number, position, name, weight in rows:
-        if (job_id, number) in revisions:
-            versions = grouped.setdefault((job_id, number), {})
-            versions.setdefault(position, (name, weight, []))[2].append(trial)
+        versions = grouped.setdefault((job_id, number), {})
+        versions.setdefault(position, (name, weight, []))[2].append(trial)
     return {
         key: [VersionTrials(name, weight, best_first(trials)) for _, (name, weight, trials) in sorted(versions.items())]
         for key, versions in grouped.items()

@@ -11,7 +11,6 @@ someone else's job answers 404 like a missing one. Deleting the job deletes them
 
 from __future__ import annotations
 
-import re
 from datetime import date
 from typing import Any
 
@@ -25,13 +24,12 @@ from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._query import check_query_args
 from baobab.admin._state import admin_state
 from baobab.exceptions import NotFoundError, RequestError
-from baobab.store import RequestLogDay, request_log_days, session_scope
+from baobab.store import RequestLogDay, parse_log_day, request_log_days, session_scope
 
 __all__ = ["JSON_LINES", "blueprint"]
 
 #: The media type of a day's log.
 JSON_LINES = "application/x-ndjson"
-_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _REQUEST_LOG_SCHEMA = register_schema(
     "RequestLog",
     {
@@ -109,9 +107,7 @@ def _log_json(job_id: int, day: RequestLogDay) -> dict[str, Any]:
 
 def _day(text: str) -> date:
     """The ``day`` path parameter as a date."""
-    try:
-        if _DAY.fullmatch(text):
-            return date.fromisoformat(text)
-    except ValueError:
-        pass
+    day = parse_log_day(text)
+    if day is not None:
+        return day
     raise RequestError(f"day {text!r} is not a date YYYY-MM-DD (a UTC day, as the listing gives it)", field="day")

@@ -24,10 +24,9 @@ from baobab.admin._openapi import api_doc
 from baobab.admin._query import check_query_args, int_query_arg
 from baobab.admin._state import admin_state
 from baobab.admin._train_job_spec import CREATE_SCHEMA, TrainJobSpec, check_train_job_spec, read_train_job_spec
-from baobab.advisor import structure_key
 from baobab.advisor.placement import MAX_FORECAST_TRIALS, Machine, Measured, forecast_job, stopped_share
 from baobab.exceptions import RequestError
-from baobab.model import knob_config_from_json
+from baobab.model import knob_config_from_json, structure_key
 from baobab.store import ModelTemplate, SubJob, TrainJob, Trial, TrialState, User, session_scope
 
 __all__ = ["blueprint"]

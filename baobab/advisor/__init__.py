@@ -26,7 +26,7 @@ from baobab.advisor._space import Dimension, DimensionKind, FlatPoint, SearchSpa
 from baobab.advisor._stopping import DEFAULT_METRICS, Action, Decision, Finish, NoStopping, Report, StoppingRule
 from baobab.advisor._stopping_factory import STOPPING_RULES, make_stopping_rule
 from baobab.advisor._tpe import TpeStrategy
-from baobab.advisor._trial_knobs import base_knobs, structure_key, trial_knobs, trial_policies
+from baobab.advisor._trial_knobs import base_knobs, trial_knobs, trial_policies
 
 if TYPE_CHECKING:
     from baobab.advisor.driver import JobDriver
@@ -77,7 +77,6 @@ __all__ = [
     "packed_size",
     "parse_budget",
     "phase_policies",
-    "structure_key",
     "trial_knobs",
     "trial_policies",
 ]

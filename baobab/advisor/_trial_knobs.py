@@ -17,13 +17,10 @@ from baobab.model import (
     Knobs,
     Policy,
     PolicyKnob,
-    is_structural,
-    structural_knobs,
-    structure_key,
     validate_knobs,
 )
 
-__all__ = ["base_knobs", "is_structural", "structural_knobs", "structure_key", "trial_knobs", "trial_policies"]
+__all__ = ["base_knobs", "trial_knobs", "trial_policies"]
 
 
 def trial_policies(config: KnobConfig, chosen: Mapping[Policy, bool] | None = None) -> dict[Policy, bool]:

@@ -106,10 +106,10 @@ class RequestLog:
         Args:
             started: ``time.perf_counter()`` when the request came in.
             queries: the queries as the client sent them.
-            answer: the body answered (``predictions`` and ``members``).
+            answer: the body answered (``predictions``, ``version`` and ``members``).
             size: the request body's length in bytes, what the record holds in memory roughly.
         """
-        if self._closed or self._rng.random() >= self._rate:
+        if self._rng.random() >= self._rate:
             return False
         latency_s = time.perf_counter() - started
         record = {
@@ -117,19 +117,19 @@ class RequestLog:
             "latency_ms": round(latency_s * 1000, 3),
             "queries": queries,
             "predictions": answer["predictions"],
+            "version": answer["version"],
             "members": answer["members"],
         }
-        with self._lock:
-            room = self._queued_bytes == 0 or self._queued_bytes + size <= self._max_queued_bytes
-            if room:
-                self._queued_bytes += size
-        if room:
-            try:
-                self._queue.put_nowait((size, record))
-                return True
-            except queue.Full:
-                self._taken(size)
-        with self._lock:
+        with self._lock:  # with close(): nothing is queued behind the writer's end
+            if self._closed:
+                return False
+            if self._queued_bytes == 0 or self._queued_bytes + size <= self._max_queued_bytes:
+                try:
+                    self._queue.put_nowait((size, record))
+                    self._queued_bytes += size
+                    return True
+                except queue.Full:
+                    pass
             self.dropped += 1
             first = self.dropped == 1
         if first:
@@ -142,9 +142,10 @@ class RequestLog:
 
     def close(self, timeout: float = 10.0) -> None:
         """Write what is left and stop the writer; later offers are ignored."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         try:
             self._queue.put(None, timeout=timeout)  # the writer is draining, so room comes
         except queue.Full:

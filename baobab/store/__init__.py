@@ -35,6 +35,7 @@ from baobab.store._params import ParamsFormatError, params_from_bytes, params_to
 from baobab.store._request_logs import (
     RequestLogDay,
     delete_request_logs,
+    parse_log_day,
     request_log_days,
     request_log_part_key,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "params_to_bytes",
     "read_image_files",
     "read_tabular",
+    "parse_log_day",
     "request_log_days",
     "request_log_part_key",
     "trial_of_token",

@@ -18,7 +18,7 @@ from datetime import date
 
 from baobab.store._artifacts import ArtifactStore
 
-__all__ = ["RequestLogDay", "delete_request_logs", "request_log_days", "request_log_part_key"]
+__all__ = ["RequestLogDay", "delete_request_logs", "parse_log_day", "request_log_days", "request_log_part_key"]
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -46,7 +46,7 @@ def request_log_days(store: ArtifactStore, job_id: int) -> list[RequestLogDay]:
     parts: dict[date, dict[str, int]] = {}
     for key, size in store.files(_folder(job_id)).items():
         folder, _, name = key.removeprefix(_folder(job_id) + "/").partition("/")
-        day = _day(folder)
+        day = parse_log_day(folder)
         if day is not None and name.endswith(".jsonl") and "/" not in name:
             parts.setdefault(day, {})[key] = size
     return [
@@ -55,8 +55,8 @@ def request_log_days(store: ArtifactStore, job_id: int) -> list[RequestLogDay]:
     ]
 
 
-def _day(folder: str) -> date | None:
-    """The day a folder of parts is named after; None for anything else found there."""
+def parse_log_day(folder: str) -> date | None:
+    """The day a folder of parts is named after (``YYYY-MM-DD``); None for anything else."""
     if not _DAY.fullmatch(folder):
         return None
     try:

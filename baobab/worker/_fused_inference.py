@@ -73,7 +73,7 @@ class FusedInferenceWorker(InferenceProcess):
         ValueError: fewer than two members, or members of different templates.
     """
 
-    def __init__(self, specs: Sequence[InferenceSpec], *, log_path: str | os.PathLike[str], threads: int = 1) -> None:
+    def __init__(self, specs: Sequence[InferenceSpec], *, log_path: str | os.PathLike[str]) -> None:
         if len(specs) < 2:
             raise ValueError(f"a fused worker serves two members or more, got {len(specs)}")
         template = {(s.template_key, s.template_checksum, s.class_name, s.confinement) for s in specs}

@@ -207,7 +207,7 @@ class KubernetesPool:
             if job_id not in wanted:
                 _tolerate(404, self.core.delete_namespaced_service, name, ns)
         for job_id, name in sorted(scalers.items()):
-            if job_id not in wanted:
+            if job_id not in wanted or not self.pool.autoscaled:  # also when the chart turned autoscaling off
                 _tolerate(404, self.autoscaling.delete_namespaced_horizontal_pod_autoscaler, name, ns)
 
     def autoscaler(self, job_id: int) -> dict[str, Any]:

@@ -27,9 +27,8 @@ from baobab.advisor._scheduling import (
     record_finished,
     record_for,
 )
-from baobab.advisor._trial_knobs import structural_knobs
 from baobab.exceptions import KnobConfigError
-from baobab.model import CategoricalKnob, FixedKnob, FloatKnob, IntegerKnob, Policy, PolicyKnob
+from baobab.model import CategoricalKnob, FixedKnob, FloatKnob, IntegerKnob, Policy, PolicyKnob, structural_knobs
 from baobab.store import JobStatus, TrialState
 
 NOW = 1_000_000.0

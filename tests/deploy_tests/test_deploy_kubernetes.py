@@ -125,8 +125,11 @@ def test_an_autoscaled_predictor_grows_by_cpu_within_the_charts_bounds_and_its_a
 
 def test_a_predictor_of_fixed_size_gets_no_autoscaler(jobs, kube):
     install_chart(kube)
-    manager = pool(jobs, kube, predictor_min_pods=3, predictor_max_pods=3)
     served = jobs.serve(jobs.train(status=JobStatus.COMPLETED))
+    pool(jobs, kube, predictor_min_pods=1, predictor_max_pods=4).reconcile()
+    assert len(kube.autoscaling.list_namespaced_horizontal_pod_autoscaler("ml").items) == 1
+    manager = pool(jobs, kube, predictor_min_pods=3, predictor_max_pods=3)  # the chart turned autoscaling off
+    kube.apps.delete_namespaced_deployment(f"{RELEASE}-predictor-{served}", "ml")  # made again at the new size
     manager.reconcile()
     assert kube.apps.read_namespaced_deployment(f"{RELEASE}-predictor-{served}", "ml").spec.replicas == 3
     assert kube.autoscaling.list_namespaced_horizontal_pod_autoscaler("ml").items == []

@@ -21,7 +21,8 @@ SIZE = 100  # the request's body, in bytes
 
 
 def answer(n: int) -> dict[str, Any]:
-    return {"predictions": [n * 10], "members": {"answered": [7], "left_out": [{"trial_id": 8, "reason": "slow"}]}}
+    members = {"answered": [7], "left_out": [{"trial_id": 8, "reason": "slow"}]}
+    return {"predictions": [n * 10], "version": f"v{n % 2 + 1}", "members": members}
 
 
 def logged(store: ArtifactStore) -> list[dict[str, Any]]:
@@ -52,7 +53,8 @@ def test_at_rate_1_every_answer_is_logged_with_its_time_latency_queries_and_memb
     assert [r["queries"] for r in records] == [[[n, 0.5], {"x": n}] for n in range(5)]
     assert [r["predictions"] for r in records] == [[n * 10] for n in range(5)]
     assert all(r["members"] == answer(0)["members"] for r in records)
-    assert all(set(r) == {"time", "latency_ms", "queries", "predictions", "members"} for r in records)
+    assert all(set(r) == {"time", "latency_ms", "queries", "predictions", "version", "members"} for r in records)
+    assert [r["version"] for r in records] == ["v1", "v2", "v1", "v2", "v1"]
     assert all(2.0 <= r["latency_ms"] < 5000 for r in records)
     times = [datetime.fromisoformat(r["time"]) for r in records]
     assert before <= times[0] <= times[-1] <= after and times == sorted(times)

@@ -56,12 +56,12 @@ from baobab.advisor._base import Strategy
 from baobab.advisor._factory import choose_strategy, make_strategy
 from baobab.advisor._plans import PlanStep, servable
 from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobState, pick_next
-from baobab.advisor._trial_knobs import is_structural, structure_key, trial_knobs, trial_policies
+from baobab.advisor._trial_knobs import trial_knobs, trial_policies
 from baobab.advisor.driver import _rows, _telemetry
 from baobab.advisor.driver._reads import job_status, trial_rows
 from baobab.advisor.driver._sync import StoreSync
 from baobab.advisor.placement import Decision
-from baobab.model import Policy, knobs_to_json
+from baobab.model import Policy, is_structural, knobs_to_json, structure_key
 from baobab.store import Event, EventKind, JobStatus, TrialState
 
 __all__ = ["JobDriver"]
@@ -364,7 +364,7 @@ class JobDriver(StoreSync):
     ) -> list[_NewTrial]:
         """The next trial, and when it may run fused, the rest of its group.
 
-        The first trial's structure (:func:`~baobab.advisor._trial_knobs.structural_knobs`) decides the group's size
+        The first trial's structure (:func:`~baobab.model.structural_knobs`) decides the group's size
         (:meth:`~SubJobState.fusion_size`, or the planner's ``size``, within what the plan allows) and is pinned on the
         other members' proposals (:meth:`~baobab.advisor.Strategy.propose_batch`), so they
         differ only in the knobs a stack keeps per member (float knobs, the epochs). A template

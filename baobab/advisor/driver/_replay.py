@@ -24,10 +24,10 @@ from baobab.advisor._job_options import JobOptions, parse_job_options
 from baobab.advisor._job_plan import check_job_plan
 from baobab.advisor._plans import options_plan
 from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobState, record_finished
-from baobab.advisor._trial_knobs import structure_key, trial_policies
+from baobab.advisor._trial_knobs import trial_policies
 from baobab.advisor.driver._reads import run_seconds
 from baobab.exceptions import StrategyError
-from baobab.model import Policy, knob_config_from_json, knobs_from_json, searchable_knobs
+from baobab.model import Policy, knob_config_from_json, knobs_from_json, searchable_knobs, structure_key
 from baobab.store import JobStatus, SubJob, TrainJob, TrialState
 
 __all__ = ["Lost", "job_state", "lost_outcome", "replay_trials", "sub_job_state"]

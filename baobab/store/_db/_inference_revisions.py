@@ -26,6 +26,7 @@ from baobab.store._db._types import utcnow
 
 __all__ = [
     "FIRST_VERSION",
+    "LIVE",
     "VersionSpec",
     "first_inference_revision",
     "inference_revision",
@@ -38,7 +39,8 @@ __all__ = [
 
 #: The name of the one version an inference job starts with.
 FIRST_VERSION = "v1"
-_LIVE = tuple(status for status in InferenceJobStatus if not status.is_finished())
+#: The statuses of a job whose predictor runs or starts.
+LIVE = tuple(status for status in InferenceJobStatus if not status.is_finished())
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ def record_served_revision(session: Session, job_id: int, served: int) -> bool:
     """
     statement = (
         update(InferenceJob)
-        .where(InferenceJob.id == job_id, InferenceJob.status.in_(_LIVE))
+        .where(InferenceJob.id == job_id, InferenceJob.status.in_(LIVE))
         .values(served_revision=served)
         .execution_options(synchronize_session=False)
     )

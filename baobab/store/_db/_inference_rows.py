@@ -23,7 +23,7 @@ from sqlalchemy import delete, update
 from sqlalchemy.orm import Session
 
 from baobab.enums import InferenceJobStatus
-from baobab.store._db._inference_revisions import first_inference_revision
+from baobab.store._db._inference_revisions import LIVE, first_inference_revision
 from baobab.store._db._leases import RELEASED, Lease
 from baobab.store._db._tables import InferenceJob
 
@@ -35,8 +35,6 @@ __all__ = [
     "serve_inference_job",
     "take_over_inference_jobs",
 ]
-
-_LIVE = tuple(status for status in InferenceJobStatus if not status.is_finished())
 
 
 def add_inference_job(
@@ -68,7 +66,7 @@ def mark_inference_job_stopped(session: Session, job_id: int, *, now: datetime) 
     """→ STOPPED at ``now``, unless it is finished already (then it keeps its final state); True if it changed."""
     statement = (
         update(InferenceJob)
-        .where(InferenceJob.id == job_id, InferenceJob.status.in_(_LIVE))
+        .where(InferenceJob.id == job_id, InferenceJob.status.in_(LIVE))
         .values(status=InferenceJobStatus.STOPPED, stopped_at=now)
         .execution_options(synchronize_session=False)
     )
@@ -106,7 +104,7 @@ def fail_inference_job(session: Session, job_id: int, lease: Lease, error: str, 
     """STARTING or RUNNING → ERRORED with ``error``, its lease released, while ``lease`` holds it."""
     statement = (
         update(InferenceJob)
-        .where(InferenceJob.id == job_id, InferenceJob.status.in_(_LIVE), lease.held())
+        .where(InferenceJob.id == job_id, InferenceJob.status.in_(LIVE), lease.held())
         .values(status=InferenceJobStatus.ERRORED, error=error, predictor_url=None, stopped_at=now, **RELEASED)
     )
     return bool(session.execute(statement).rowcount)
@@ -117,6 +115,5 @@ def delete_finished_inference_job(session: Session, job_id: int) -> bool:
 
     Conditional, so that a job a host just took over (STARTING again) is never deleted under its predictor.
     """
-    finished = [status for status in InferenceJobStatus if status.is_finished()]
-    statement = delete(InferenceJob).where(InferenceJob.id == job_id, InferenceJob.status.in_(finished))
+    statement = delete(InferenceJob).where(InferenceJob.id == job_id, InferenceJob.status.not_in(LIVE))
     return bool(session.execute(statement).rowcount)
