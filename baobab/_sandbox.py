@@ -35,7 +35,13 @@ from pathlib import Path
 
 __all__ = [
     "THREAD_VARIABLES",
-    "Confinement", "confine", "hide_from_proc", "landlock_available", "protected_paths", "template_env"]
+    "Confinement",
+    "confine",
+    "hide_from_proc",
+    "landlock_available",
+    "protected_paths",
+    "template_env",
+]
 
 logger = logging.getLogger("baobab.sandbox")
 
@@ -220,7 +226,6 @@ def _around(root: Path, protected: Iterable[Path], every: tuple[Path, ...] | Non
             continue  # a link to a protected path or to a folder holding one: the rule would land on it
         paths.extend(_around(child, inside, every))
     return paths
-
 
 
 def hide_from_proc(names: Iterable[str]) -> None:

@@ -248,6 +248,20 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1,
     ),
     Setting(
+        "predictor_min_replicas",
+        int,
+        1,
+        "worker processes each member of an inference job has at least (embedded autoscaling)",
+        minimum=1,
+    ),
+    Setting(
+        "predictor_max_replicas",
+        int,
+        1,
+        "worker processes each member may have while queries wait for them (1: no autoscaling)",
+        minimum=1,
+    ),
+    Setting(
         "docker_image", str, "baobab-worker:0.1.0", "image of the worker and predictor containers (docker executor)"
     ),
     Setting(
@@ -297,6 +311,8 @@ class Settings:
     redelivery_s: float
     lease_s: float
     zoo_budget_mb: int
+    predictor_min_replicas: int
+    predictor_max_replicas: int
     docker_image: str
     docker_network: str | None
     docker_artifacts: str | None
@@ -404,6 +420,12 @@ class Settings:
                 f"BAOBAB_EXECUTOR={self.executor.value} needs a broker: set BAOBAB_BROKER_URL "
                 "(e.g. redis://host:6379/0)",
                 setting="BAOBAB_BROKER_URL",
+            )
+        if self.predictor_min_replicas > self.predictor_max_replicas:
+            raise SettingsError(
+                f"BAOBAB_PREDICTOR_MIN_REPLICAS={self.predictor_min_replicas} is more than "
+                f"BAOBAB_PREDICTOR_MAX_REPLICAS={self.predictor_max_replicas}",
+                setting="BAOBAB_PREDICTOR_MIN_REPLICAS",
             )
         if not _DOCKER_SIZE.fullmatch(self.docker_memory_per_slot):
             raise SettingsError(

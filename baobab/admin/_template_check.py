@@ -143,7 +143,12 @@ def check_template_in_process(
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         process = subprocess.Popen(
             [
-                sys.executable, "-m", "baobab.admin._template_check", str(file), class_name, str(Task(task)),
+                sys.executable,
+                "-m",
+                "baobab.admin._template_check",
+                str(file),
+                class_name,
+                str(Task(task)),
                 Confinement(tuple(protected), private=Path(work)).to_json(),
             ],  # fmt: skip
             stdin=subprocess.DEVNULL,

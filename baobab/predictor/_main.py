@@ -52,6 +52,9 @@ class PredictorOptions:
             (:class:`~baobab.worker.FusedInferenceWorker`); off, each member has its own.
         versions_poll_s: how often the store is asked whether the job's versions changed.
         stats_interval_s: how often ``GET /stats`` gets a point (:mod:`._history`).
+        scale_target, scale_up_after_s, scale_down_after_s: when a member set gets one
+            worker replica more or one fewer, between the settings ``predictor_min_replicas`` and
+            ``predictor_max_replicas`` (:class:`~baobab.predictor._scaling.ScalingPolicy`).
     """
 
     batch_window_s: float = 0.0
@@ -63,6 +66,9 @@ class PredictorOptions:
     fuse: bool = True
     versions_poll_s: float = 1.0
     stats_interval_s: float = 10.0
+    scale_target: float = 8.0
+    scale_up_after_s: float = 2.0
+    scale_down_after_s: float = 30.0
 
     def to_args(self) -> list[str]:
         """The command-line options that give these values."""
@@ -76,6 +82,9 @@ class PredictorOptions:
             *([] if self.fuse else ["--no-fuse"]),
             f"--versions-poll-s={self.versions_poll_s:g}",
             f"--stats-interval-s={self.stats_interval_s:g}",
+            f"--scale-target={self.scale_target:g}",
+            f"--scale-up-after-s={self.scale_up_after_s:g}",
+            f"--scale-down-after-s={self.scale_down_after_s:g}",
         ]
 
 
@@ -102,6 +111,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--versions-poll-s", type=float, default=defaults.versions_poll_s)
     parser.add_argument("--stats-interval-s", type=float, default=defaults.stats_interval_s)
+    parser.add_argument(
+        "--scale-target",
+        type=float,
+        default=defaults.scale_target,
+        help="queries waiting or being answered per worker replica that autoscaling aims at",
+    )
+    parser.add_argument("--scale-up-after-s", type=float, default=defaults.scale_up_after_s)
+    parser.add_argument("--scale-down-after-s", type=float, default=defaults.scale_down_after_s)
     parser.add_argument("--exit-with-parent", action="store_true", help="exit when stdin ends")
     return parser
 
@@ -142,6 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         fuse=args.fuse,
         versions_poll_s=args.versions_poll_s,
         stats_interval_s=args.stats_interval_s,
+        scale_target=args.scale_target,
+        scale_up_after_s=args.scale_up_after_s,
+        scale_down_after_s=args.scale_down_after_s,
     )
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format=f"%(asctime)s predictor-{args.job_id} %(levelname)s %(message)s"
@@ -216,6 +236,7 @@ def _serve(
     from baobab.predictor._request_log import RequestLog
     from baobab.predictor._rollout import BackendStarter, Rollout
     from baobab.predictor._router import VersionRouter
+    from baobab.predictor._scaling import Autoscaler, ScalingPolicy
     from baobab.predictor._server import create_app
     from baobab.predictor._telemetry import BATCH_SIZE, REQUEST_SECONDS, REQUESTS
     from baobab.store import ArtifactStore
@@ -226,6 +247,16 @@ def _serve(
         raise _StartFailed(f"--stats-interval-s: {e}") from None
     try:
         settings = Settings.from_env()
+        policy = ScalingPolicy(
+            settings.predictor_min_replicas,
+            settings.predictor_max_replicas,
+            target=options.scale_target,
+            up_after_s=options.scale_up_after_s,
+            down_after_s=options.scale_down_after_s,
+        )
+    except (BaobabError, ValueError) as e:
+        raise _StartFailed(str(e)) from None
+    try:
         job = load_job(settings, args.job_id)
         backends = BackendStarter(
             job.task,
@@ -235,6 +266,7 @@ def _serve(
             window_s=options.batch_window_s,
             max_batch_size=options.max_batch_size,
             fuse=options.fuse,
+            replicas=policy.min_replicas,
         )
         closing.append(backends)
         store = RevisionStore(settings, job)
@@ -278,3 +310,6 @@ def _serve(
     url_out.write(json.dumps({"url": url}) + "\n")
     url_out.flush()
     threading.Thread(target=rollout.run, args=(stop,), name="rollout", daemon=True).start()
+    if policy.scales:
+        autoscaler = Autoscaler(router, backends, policy)
+        threading.Thread(target=autoscaler.run, args=(stop,), name="autoscaler", daemon=True).start()

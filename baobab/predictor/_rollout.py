@@ -21,13 +21,12 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from baobab.exceptions import BaobabError, StoreError
 from baobab.model import Task
-from baobab.predictor._batching import MicroBatcher
 from baobab.predictor._job import MemberSpec, PredictorJob, Revision, RevisionStore
 from baobab.predictor._members import BatchOutcome, MemberPool
 from baobab.predictor._router import Backend, ServedVersion, VersionRouter, backends_of
@@ -39,17 +38,19 @@ logger = logging.getLogger("baobab.predictor")
 
 
 class BackendStarter:
-    """Starts the backend of a member set: its pool, loaded and warmed, behind a batcher.
+    """Starts the backends of member sets, and their replicas: pools loaded and warmed, behind a batcher.
 
-    Every backend it starts is closed by :meth:`close` (the predictor's shutdown), also
-    one still loading.
+    Every pool it starts is closed by :meth:`close` (the predictor's shutdown), also one
+    still loading.
 
     Args:
         task: decides how answers are checked and ensembled.
-        log_dir: the members' worker logs go there (``trial-<id>.log``).
+        log_dir: the members' worker logs go there (``trial-<id>.log``; a backend's second
+            replica's under ``replica-2/``, and so on).
         member_timeout_s, load_timeout_s: see :class:`MemberPool`.
-        window_s, max_batch_size: see :class:`MicroBatcher`.
+        window_s, max_batch_size: see :class:`~baobab.predictor._batching.MicroBatcher`.
         fuse: see :class:`MemberPool`.
+        replicas: how many replicas each backend starts with.
     """
 
     def __init__(
@@ -62,6 +63,7 @@ class BackendStarter:
         window_s: float,
         max_batch_size: int,
         fuse: bool = True,
+        replicas: int = 1,
     ) -> None:
         self._task = task
         self._log_dir = log_dir
@@ -70,6 +72,7 @@ class BackendStarter:
         self._window_s = window_s
         self._max_batch_size = max_batch_size
         self._fuse = fuse
+        self._replicas = replicas
         # Weak: the pool of a backend no version serves any more is closed and dropped by the router.
         self._pools: weakref.WeakSet[MemberPool] = weakref.WeakSet()
         self._lock = threading.Lock()
@@ -81,10 +84,39 @@ class BackendStarter:
         Raises:
             NoMemberLoadedError: not one member loaded (the pool is closed again).
         """
+        backend = Backend(
+            members,
+            self._pool(members, self._log_dir),
+            self._serve,
+            window_s=self._window_s,
+            max_batch_size=self._max_batch_size,
+        )
+        try:
+            for _ in range(self._replicas - 1):
+                self.add_replica(backend)
+        except BaseException:
+            backend.close()
+            raise
+        return backend
+
+    def add_replica(self, backend: Backend) -> bool:
+        """Load and warm one more replica of ``backend``'s workers, then let it take batches; False if ``backend``
+        closed meanwhile.
+
+        Raises:
+            NoMemberLoadedError: not one member loaded (the pool is closed again).
+        """
+        with self._lock:
+            backend.started += 1
+            number = backend.started
+        return backend.add(self._pool(backend.specs, self._log_dir / f"replica-{number}"))
+
+    def _pool(self, members: Sequence[MemberSpec], log_dir: Path) -> MemberPool:
+        """The workers of ``members``, loaded and warmed."""
         pool = MemberPool(
             members,
             self._task,
-            log_dir=self._log_dir,
+            log_dir=log_dir,
             member_timeout_s=self._member_timeout_s,
             load_timeout_s=self._load_timeout_s,
             fuse=self._fuse,
@@ -101,13 +133,16 @@ class BackendStarter:
             outcome = pool.predict(sample)
             if outcome.predictions is None:
                 logger.warning("warming trials %s failed: %s", [m.trial_id for m in members], outcome.left_out)
+        return pool
+
+    def _serve(self, pool: MemberPool) -> Callable[[list[Any]], BatchOutcome]:
+        """What a dispatcher of ``pool`` calls with each batch."""
 
         def process(batch: list[Any]) -> BatchOutcome:
             self._sample = batch[:1]
             return pool.predict(batch)
 
-        batcher = MicroBatcher(measured_batches(process), window_s=self._window_s, max_batch_size=self._max_batch_size)
-        return Backend([m.trial_id for m in members], pool, batcher)
+        return measured_batches(process)
 
     def close(self) -> None:
         """Kill the workers of every backend started (safe to call twice)."""

@@ -1,8 +1,8 @@
 """Routing requests to versions by weight, and swapping the versions without dropping a request.
 
 A version is a name and a weight over a :class:`Backend`: the workers of one set of
-members (a :class:`~baobab.predictor._members.MemberPool`) behind their own
-:class:`~baobab.predictor._batching.MicroBatcher`. Versions with the same members share
+members (one or more replicas of a :class:`~baobab.predictor._members.MemberPool`)
+behind their own :class:`~baobab.predictor._batching.MicroBatcher`. Versions with the same members share
 one backend, so changing only a weight (or a name) keeps the running workers.
 
 Each request is routed once, at random with probability weight / sum of weights, and
@@ -19,13 +19,14 @@ import bisect
 import logging
 import random
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
-from baobab.predictor._batching import MicroBatcher
+from baobab.predictor._batching import Dispatcher, MicroBatcher
+from baobab.predictor._job import MemberSpec
 from baobab.predictor._members import BatchOutcome, MemberPool
 
 __all__ = ["Backend", "ServedVersion", "VersionRouter"]
@@ -36,23 +37,79 @@ logger = logging.getLogger("baobab.predictor")
 class Backend:
     """The workers of one member set and the batcher in front of them.
 
+    The workers come in replicas: each a complete :class:`MemberPool` of the members,
+    with a dispatcher of its own on the one batcher (:mod:`baobab.predictor._scaling`
+    decides how many). The first replica stays as long as the backend.
+
     Args:
-        members: the members' trial ids, best first (the order answers list them in).
-        pool: their workers, started.
-        batcher: the batcher feeding ``pool``.
+        members: the members, best first (the order answers list them in).
+        pool: their first replica's workers, started.
+        serve: what a replica's dispatcher calls with a batch, given its pool.
+        window_s, max_batch_size: see :class:`MicroBatcher`.
     """
 
-    def __init__(self, members: Sequence[int], pool: MemberPool, batcher: MicroBatcher[BatchOutcome]) -> None:
-        self.members = tuple(members)
-        self.key = tuple(sorted(members))
-        self.pool = pool
-        self.batcher = batcher
+    def __init__(
+        self,
+        members: Sequence[MemberSpec],
+        pool: MemberPool,
+        serve: Callable[[MemberPool], Callable[[list[Any]], BatchOutcome]],
+        *,
+        window_s: float,
+        max_batch_size: int,
+    ) -> None:
+        self.specs = tuple(members)
+        self.members = tuple(m.trial_id for m in members)
+        self.key = tuple(sorted(self.members))
+        self._serve = serve
+        self.batcher: MicroBatcher[BatchOutcome] = MicroBatcher(
+            serve(pool), window_s=window_s, max_batch_size=max_batch_size
+        )
+        self._pools = [pool]
+        self._dispatchers: list[Dispatcher[BatchOutcome]] = []  # of the replicas after the first
+        self._lock = threading.Lock()
+        self._closed = False
+        self.started = 1  # replicas ever started: names the next one's logs
         self.in_flight = 0  # requests routed here and not answered yet; the router's lock guards it
+
+    @property
+    def replicas(self) -> int:
+        """How many replicas take batches now."""
+        with self._lock:
+            return len(self._pools)
+
+    def ready_count(self) -> int:
+        """How many members are up now in the replica that has the most up."""
+        with self._lock:
+            pools = list(self._pools)
+        return max(pool.ready_count() for pool in pools)
+
+    def add(self, pool: MemberPool) -> bool:
+        """Serve batches with ``pool`` (started and warmed) too; False, and ``pool`` closed, once the backend is."""
+        with self._lock:
+            if not self._closed:
+                self._dispatchers.append(self.batcher.add(self._serve(pool)))
+                self._pools.append(pool)
+                return True
+        pool.close()
+        return False
+
+    def remove_newest(self) -> None:
+        """Take the newest replica out once its batch in hand is answered, then close its workers."""
+        with self._lock:
+            if self._closed or len(self._pools) == 1:
+                return
+            pool, dispatcher = self._pools.pop(), self._dispatchers.pop()
+        self.batcher.remove(dispatcher)
+        pool.close()
 
     def close(self) -> None:
         """Stop its batcher (nothing is queued once no request is in flight), then its workers."""
+        with self._lock:
+            self._closed = True
+            pools = list(self._pools)
         self.batcher.close()
-        self.pool.close()
+        for pool in pools:
+            pool.close()
 
 
 @dataclass(frozen=True)
@@ -147,19 +204,28 @@ class VersionRouter:
         table = self._table
         backends = table.backends()
         return {
-            "members": sum(len(b.pool) for b in backends),
-            "ready": sum(b.pool.ready_count() for b in backends),
+            "members": sum(len(b.members) for b in backends),
+            "ready": sum(b.ready_count() for b in backends),
             "revision": table.revision,
             "versions": [
                 {
                     "name": v.name,
                     "weight": v.weight,
                     "members": list(v.backend.members),
-                    "ready": v.backend.pool.ready_count(),
+                    "ready": v.backend.ready_count(),
+                    "replicas": v.backend.replicas,
                 }
                 for v in table.versions
             ],
         }
+
+    def backends(self) -> list[Backend]:
+        """The backends served now."""
+        return self._table.backends()
+
+    def replicas(self) -> int:
+        """Worker replicas of the backends served now, added up."""
+        return sum(backend.replicas for backend in self._table.backends())
 
     def _retire(self, backend: Backend) -> None:
         with self._drained:

@@ -2,7 +2,7 @@
 
 What is measured: ``POST /predict`` requests by status and their latency, the size and
 time of each batch sent to the members, the batches each member was left out of (by
-trial id), and the queries waiting for a batch. The other routes (``/health``,
+trial id), the queries waiting for a batch, and the worker replicas serving. The other routes (``/health``,
 ``/metrics``, ``/stats``) are not counted: they are the platform's and the scraper's, not traffic.
 
 Requests and their latencies carry a ``version`` label: the version that answered
@@ -51,6 +51,9 @@ BATCH_SECONDS = Histogram(
 )
 LEFT_OUT = Counter("baobab_predictor_members_left_out", "Batches a member was left out of, by its trial id", ["trial"])
 QUEUE_DEPTH = Gauge("baobab_predictor_queue_depth", "Queries waiting to be sent to the members in a batch")
+REPLICAS = Gauge(
+    "baobab_predictor_replicas", "Worker replicas serving, added up over the member sets of the versions served"
+)
 
 
 def measured_batches(process: Callable[[list[Any]], BatchOutcome]) -> Callable[[list[Any]], BatchOutcome]:
@@ -72,6 +75,7 @@ def instrument(app: Flask, router: VersionRouter) -> None:
     """Count and time ``app``'s predict requests, follow the queues of ``router``'s versions, serve metrics."""
     time_requests(app, _observe)
     QUEUE_DEPTH.set_function(router.queued)
+    REPLICAS.set_function(router.replicas)
     app.add_url_rule("/metrics", "metrics", _metrics, methods=["GET"])
 
 

@@ -248,9 +248,10 @@ def two_users_and_a_trial(world: World, url: str) -> TwoUsers:
     return TwoUsers(root, ann, bob, app, trial)
 
 
-def make_world(db_url: str, home: Path) -> World:
+def make_world(db_url: str, home: Path, **settings_given: Any) -> World:
+    """A world on ``db_url`` and ``home``, with more settings (predictors get them too) in ``settings_given``."""
     upgrade_database(db_url)
-    settings = Settings.from_env(environ={}, home=home, database_url=db_url)
+    settings = Settings.from_env(environ={}, home=home, database_url=db_url, **settings_given)
     engine = create_engine_from_url(db_url)
     with session_scope(engine) as session:
         user = User(email="dev@example.com", password_hash="x", role=UserRole.APP_DEVELOPER)

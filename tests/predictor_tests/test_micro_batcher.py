@@ -95,3 +95,79 @@ def test_no_queries_need_no_batch_and_a_closed_batcher_refuses() -> None:
         batcher.submit([1])
     with pytest.raises(ValueError, match="max_batch_size=0"):
         MicroBatcher(recorder, window_s=0.0, max_batch_size=0)
+
+
+class Gate:
+    """A process function that answers ``2 * q`` once let through, and says when a batch is in hand."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Semaphore(0)
+        self.release = threading.Event()
+        self.batches: list[list[Any]] = []
+
+    def __call__(self, batch: list[Any]) -> list[Any]:
+        self.batches.append(list(batch))
+        self.entered.release()
+        assert self.release.wait(10)
+        return [2 * q for q in batch]
+
+
+def test_dispatchers_added_answer_batches_at_the_same_time() -> None:
+    both = threading.Barrier(2, timeout=10)  # passes only when two batches are in hand at once
+
+    def process(batch: list[Any]) -> list[Any]:
+        both.wait()
+        return [2 * q for q in batch]
+
+    batcher = MicroBatcher(process, window_s=0.0, max_batch_size=1)
+    batcher.add(process)
+    first, second = batcher.submit([1]), batcher.submit([2])
+    assert answers(first.wait(10)) == [2]
+    assert answers(second.wait(10)) == [4]
+    batcher.close()
+
+
+def test_load_counts_the_queries_waiting_and_those_being_answered() -> None:
+    gate = Gate()
+    batcher = MicroBatcher(gate, window_s=0.0, max_batch_size=2)
+    tickets = [batcher.submit([1, 2])]
+    assert gate.entered.acquire(timeout=10)  # [1, 2] in hand
+    tickets.append(batcher.submit([3, 4, 5]))
+    assert (batcher.queued, batcher.load) == (3, 5)
+    gate.release.set()
+    assert [answers(t.wait(10)) for t in tickets] == [[2, 4], [6, 8, 10]]
+    assert batcher.load == 0
+    batcher.close()
+
+
+def test_a_removed_dispatcher_answers_its_batch_first_and_the_others_take_the_queue() -> None:
+    gate, other = Gate(), Recorder()
+    batcher = MicroBatcher(other, window_s=0.0, max_batch_size=1)
+    removed = batcher.add(gate)
+    # the first dispatcher is busy elsewhere until the gate holds a batch: block it on a slow one
+    other.delay_s = 0.5
+    held = [batcher.submit([1]), batcher.submit([2])]
+    assert gate.entered.acquire(timeout=10)
+    remover = threading.Thread(target=batcher.remove, args=(removed,))
+    remover.start()
+    remover.join(0.3)
+    assert remover.is_alive(), "remove() returned with the dispatcher's batch still in hand"
+    gate.release.set()
+    remover.join(10)
+    other.delay_s = 0.0
+    later = [batcher.submit([q]) for q in range(3, 7)]
+    assert sorted(answers(t.wait(10))[0] for t in [*held, *later]) == [2 * q for q in range(1, 7)]
+    assert len(gate.batches) == 1  # nothing after it was removed
+    batcher.close()
+
+
+def test_closing_with_several_dispatchers_answers_everything_queued() -> None:
+    recorder = Recorder(delay_s=0.01)
+    batcher = MicroBatcher(recorder, window_s=0.0, max_batch_size=2)
+    for _ in range(2):
+        batcher.add(recorder)
+    tickets = [batcher.submit([q]) for q in range(20)]
+    batcher.close()
+    assert [answers(t.wait(0)) for t in tickets] == [[2 * q] for q in range(20)]
+    with pytest.raises(RuntimeError, match="closed"):
+        batcher.add(recorder)

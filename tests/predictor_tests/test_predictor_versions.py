@@ -174,7 +174,9 @@ def test_a_rollout_fails_no_request_and_rollback_restores_the_old_answers(served
     after = s.ask(queries).json()
     assert after["version"] == "v1"
     np.testing.assert_allclose(after["predictions"], before.json()["predictions"], rtol=1e-12)
-    assert s.health()["versions"] == [{"name": "v1", "weight": 1.0, "members": list(s.ids("a")), "ready": 1}]
+    assert s.health()["versions"] == [
+        {"name": "v1", "weight": 1.0, "members": list(s.ids("a")), "ready": 1, "replicas": 1}
+    ]
     # The workers of v2 were closed; the predictor wrote what it serves.
     wait_until(lambda: len(s.workers()) == 1, what="v2's workers to end")
     with session_scope(s.world.engine) as session:

@@ -104,6 +104,7 @@ def test_unknown_override_is_refused_with_the_closest_name(home: Path) -> None:
         ("BAOBAB_MODE", "prod", "BAOBAB_MODE='prod': expected one of embedded, production"),
         ("BAOBAB_DOCKER_CPUS_PER_SLOT", "0", "BAOBAB_DOCKER_CPUS_PER_SLOT='0': expected a number >= 0.01"),
         ("BAOBAB_DOCKER_MEMORY_PER_SLOT", "4 GB", "BAOBAB_DOCKER_MEMORY_PER_SLOT='4 GB': expected a Docker size"),
+        ("BAOBAB_PREDICTOR_MAX_REPLICAS", "0", "BAOBAB_PREDICTOR_MAX_REPLICAS='0': expected an integer >= 1"),
     ],
 )
 def test_bad_value_names_variable_value_and_expected_type(
@@ -136,6 +137,15 @@ def test_production_refuses_the_development_secret_key(home: Path, monkeypatch: 
     assert info.value.setting == "BAOBAB_SECRET_KEY"
     assert Settings.from_env(secret_key="s3cr3t-from-the-vault").mode is Mode.PRODUCTION
     assert Settings.from_env(mode="embedded").mode is Mode.EMBEDDED  # the development key is fine there
+
+
+def test_predictor_replicas_need_a_minimum_within_the_maximum(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BAOBAB_PREDICTOR_MIN_REPLICAS", "3")
+    message = "BAOBAB_PREDICTOR_MIN_REPLICAS=3 is more than BAOBAB_PREDICTOR_MAX_REPLICAS=1"
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_env()
+    settings = Settings.from_env(predictor_max_replicas=4)
+    assert (settings.predictor_min_replicas, settings.predictor_max_replicas) == (3, 4)
 
 
 @pytest.mark.parametrize("executor", [Executor.CELERY, Executor.DOCKER, Executor.KUBERNETES])

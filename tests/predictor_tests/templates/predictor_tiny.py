@@ -3,7 +3,8 @@
 ``TinyRegressor`` is least squares on a TABULAR dataset plus the knob ``offset``. A
 query whose first value is 555 makes every instance raise; the knobs ``raise_on``,
 ``sleep_on``, ``pause_on`` and ``crash_on`` name first values that make one instance
-raise, sleep a minute, sleep two seconds (then answer) or kill its own process. When
+raise, sleep a minute, sleep two seconds (then answer) or kill its own process;
+``batch_delay_s`` makes every call take that long more (a model busy with each batch). When
 ``batch_log`` names a file, every ``predict`` call appends its batch size there, one
 line a call.
 
@@ -34,6 +35,7 @@ class TinyRegressor(BaseModel):
             "sleep_on": FixedKnob(None),
             "pause_on": FixedKnob(None),
             "crash_on": FixedKnob(None),
+            "batch_delay_s": FixedKnob(0.0),
         }
 
     def __init__(self, **knobs) -> None:
@@ -69,6 +71,7 @@ class TinyRegressor(BaseModel):
             time.sleep(60)
         if self.knobs.get("pause_on") in firsts:
             time.sleep(PAUSE_S)
+        time.sleep(self.knobs.get("batch_delay_s") or 0.0)
         return self._predict(queries).tolist() if queries else []
 
     def dump_parameters(self):
