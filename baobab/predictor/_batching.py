@@ -10,8 +10,9 @@ its own, so under load batches grow without any added wait.
 A batcher has one dispatcher per replica of the members' workers
 (:mod:`baobab.predictor._scaling` adds and removes them): each takes the next batch
 when it is free, so the queue is shared and no replica idles while another has a
-backlog. Its :attr:`~MicroBatcher.load`, the queries waiting or being answered, is what
-the autoscaler follows.
+backlog. Its :attr:`~MicroBatcher.load`, the requests waiting or being answered, is what
+the autoscaler follows: requests, not queries, since a request's queries go out in one
+batch (up to ``max_batch_size``), so a second replica can take only another request.
 
 A request's queries are never reordered, but a request larger than
 ``max_batch_size`` is cut into parts that go out in several batches. Each part comes
@@ -111,7 +112,7 @@ class MicroBatcher(Generic[R]):
         self._condition = threading.Condition()
         self._closed = False
         self._dispatchers: list[Dispatcher[R]] = []
-        self._processing = 0  # queries in the batches being answered
+        self._processing = 0  # requests (parts of one) in the batches being answered
         self.add(process)
 
     def add(self, process: Callable[[list[Any]], R]) -> Dispatcher[R]:
@@ -171,9 +172,9 @@ class MicroBatcher(Generic[R]):
 
     @property
     def load(self) -> int:
-        """How many queries wait for a batch or are being answered now."""
+        """How many requests (each part of one cut to ``max_batch_size``) wait for a batch or are being answered now."""
         with self._condition:
-            return self._queued + self._processing
+            return len(self._queue) + self._processing
 
     def close(self) -> None:
         """Stop taking queries; what is queued is still processed. Waits for the dispatchers."""
@@ -211,7 +212,7 @@ class MicroBatcher(Generic[R]):
                 items.append(item)
                 taken += len(item.queries)
             self._queued -= taken
-            self._processing += taken
+            self._processing += len(items)
             if self._queue:  # more than one batch waits: an idle dispatcher may take the next
                 self._condition.notify()
             return items
@@ -229,7 +230,7 @@ class MicroBatcher(Generic[R]):
                 logger.exception("processing a batch of %d queries failed", len(batch))
                 error = e
             with self._condition:
-                self._processing -= len(batch)
+                self._processing -= len(items)
             start = 0
             for item in items:
                 stop = start + len(item.queries)

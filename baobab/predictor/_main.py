@@ -66,7 +66,7 @@ class PredictorOptions:
     fuse: bool = True
     versions_poll_s: float = 1.0
     stats_interval_s: float = 10.0
-    scale_target: float = 8.0
+    scale_target: float = 4.0
     scale_up_after_s: float = 2.0
     scale_down_after_s: float = 30.0
 
@@ -115,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
         "--scale-target",
         type=float,
         default=defaults.scale_target,
-        help="queries waiting or being answered per worker replica that autoscaling aims at",
+        help="requests waiting or being answered per worker replica that autoscaling aims at",
     )
     parser.add_argument("--scale-up-after-s", type=float, default=defaults.scale_up_after_s)
     parser.add_argument("--scale-down-after-s", type=float, default=defaults.scale_down_after_s)

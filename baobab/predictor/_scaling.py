@@ -3,11 +3,13 @@
 A replica is a complete set of a backend's member workers with a dispatcher of its
 own on the backend's one micro-batcher (:class:`~baobab.predictor._router.Backend`).
 Every backend starts with ``min_replicas``. The :class:`Autoscaler` samples, every
-``interval_s``, each backend's load: the queries waiting for a batch or being answered
-(:attr:`~baobab.predictor._batching.MicroBatcher.load`). Counting the queries being
+``interval_s``, each backend's load: the requests waiting for a batch or being answered
+(:attr:`~baobab.predictor._batching.MicroBatcher.load`). Counting the requests being
 answered too matters: with micro-batching, clients that wait for their answers are all
 in the batch being answered, and nothing waits in the queue however long they wait.
-:class:`ScalingPolicy` aims at ``target`` queries per replica, as Knative's autoscaler
+Requests, not queries: a request's queries go out in one batch, so one client sending
+large requests keeps one replica busy and would gain nothing from a second.
+:class:`ScalingPolicy` aims at ``target`` requests per replica, as Knative's autoscaler
 aims at a number of concurrent requests per pod:
 
 - **one more replica** when the mean load over the last ``up_after_s`` is more than
@@ -50,7 +52,7 @@ logger = logging.getLogger("baobab.predictor")
 
 @dataclass(frozen=True)
 class Sample:
-    """A backend's load (queries waiting for a batch or being answered) at ``at`` (monotonic seconds)."""
+    """A backend's load (requests waiting for a batch or being answered) at ``at`` (monotonic seconds)."""
 
     at: float
     load: int
@@ -62,7 +64,7 @@ class ScalingPolicy:
 
     min_replicas: int = 1
     max_replicas: int = 1
-    target: float = 8.0
+    target: float = 4.0
     up_after_s: float = 2.0
     down_after_s: float = 30.0
 
@@ -151,7 +153,7 @@ class Autoscaler:
     def _add(self, backend: Backend, watched: _Watched) -> None:
         try:
             members, number = list(backend.members), backend.replicas + 1
-            logger.info("trials %s: more queries than the replicas' target; starting replica %d", members, number)
+            logger.info("trials %s: more requests than the replicas' target; starting replica %d", members, number)
             if self._starter.add_replica(backend):
                 logger.info("trials %s: %d replicas serve", list(backend.members), backend.replicas)
         except BaobabError as e:  # no member of the new replica loaded: the others serve on

@@ -127,13 +127,13 @@ def test_dispatchers_added_answer_batches_at_the_same_time() -> None:
     batcher.close()
 
 
-def test_load_counts_the_queries_waiting_and_those_being_answered() -> None:
+def test_load_counts_the_requests_waiting_and_those_being_answered() -> None:
     gate = Gate()
     batcher = MicroBatcher(gate, window_s=0.0, max_batch_size=2)
     tickets = [batcher.submit([1, 2])]
     assert gate.entered.acquire(timeout=10)  # [1, 2] in hand
-    tickets.append(batcher.submit([3, 4, 5]))
-    assert (batcher.queued, batcher.load) == (3, 5)
+    tickets.append(batcher.submit([3, 4, 5]))  # cut in two parts: [3, 4] and [5]
+    assert (batcher.queued, batcher.load) == (3, 3)
     gate.release.set()
     assert [answers(t.wait(10)) for t in tickets] == [[2, 4], [6, 8, 10]]
     assert batcher.load == 0
