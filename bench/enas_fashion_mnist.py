@@ -61,7 +61,7 @@ EXAMPLE = HERE.parent / "examples" / "models" / "enas_cnn.py"
 RESULTS = HERE / "results"
 
 
-def _template(final_epochs: int) -> type:
+def template_class(final_epochs: int) -> type:
     """EnasCnn with ``final_epochs`` epochs for a full training, and data decoded once per file."""
     spec = importlib.util.spec_from_file_location("bench_enas_cnn", EXAMPLE)
     module = importlib.util.module_from_spec(spec)
@@ -244,7 +244,7 @@ def main() -> None:
     final_epochs = args.final_epochs or (3 if args.quick else 5)
     val_fraction = 0.2
     torch.set_num_threads(2)
-    template = _template(final_epochs)
+    template = template_class(final_epochs)
     runs = []
     with tempfile.TemporaryDirectory(prefix="baobab-bench-") as tmp:
         built = build_fashion_mnist(Path(tmp), limit=limit, val_fraction=val_fraction, seed=0)
