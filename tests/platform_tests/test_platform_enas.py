@@ -59,6 +59,16 @@ def test_an_enas_job_searches_on_shared_weights_and_ends_with_one_full_size_trai
     assert final["score"] > 0.3  # ten classes: well above chance after a full training on 540 images
     logs = "\n".join(line["line"] for t in trials[1:-1] for line in client.get_trial_logs(t["id"]))
     assert "starting from shared parameters" in logs
+    # The job's detail pairs each final evaluation's shared-weight score with the stand-alone training of the
+    # same architecture, where one ran: the final training's.
+    (sub_job,) = client.get_train_job("enas", job["app_version"])["sub_jobs"]
+    ranking = sub_job["final_ranking"]
+    evaluated = [t for t in trials if ran[trials.index(t)] is EnasPhase.FINAL_EVALUATE]
+    assert sorted(e["trial_id"] for e in ranking) == [t["id"] for t in evaluated]
+    assert [e["shared_score"] for e in ranking] == sorted((t["score"] for t in evaluated), reverse=True)
+    (paired,) = [e for e in ranking if e["standalone_trial_id"] is not None]
+    assert (paired["standalone_trial_id"], paired["standalone_score"]) == (final["id"], final["score"])
+    assert paired["knobs"] == {"arch": final["knobs"]["arch"]}
 
 
 def test_shared_trainings_that_run_at_once_both_add_to_the_shared_weights(
