@@ -22,7 +22,7 @@ def test_an_update_is_added_onto_the_latest_weights() -> None:
     start = {"w": np.array([1.0, 1.0], dtype=np.float32), "n": np.array(3), "seed": 1, "mask": np.array([True])}
     latest = {"w": np.array([1.5, 1.0], dtype=np.float32), "n": np.array(5), "seed": 2, "mask": np.array([False])}
     result = {"w": np.array([1.0, 0.25], dtype=np.float32), "n": np.array(4), "seed": 3, "mask": np.array([True])}
-    merged = add_update(latest, start, {**result, "extra": np.zeros(2), "b": np.ones(3)} | {"b": np.ones(3)})
+    merged = add_update(latest, start, {**result, "extra": np.zeros(2)})
     np.testing.assert_array_equal(merged["w"], np.array([1.5, 0.25], dtype=np.float32))  # both changes kept
     assert merged["w"].dtype == np.float32 and int(merged["n"]) == 6  # counts add up too
     assert merged["seed"] == 3 and merged["mask"].tolist() == [True]  # not numbers to add: the trial's own
@@ -68,6 +68,12 @@ def test_two_trainings_from_the_same_weights_both_reach_the_shared_weights(tmp_p
         _finish(job, replayed, trial_id, started_from, store)
     assert replayed.shared_params() == key
     np.testing.assert_array_equal(params_from_bytes(store.get_bytes(key))["w"], [7.0, 7.0])
+    # One that died before writing them writes them on replay: the same sum.
+    store.delete(key)
+    again = _sub()
+    for trial_id, started_from in ((1, None), (2, "params/trial-1.safetensors"), (3, "params/trial-1.safetensors")):
+        _finish(job, again, trial_id, started_from, store)
+    np.testing.assert_array_equal(params_from_bytes(store.get_bytes(key))["w"], [2.0, 3.0])
 
 
 def test_an_update_that_cannot_be_written_hands_on_the_trials_own_parameters(
