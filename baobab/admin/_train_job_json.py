@@ -6,6 +6,7 @@ trials, so a list of jobs costs three queries however many trials they ran.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -17,7 +18,8 @@ from baobab.admin._fusion_profile import FUSION_PROFILE_SCHEMA
 from baobab.admin._openapi import register_schema
 from baobab.admin._state import admin_state
 from baobab.admin._trial_lineage import LINEAGE_SCHEMA
-from baobab.model import Task
+from baobab.advisor import EnasPhase, EnasStrategy
+from baobab.model import Task, knob_config_from_json, searchable_knobs
 from baobab.store import JobStatus, ModelTemplate, SubJob, TrainJob, Trial, TrialState, session_scope
 
 __all__ = [
@@ -182,6 +184,24 @@ TRAIN_JOB_SCHEMA = register_schema(
                         "status": {"enum": [status.value for status in JobStatus]},
                         "error": _TEXT,
                         "trial_counts": _COUNTS,
+                        "final_ranking": {
+                            "type": "array",
+                            "description": "an ENAS sub-job's final evaluations, best first, in the detail of a "
+                            "job only: each architecture's score on the shared weights and, for those then trained "
+                            "alone (final_train), that training's score; how well the shared weights ranked them",
+                            "items": {
+                                "type": "object",
+                                "required": ["trial_id", "knobs", "shared_score", "standalone_trial_id",
+                                             "standalone_score"],
+                                "properties": {
+                                    "trial_id": {"type": "integer"},
+                                    "knobs": {"type": "object", "description": "the searched knobs"},
+                                    "shared_score": _SCORE,
+                                    "standalone_trial_id": {"type": ["integer", "null"]},
+                                    "standalone_score": _SCORE,
+                                },
+                            },
+                        },
                     },
                 },
             },
@@ -272,16 +292,21 @@ def train_job_json(job: TrainJob, session: Session | None = None) -> dict[str, A
     """
     if session is None:
         with session_scope(admin_state().engine) as own:
-            return jobs_json(own, [job])[0]
-    return jobs_json(session, [job])[0]
+            return jobs_json(own, [job], rankings=True)[0]
+    return jobs_json(session, [job], rankings=True)[0]
 
 
-def jobs_json(session: Session, jobs: Sequence[TrainJob], *, train_args: bool = True) -> list[dict[str, Any]]:
+def jobs_json(
+    session: Session, jobs: Sequence[TrainJob], *, train_args: bool = True, rankings: bool = False
+) -> list[dict[str, Any]]:
     """Job JSON for many jobs in three queries: sub-jobs, trial counts, best scores.
 
     Args:
         train_args: whether to show each job's ``train_args`` (a listing leaves them out
             unless asked: they are the one field of a job that can be large).
+        rankings: whether to add each ENAS sub-job's ``final_ranking`` (one more query, which reads
+            its few final-phase trials, for a job with ENAS sub-jobs: the detail of a job shows it, a
+            listing does not).
     """
     if not jobs:
         return []
@@ -317,6 +342,8 @@ def jobs_json(session: Session, jobs: Sequence[TrainJob], *, train_args: bool = 
         ).all()
     )
     now = datetime.now(UTC)
+    enas = [row[0] for row in sub_rows if row[4] == EnasStrategy.name]
+    ranked = _final_rankings(session, enas) if rankings else {}
     subs: dict[int, list[dict[str, Any]]] = {job_id: [] for job_id in ids}
     for sub_id, job_id, model_id, model_name, strategy, status, error in sub_rows:
         subs[job_id].append(
@@ -328,6 +355,7 @@ def jobs_json(session: Session, jobs: Sequence[TrainJob], *, train_args: bool = 
                 "status": JobStatus(status).value,
                 "error": error,
                 "trial_counts": _counts([counts.get(sub_id, {})]),
+                **({"final_ranking": ranked[sub_id]} if sub_id in ranked else {}),
             }
         )
     return [
@@ -357,6 +385,51 @@ def jobs_json(session: Session, jobs: Sequence[TrainJob], *, train_args: bool = 
         }
         for job in jobs
     ]
+
+
+def _final_rankings(session: Session, sub_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
+    """Per ENAS sub-job, its scored final evaluations (best first) each with the stand-alone training of the
+    same architecture, if one ran: the searched knobs (the template's other than policy knobs) are the same."""
+    if not sub_ids:
+        return {}
+    rows = session.execute(
+        select(Trial.id, Trial.sub_job_id, Trial.phase, Trial.knobs, Trial.score, ModelTemplate.knob_config)
+        .join(SubJob, SubJob.id == Trial.sub_job_id)
+        .join(ModelTemplate, ModelTemplate.id == SubJob.model_template_id)
+        .where(
+            Trial.sub_job_id.in_(sub_ids),
+            Trial.phase.in_([EnasPhase.FINAL_EVALUATE.value, EnasPhase.FINAL_TRAIN.value]),
+            Trial.status.in_(TrialState.SCORED),
+        )
+        .order_by(Trial.id)
+    ).all()
+    searched: dict[int, frozenset[str]] = {}
+    evaluations: dict[int, list[tuple[int, dict[str, Any], float | None]]] = {}
+    alone: dict[tuple[int, str], tuple[int, float | None]] = {}
+    for trial_id, sub_id, phase, knobs, score, config in rows:
+        if sub_id not in searched:
+            searched[sub_id] = frozenset(searchable_knobs(knob_config_from_json(config)))
+        chosen = {name: value for name, value in knobs.items() if name in searched[sub_id]}
+        if phase == EnasPhase.FINAL_EVALUATE.value:
+            evaluations.setdefault(sub_id, []).append((trial_id, chosen, score))
+        else:
+            alone.setdefault((sub_id, json.dumps(chosen, sort_keys=True)), (trial_id, score))
+    result: dict[int, list[dict[str, Any]]] = {}
+    for sub_id, found in evaluations.items():
+        entries = []
+        for trial_id, chosen, score in sorted(found, key=lambda item: (-(item[2] or 0.0), item[0])):
+            standalone = alone.get((sub_id, json.dumps(chosen, sort_keys=True)), (None, None))
+            entries.append(
+                {
+                    "trial_id": trial_id,
+                    "knobs": chosen,
+                    "shared_score": score,
+                    "standalone_trial_id": standalone[0],
+                    "standalone_score": standalone[1],
+                }
+            )
+        result[sub_id] = entries
+    return result
 
 
 def _budget_used(job: TrainJob, trials: int, sub_jobs: int, now: datetime) -> dict[str, Any]:

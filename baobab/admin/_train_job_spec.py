@@ -225,7 +225,8 @@ FIELDS = (
         {
             "type": "object",
             "description": "keyword arguments of train(), and the job options 'early_stopping' "
-            '(e.g. {"rule": "asha", "eta": 3}) and \'policies\' (e.g. {"EARLY_STOP": true, "SHARE_PARAMS": "best"})',
+            '(e.g. {"rule": "asha", "eta": 3}), \'policies\' (e.g. {"EARLY_STOP": true, "SHARE_PARAMS": "best"}), '
+            "'fusion' and 'enas' (the enas strategy's cycle, e.g. {\"train_trials\": 2, \"warmup_fraction\": 0.25})",
             "properties": {
                 WARM_START_ARG: {"type": "boolean", "default": True, "description": "start trials from the zoo"},
                 BASE_MODEL_ARG: {

@@ -13,7 +13,15 @@ from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
 from baobab.advisor._bayes import BayesStrategy
 from baobab.advisor._budget import Budget, BudgetKey, parse_budget
 from baobab.advisor._enas import EnasStrategy
-from baobab.advisor._enas_phases import PHASE_POLICIES, EnasPhase, EnasPlanner, EnasProgress, EnasStep, phase_policies
+from baobab.advisor._enas_phases import (
+    PHASE_POLICIES,
+    PLANNER_OPTIONS,
+    EnasPhase,
+    EnasPlanner,
+    EnasProgress,
+    EnasStep,
+    phase_policies,
+)
 from baobab.advisor._evolution import EvolutionStrategy
 from baobab.advisor._executor import Executor
 from baobab.advisor._factory import STRATEGIES, choose_strategy, make_strategy
@@ -36,6 +44,7 @@ __all__ = [
     "DEFAULT_METRICS",
     "MAX_GROUP",
     "PHASE_POLICIES",
+    "PLANNER_OPTIONS",
     "STOPPING_RULES",
     "JobOptions",
     "JobOptionsError",

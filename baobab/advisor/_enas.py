@@ -107,6 +107,7 @@ class EnasStrategy(Strategy):
             trial_budget=trial_count,
             time_budget_s=None if time_hours is None else time_hours * 3600,
             workers=workers,
+            **options.enas,
         )
         return EnasPlan(planner)
 

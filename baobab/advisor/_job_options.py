@@ -7,7 +7,8 @@ passes to ``train()`` (:data:`baobab.model.JOB_OPTION_KEYS`)::
         "lr": 0.01,                                   # passed to train()
         "early_stopping": {"rule": "asha", "eta": 3}, # or "median", "none"; the rule's options
         "policies": {"EARLY_STOP": true, "DOWNSCALE": true, "SHARE_PARAMS": "best", "final_trials": 2},
-        "fusion": {"max_group": 8}                    # or "auto" (the default), "off"
+        "fusion": {"max_group": 8},                   # or "auto" (the default), "off"
+        "enas": {"train_trials": 2, "warmup_fraction": 0.25}  # the enas strategy's cycle
     }
 
 ``early_stopping``: a rule of :data:`~baobab.advisor.STOPPING_RULES` fed with the interim
@@ -31,6 +32,13 @@ it one slot trains fastest, up to :data:`AUTO_MAX_GROUP` (:func:`baobab.model.pr
 and later trials of that structure run in groups of that size, alone where fusing does
 not pay: see :meth:`SubJobState.fusion_size <baobab.advisor._scheduling.SubJobState.fusion_size>`).
 
+``enas``: options of the ENAS strategy's planner (:class:`~baobab.advisor.EnasPlanner`):
+``train_trials`` (shared trainings per cycle), ``evaluate_trials`` (evaluations per
+cycle), ``top_k`` (final evaluations) and ``warmup_fraction`` (the share of the budget
+spent training the shared weights before the controller learns); each one the planner's
+default when left out (:data:`~baobab.advisor.PLANNER_OPTIONS` holds their rules). Other
+strategies ignore them.
+
 Everything is checked once, by :func:`parse_job_options` (the admin API calls it, so a
 bad value is a 400 naming the field); the driver trusts what it gets.
 """
@@ -42,6 +50,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from baobab.advisor._enas_phases import PLANNER_OPTIONS, check_planner_option
 from baobab.advisor._stopping import StoppingEvent, StoppingRule
 from baobab.advisor._stopping_factory import STOPPING_RULES, make_stopping_rule
 from baobab.exceptions import StrategyError
@@ -50,6 +59,7 @@ from baobab.model import JOB_OPTION_KEYS, Policy
 __all__ = [
     "EARLY_STOPPING_KEY",
     "AUTO_MAX_GROUP",
+    "ENAS_KEY",
     "FUSION_KEY",
     "MAX_GROUP",
     "POLICIES_KEY",
@@ -58,7 +68,7 @@ __all__ = [
     "parse_job_options",
 ]
 
-EARLY_STOPPING_KEY, POLICIES_KEY, FUSION_KEY = JOB_OPTION_KEYS
+EARLY_STOPPING_KEY, POLICIES_KEY, FUSION_KEY, ENAS_KEY = JOB_OPTION_KEYS
 #: Policies a job may ask for; SKIP_TRAIN and QUICK_EVAL only make sense inside ENAS's cycle.
 _SEARCH_POLICIES = (Policy.EARLY_STOP, Policy.DOWNSCALE, Policy.SHARE_PARAMS)
 #: The policies that make a search trial cheaper than the final model it stands for.
@@ -93,6 +103,8 @@ class JobOptions:
     #: "auto", "off", or "max_group" (then ``max_group`` is the largest group).
     fusion: str = "auto"
     max_group: int | None = None
+    #: The ENAS planner's options the job set (keyword arguments of :class:`~baobab.advisor.EnasPlanner`).
+    enas: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def reduced_search(self) -> frozenset[Policy]:
@@ -143,6 +155,22 @@ def _fusion(value: object) -> dict[str, Any]:
             return {"fusion": "max_group", "max_group": k}
         raise JobOptionsError(f"must be a whole number from 1 to {MAX_GROUP}, got {k!r}", field=f"{where}.max_group")
     raise JobOptionsError(f'must be "auto", "off" or an object like {{"max_group": 8}}, got {value!r}', field=where)
+
+
+def _enas(value: object) -> dict[str, Any]:
+    where = f"train_args.{ENAS_KEY}"
+    if not isinstance(value, Mapping):
+        raise JobOptionsError(f'must be an object like {{"train_trials": 2}}, got {value!r}', field=where)
+    for key, item in value.items():
+        if key not in PLANNER_OPTIONS:
+            raise JobOptionsError(
+                f"unknown key {key!r}; known keys: {', '.join(PLANNER_OPTIONS)}", field=f"{where}.{key}"
+            )
+        try:
+            check_planner_option(key, item)
+        except StrategyError as e:
+            raise JobOptionsError(str(e), field=f"{where}.{key}") from None
+    return dict(value)
 
 
 def _policies(value: object, trial_count: int | None) -> dict[str, Any]:
@@ -209,4 +237,6 @@ def parse_job_options(train_args: Mapping[str, Any] | None, *, trial_count: int 
         values.update(parsed)
     if train_args.get(FUSION_KEY) is not None:
         values.update(_fusion(train_args[FUSION_KEY]))
+    if train_args.get(ENAS_KEY) is not None:
+        values["enas"] = _enas(train_args[ENAS_KEY])
     return JobOptions(**values)

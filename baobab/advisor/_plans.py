@@ -138,6 +138,10 @@ class Plan:
     final_phases: frozenset[str | None] = frozenset()
     #: Phases whose records the strategy learns from (ENAS filters by phase itself).
     observed_phases: frozenset[str | None] | None = frozenset({None, RetrainPhase.SEARCH})
+    #: Whether trials that trained shared weights at the same time add their updates up (one set of
+    #: weights all of them train) rather than the last to finish replacing the others' (one trial's
+    #: parameters, handed on as they are).
+    adds_updates: bool = False
 
     def next(self, sub: PlanSubJob, job: PlanJob, now: float) -> Next:
         raise NotImplementedError
@@ -201,6 +205,7 @@ class EnasPlan(Plan):
     """The ENAS cycle (:class:`~baobab.advisor.EnasPlanner`); proposals come from ``propose_for``."""
 
     share_phases = frozenset({EnasPhase.TRAIN_SHARED.value})
+    adds_updates = True
     ruled_phases: frozenset[str | None] = frozenset()
     observed_phases = None
     final_phases: frozenset[str | None] = frozenset({EnasPhase.FINAL_EVALUATE, EnasPhase.FINAL_TRAIN})

@@ -29,12 +29,14 @@ from baobab.model import KnobConfig, Knobs, Policy
 __all__ = [
     "ActiveTrial",
     "JobState",
+    "SharedUpdate",
     "StopCause",
     "SubJobState",
     "first_line",
     "pick_next",
     "record_finished",
     "record_for",
+    "shared_key",
 ]
 
 #: Longest error text kept from a trial in a sub-job's or a job's message.
@@ -58,12 +60,33 @@ def first_line(text: str | None, limit: int = _ERROR_CHARS) -> str:
     return ""
 
 
+def shared_key(params: str) -> str:
+    """The artifact key of the shared weights after the trial whose own parameters are at ``params``:
+    beside them, ``params/trial-7.safetensors`` to ``params/trial-7-shared.safetensors``."""
+    stem, dot, ext = params.rpartition(".")
+    return f"{stem}-shared.{ext}" if dot and "/" not in ext else f"{params}-shared"
+
+
+@dataclass(frozen=True)
+class SharedUpdate:
+    """Shared weights to write at ``key``: ``latest + (result - start)``, trial ``trial_id``'s update
+    (it started from ``start`` and ended at ``result``) added onto the ``latest`` shared weights, which
+    another trial produced while it ran (see :mod:`baobab.advisor.driver._shared_weights`)."""
+
+    trial_id: int
+    key: str
+    latest: str
+    start: str
+    result: str
+
+
 @dataclass
 class ActiveTrial:
     """A trial the driver submitted and has not seen finish; ``proposal`` holds its searchable knobs.
 
     ``phase`` is its plan's phase (None: a plain trial); ``final`` trials run past the time budget;
-    ``shares`` says whether its parameters may be shared on (SHARE_PARAMS on, in a sharing phase);
+    ``shares`` says whether its parameters may be shared on (SHARE_PARAMS on, in a sharing phase),
+    ``shared_from`` the parameters it was handed to start from (None: it started fresh);
     ``group`` is the fused group it was submitted in (the id of the group's first trial), None alone,
     and ``group_size`` how many trials that group had; ``profiling`` the structure
     (:func:`~baobab.advisor._trial_knobs.structure_key`) whose fusion profile it was asked to
@@ -76,6 +99,7 @@ class ActiveTrial:
     phase: str | None = None
     final: bool = False
     shares: bool = False
+    shared_from: str | None = None
     group: int | None = None
     group_size: int = 1
     profiling: str | None = None
@@ -137,6 +161,8 @@ class SubJobState:
     scored: list[tuple[float, int, Knobs]] = field(default_factory=list)
     #: Parameters later trials may start from: (score, number, params_path), in the order they finished.
     shared: list[tuple[float | None, int, str]] = field(default_factory=list)
+    #: Updates to add onto the shared weights that the driver has not written yet (see :class:`SharedUpdate`).
+    updates: list[SharedUpdate] = field(default_factory=list)
     rule: StoppingRule | None = None
     #: Fusion "auto": what a trial of each structure (its structure_key) measured: the size it chose,
     #: and training rows per second on one slot by group size.
@@ -308,7 +334,23 @@ class SubJobState:
         if good and observed and not trial.final:
             self.scored.append((float(score), trial.number, trial.proposal))  # type: ignore[arg-type]
         if good and trial.shares and params is not None:
-            self.shared.append((score, trial.number, params))
+            self.shared.append((score, trial.number, self._shared_after(trial, params)))
+
+    def _shared_after(self, trial: ActiveTrial, params: str) -> str:
+        """The parameters to share on after ``trial`` ended with ``params``: those themselves, or, when
+        the plan adds updates up and another trial's parameters were shared on since ``trial`` started,
+        the key of the latest ones plus ``trial``'s update (an :class:`SharedUpdate` the driver writes)."""
+        latest = self.shared[-1][2] if self.shared else None
+        adds = self.plan is not None and self.plan.adds_updates
+        if not adds or trial.shared_from is None or latest is None or latest == trial.shared_from:
+            return params
+        update = SharedUpdate(trial.id, shared_key(params), latest, trial.shared_from, params)
+        self.updates.append(update)
+        return update.key
+
+    def update_failed(self, update: SharedUpdate) -> None:
+        """``update`` could not be written: ``shared`` hands on the trial's own parameters instead."""
+        self.shared = [(s, n, update.result if path == update.key else path) for s, n, path in self.shared]
 
     def shares(self, phase: str | None) -> bool:
         """Whether trials of ``phase`` may share their parameters on (with SHARE_PARAMS on)."""

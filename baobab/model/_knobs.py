@@ -69,9 +69,9 @@ BASE_MODEL_ARG = "base_model"
 #: The knob a TorchModel reads its epoch count from (``TorchModel.epochs``): a value, not a shape, since
 #: a fused stack trains each member's own epochs.
 EPOCHS_KNOB = "epochs"
-#: Keys of a job's ``train_args`` that ask the platform for policies and early stopping
-#: (see ``baobab.advisor.parse_job_options``); they are never passed on to ``train()``.
-JOB_OPTION_KEYS: tuple[str, str, str] = ("early_stopping", "policies", "fusion")
+#: Keys of a job's ``train_args`` that ask the platform for policies, early stopping, fusion and
+#: the ENAS planner's cycle (see ``baobab.advisor.parse_job_options``); never passed on to ``train()``.
+JOB_OPTION_KEYS: tuple[str, str, str, str] = ("early_stopping", "policies", "fusion", "enas")
 
 
 def _is_scalar(value: object) -> bool:

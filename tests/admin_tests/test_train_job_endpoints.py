@@ -242,6 +242,12 @@ def test_every_bad_field_is_refused_by_name(app: Flask, client: FlaskClient, wor
         ({"train_args": ["target"]}, "train_args", "'train_args' must be an object"),
         ({"train_args": {"seed": 1}}, "train_args.seed", "train_args may not set 'seed'"),
         ({"train_args": {"shared_params": {}}}, "train_args.shared_params", "may not set 'shared_params'"),
+        ({"train_args": {"enas": [2]}}, "train_args.enas", 'must be an object like {"train_trials": 2}'),
+        ({"train_args": {"enas": {"epochs": 2}}}, "train_args.enas.epochs", "unknown key 'epochs'"),
+        ({"train_args": {"enas": {"train_trials": 0}}}, "train_args.enas.train_trials", "must be a whole number >= 1"),
+        ({"train_args": {"enas": {"evaluate_trials": -1}}}, "train_args.enas.evaluate_trials", "whole number >= 1"),
+        ({"train_args": {"enas": {"top_k": 1.5}}}, "train_args.enas.top_k", "must be a whole number >= 1"),
+        ({"train_args": {"enas": {"warmup_fraction": 1.0}}}, "train_args.enas.warmup_fraction", "in [0, 1)"),
         ({"strategy": "genetic"}, "strategy", "'strategy' is 'genetic'; expected one of auto, random, bayes, tpe"),
         ({"strategy": 3}, "strategy", "'strategy' is 3; expected one of"),
     ]  # fmt: skip
@@ -288,6 +294,14 @@ def test_an_enas_job_its_budget_or_template_cannot_carry_is_refused(
         assert session.scalar(select(func.count(TrainJob.id))) == 0
         assert session.scalar(select(func.count(SubJob.id))) == 0
     assert events.get(timeout=0) is None
+    # The job's planner options count: two shared trainings per cycle need one trial more.
+    longer = job_body(w.a_train, w.a_val, [enas], strategy="enas", budget={"MODEL_TRIAL_COUNT": 9})
+    longer["train_args"] = {"enas": {"train_trials": 2}}
+    response = client.post("/api/v1/train_jobs", json=longer, headers=w.alice)
+    assert response.status_code == 400, response.json
+    assert (
+        "MODEL_TRIAL_COUNT=9 is too small for an ENAS search: it needs at least 10" in response.json["error"]["message"]
+    )
     # Room for one cycle and the final phases: accepted.
     enough = job_body(w.a_train, w.a_val, [enas], strategy="enas", budget={"MODEL_TRIAL_COUNT": 9})
     assert client.post("/api/v1/train_jobs", json=enough, headers=w.alice).status_code == 201

@@ -59,13 +59,38 @@ def test_a_trial_count_runs_cycles_then_the_final_phases() -> None:
     assert run_sequentially(two) == [TS, TS, EV, EV, EV, TS, TS, EV, EV, FE, FE, FT]
 
 
-def test_every_trial_trains_until_shared_weights_exist() -> None:
+def test_the_first_shared_training_runs_alone() -> None:
     planner = EnasPlanner(ALL_POLICIES, trial_budget=50, workers=3)
-    assert planner.next(progress({TS: 2}, {})).phase is TS  # two trainings running, none finished
+    assert planner.next(progress({}, {})).phase is TS
+    # Another training from scratch would start from other weights: its update could not add up.
+    step = planner.next(progress({TS: 1}, {}))
+    assert (step.phase, step.done, step.reason) == (None, False, "waiting for the first shared training")
     assert planner.next(progress({TS: 3}, {TS: 1})).phase is EV
     # Then the ratio, over trials started: 3 trainings want 12 evaluations.
     assert planner.next(progress({TS: 3, EV: 11}, {TS: 3, EV: 5})).phase is EV
     assert planner.next(progress({TS: 3, EV: 12}, {TS: 3, EV: 5})).phase is TS
+
+
+def test_a_warmup_trains_the_shared_weights_before_the_controller_learns() -> None:
+    # 16 search trials (20 less 3 final evaluations and the final training); a quarter of them warm.
+    planner = EnasPlanner(
+        ALL_POLICIES, trial_budget=20, train_trials=1, evaluate_trials=4, top_k=3, warmup_fraction=0.25
+    )
+    assert run_sequentially(planner) == [TS] * 4 + [EV] * 4 + [TS] + [EV] * 4 + [TS] + [EV] * 2 + [FE] * 3 + [FT]
+    assert planner.next(progress({TS: 2})).reason == "warming the shared weights: training 3 of 4"
+    # Under a time budget: the trainings that fit in a quarter of it, on every worker, at their median.
+    timed = EnasPlanner(ALL_POLICIES, time_budget_s=100, workers=2, warmup_fraction=0.25)
+    assert timed.warmup_trials(progress({TS: 1}, durations={TS: [5.0]})) == 10
+    both = EnasPlanner(ALL_POLICIES, trial_budget=20, time_budget_s=100, workers=2, warmup_fraction=0.25)
+    assert both.warmup_trials(progress({TS: 1}, durations={TS: [5.0]})) == 4  # the fewer
+    assert EnasPlanner(ALL_POLICIES, trial_budget=20).warmup_trials(progress({})) == 0
+
+
+def test_the_final_evaluations_wait_for_the_shared_trainings() -> None:
+    planner = EnasPlanner(ALL_POLICIES, trial_budget=13, top_k=3)
+    step = planner.next(progress({TS: 2, EV: 7}, {TS: 1, EV: 7}))  # the trials left are the final ones
+    assert (step.phase, step.reason) == (None, "waiting for 1 shared trainings before the final evaluations")
+    assert planner.next(progress({TS: 2, EV: 7})).phase is FE
 
 
 def test_the_final_training_waits_for_the_final_evaluations() -> None:
@@ -123,6 +148,7 @@ def test_budgets_and_options_are_checked() -> None:
         ({"final_fraction": 1.0}, r"enas planner option final_fraction=1.0 must be in \[0, 1\)"),
         ({"final_train_factor": -1}, "enas planner option final_train_factor=-1 must be a number >= 0"),
         ({"time_budget_s": 0}, "enas planner option time_budget_s=0 must be a number > 0"),
+        ({"warmup_fraction": 1}, r"enas planner option warmup_fraction=1 must be a number in \[0, 1\)"),
     ]:
         with pytest.raises(StrategyError, match=message):
             EnasPlanner(ALL_POLICIES, **options)

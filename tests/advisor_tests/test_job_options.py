@@ -32,6 +32,9 @@ def test_policies_and_rule_parse() -> None:
 
 
 def test_fusion_parses() -> None:
+    assert parse_job_options({}).enas == {}
+    enas = {"train_trials": 2, "evaluate_trials": 6, "top_k": 4, "warmup_fraction": 0.25}
+    assert parse_job_options({"enas": enas}).enas == enas
     assert parse_job_options({}).fusion == "auto"
     assert parse_job_options({"fusion": "off"}).fusion == "off"
     options = parse_job_options({"fusion": {"max_group": 16}})
@@ -56,6 +59,13 @@ def test_fusion_parses() -> None:
         ({"fusion": {"max_group": 0}}, "train_args.fusion.max_group", "from 1 to 1024"),
         ({"fusion": {"max_group": True}}, "train_args.fusion.max_group", "whole number"),
         ({"fusion": {"max_group": 4, "min_group": 2}}, "train_args.fusion", "max_group"),
+        ({"enas": 2}, "train_args.enas", "object"),
+        ({"enas": {"cycles": 2}}, "train_args.enas.cycles", "known keys: train_trials, evaluate_trials"),
+        ({"enas": {"train_trials": 0}}, "train_args.enas.train_trials", "train_trials=0 must be a whole number >= 1"),
+        ({"enas": {"evaluate_trials": 2.5}}, "train_args.enas.evaluate_trials", "a whole number >= 1"),
+        ({"enas": {"top_k": True}}, "train_args.enas.top_k", "a whole number >= 1"),
+        ({"enas": {"warmup_fraction": 1}}, "train_args.enas.warmup_fraction", "a number in [0, 1)"),
+        ({"enas": {"warmup_fraction": "half"}}, "train_args.enas.warmup_fraction", "a number in [0, 1)"),
     ],
 )
 def test_bad_options_name_their_field(train_args: dict, field: str, words: str) -> None:

@@ -14,6 +14,7 @@ from baobab.store import build_fashion_mnist
 pytest.importorskip("torch")
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "models"
+TEMPLATES = Path(__file__).parent / "templates"
 TRIALS = 10  # one shared training, four evaluations, three final evaluations, the final training, and one more
 
 
@@ -58,3 +59,57 @@ def test_an_enas_job_searches_on_shared_weights_and_ends_with_one_full_size_trai
     assert final["score"] > 0.3  # ten classes: well above chance after a full training on 540 images
     logs = "\n".join(line["line"] for t in trials[1:-1] for line in client.get_trial_logs(t["id"]))
     assert "starting from shared parameters" in logs
+    # The job's detail pairs each final evaluation's shared-weight score with the stand-alone training of the
+    # same architecture, where one ran: the final training's.
+    (sub_job,) = client.get_train_job("enas", job["app_version"])["sub_jobs"]
+    ranking = sub_job["final_ranking"]
+    evaluated = [t for t in trials if ran[trials.index(t)] is EnasPhase.FINAL_EVALUATE]
+    assert sorted(e["trial_id"] for e in ranking) == [t["id"] for t in evaluated]
+    assert [e["shared_score"] for e in ranking] == sorted((t["score"] for t in evaluated), reverse=True)
+    (paired,) = [e for e in ranking if e["standalone_trial_id"] is not None]
+    assert (paired["standalone_trial_id"], paired["standalone_score"]) == (final["id"], final["score"])
+    assert paired["knobs"] == {"arch": final["knobs"]["arch"]}
+
+
+def test_shared_trainings_that_run_at_once_both_add_to_the_shared_weights(
+    start_platform: Callable[[], Any], breast_cancer: Path
+) -> None:
+    """Two slots: the second cycle's shared training starts while the first cycle's still runs (evaluations are
+    instant, trainings take 2 s), from the same weights. Both updates reach the weights the final phase scores."""
+    client = start_platform().client
+    train = client.create_dataset("bc", breast_cancer / "train.csv", format="TABULAR", target="target")
+    model = client.create_model(
+        TEMPLATES / "shared_counter.py", task="TABULAR_CLASSIFICATION", class_name="SharedCounter"
+    )
+    job = client.create_train_job(
+        "adding",
+        "TABULAR_CLASSIFICATION",
+        train_dataset_id=train["id"],
+        val_dataset_id=train["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": 15, "GPU_COUNT": 0},
+        strategy="enas",
+    )
+    job = client.wait_for_train_job("adding", job["app_version"], timeout=120, progress=False)
+    assert job["status"] == "COMPLETED", job
+    trials = sorted(client.get_trials("adding", job["app_version"])["trials"], key=lambda t: t["number"])
+    assert all(t["status"] == "COMPLETED" for t in trials), [(t["number"], t["status"], t["error"]) for t in trials]
+    phases = {t["id"]: client.get_trial(t["id"])["phase"] for t in trials}
+    starts = {t["id"]: _shared_start(client, t["id"]) for t in trials}
+    first, second, third = [t for t in trials if phases[t["id"]] == "train_shared"]
+    assert starts[first["id"]] is None and starts[second["id"]] == starts[third["id"]] is not None
+    assert third["started_at"] < second["finished_at"]  # they ran at once, from the same weights
+    # Each final evaluation scores the count of shared trainings in the weights it got: all three,
+    # not the two that handing on the last one to finish would have kept.
+    finals = [t for t in trials if phases[t["id"]] == "final_evaluate"]
+    assert [t["score"] for t in finals] == [3.0, 3.0, 3.0]
+    assert all(starts[t["id"]].endswith("-shared.safetensors") for t in finals), starts
+
+
+def _shared_start(client: Any, trial_id: int) -> str | None:
+    """The key of the shared parameters the trial's log says it started from, None when it names none."""
+    prefix = "starting from shared parameters "
+    for line in client.get_trial_logs(trial_id):
+        if line["line"].startswith(prefix):
+            return line["line"].removeprefix(prefix).split(" ")[0]
+    return None

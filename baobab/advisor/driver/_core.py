@@ -26,9 +26,10 @@ from baobab.advisor._scheduling import JobState, StopCause, SubJobState, first_l
 from baobab.advisor.driver import _rows, _telemetry
 from baobab.advisor.driver._metrics import MetricFeed
 from baobab.advisor.driver._reads import run_seconds, trial_rows
+from baobab.advisor.driver._shared_weights import write_updates
 from baobab.advisor.placement import Planner
 from baobab.exceptions import BaobabError, StoreError
-from baobab.store import EventChannel, JobStatus, TrialState
+from baobab.store import ArtifactStore, EventChannel, JobStatus, TrialState
 
 __all__ = ["DriverCore"]
 
@@ -90,11 +91,24 @@ class DriverCore:
         self.metrics_s = float(metrics_s)
         self._next_metrics = 0.0
         self._metrics = MetricFeed()
+        self._artifacts: ArtifactStore | None = None
 
     @property
     def jobs(self) -> dict[int, JobState]:
         """The jobs the driver runs now, by id (a view for tests and status pages; do not change it)."""
         return self._jobs
+
+    @property
+    def artifacts(self) -> ArtifactStore:
+        """The artifact store, opened on first use: only shared weights that add up need it."""
+        if self._artifacts is None:
+            self._artifacts = ArtifactStore(self.settings.artifacts_url)
+        return self._artifacts
+
+    def _write_updates(self, sub: SubJobState) -> None:
+        """Write the shared weights the sub-job's finished trials added up to, before a trial is handed them."""
+        if sub.updates:
+            write_updates(self.artifacts, sub)
 
     def _safely(self, fn: Any, *args: Any) -> None:
         try:
@@ -138,6 +152,7 @@ class DriverCore:
         record_finished(
             job, sub, trial, state, score=score, duration=duration, error=error, params=params, profile=profile
         )
+        self._write_updates(sub)
         if watched and sub.rule is not None:
             sub.rule.finished(trial.number, score if state.is_scored() else None)
         if sub.failure is None and not sub.ended and sub.broken():

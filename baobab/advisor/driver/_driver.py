@@ -330,7 +330,7 @@ class JobDriver(StoreSync):
             for trial in trials
         ]
         trial_ids, group = _rows.insert_trials(self.engine, rows, now)
-        for trial_id, trial in zip(trial_ids, trials, strict=True):
+        for trial_id, trial, row in zip(trial_ids, trials, rows, strict=True):
             active = ActiveTrial(
                 trial_id,
                 trial.number,
@@ -338,6 +338,7 @@ class JobDriver(StoreSync):
                 phase=step.phase,
                 final=step.final,
                 shares=sharing and sub.shares(step.phase),
+                shared_from=row.shared_params_path,
                 group=group,
                 group_size=len(trials),
                 profiling=trial.profiling,

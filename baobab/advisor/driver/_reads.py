@@ -45,6 +45,7 @@ TRIAL_COLUMNS = (
     Trial.phase,
     Trial.policies,
     Trial.params_path,
+    Trial.shared_params_path,
     Trial.fused_group,
     Trial.fusion_profile,
 )

@@ -134,6 +134,7 @@ def replay_trials(job: JobState, trials: Sequence[Row[Any]], held: set[int], max
             phase=row.phase,
             final=sub.runs_past_deadline(row.phase),
             shares=bool((row.policies or {}).get(Policy.SHARE_PARAMS)) and sub.shares(row.phase),
+            shared_from=row.shared_params_path,
             group=row.fused_group,
             group_size=1 if row.fused_group is None else group_sizes[row.fused_group],
             profiling=_profiling(sub, knobs, row.fusion_profile),

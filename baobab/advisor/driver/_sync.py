@@ -117,6 +117,8 @@ class StoreSync(DriverCore):
                 sub_row, model_name, knob_config_text, job, options, self.max_errors
             )
         lost = replay_trials(job, trials, held, self.max_attempts)
+        for sub in job.sub_jobs.values():
+            self._write_updates(sub)
         if lost:
             changed = _rows.end_lost_trials(self.engine, [(t.row.id, t.state, t.error) for t in lost], now)
             if changed is not None:  # it finished meanwhile: its own state counts, not ours
