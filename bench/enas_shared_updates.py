@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from enas_fashion_mnist import RESULTS, template_class
+from enas_fashion_mnist import RESULTS, shared_scores, template_class
 
 from baobab.advisor import make_strategy, trial_knobs
 from baobab.advisor.driver._shared_weights import add_update
@@ -53,14 +53,9 @@ def train(template: type, config: dict, arch: Any, data: dict[str, str], shared:
     return model.dump_parameters()
 
 
-def score(template: type, config: dict, archs: list, data: dict[str, str], shared: Any) -> float:
-    policies = {"SHARE_PARAMS": True, "DOWNSCALE": True, "SKIP_TRAIN": True}
-    scores = []
-    for i, arch in enumerate(archs):
-        model = template(**trial_knobs(config, {"arch": arch}, policies))
-        model.train(data["train"], shared_params=shared, seed=i)
-        scores.append(model.evaluate(data["val"]))
-    return statistics.fmean(scores)
+def score(template: type, archs: list, data: dict[str, str], shared: Any) -> float:
+    """The mean accuracy of ``archs`` under the shared weights ``shared``."""
+    return statistics.fmean(shared_scores(template, data, shared, archs))
 
 
 def run(template: type, data: dict[str, str], seed: int, rounds: int, n_archs: int) -> dict[str, Any]:
@@ -69,7 +64,7 @@ def run(template: type, data: dict[str, str], seed: int, rounds: int, n_archs: i
     archs = [strategy.propose(i)["arch"] for i in range(2 * rounds + n_archs + 1)]
     first, pairs, scored = archs[0], archs[1 : 1 + 2 * rounds], archs[1 + 2 * rounds :]
     start = train(template, config, first, data, None, seed * 1000)
-    out: dict[str, Any] = {"seed": seed, "start": score(template, config, scored, data, start)}
+    out: dict[str, Any] = {"seed": seed, "start": score(template, scored, data, start)}
     for method in METHODS:
         shared, curve = start, []
         for r in range(rounds):
@@ -88,7 +83,7 @@ def run(template: type, data: dict[str, str], seed: int, rounds: int, n_archs: i
                     half = {k: (v + r2[k]) / 2 if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
                             for k, v in r1.items()}  # fmt: skip
                     shared = half
-            curve.append(score(template, config, scored, data, shared))
+            curve.append(score(template, scored, data, shared))
         out[method] = curve
         print(f"seed {seed} {method}: {[round(c, 3) for c in curve]}", flush=True)
     return out

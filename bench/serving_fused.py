@@ -299,35 +299,28 @@ def train(home: Path, folder: Path, limit: int) -> Trained:
         client.login(EMAIL, PASSWORD)
         train_set = client.create_dataset("fm train", files["train"], format="IMAGE_FILES")
         val_set = client.create_dataset("fm val", files["val"], format="IMAGE_FILES")
-        model = client.create_model(template, task="IMAGE_CLASSIFICATION", class_name="ServingCnn")
-        client.create_train_job(
-            "serving-fused",
-            "IMAGE_CLASSIFICATION",
-            train_dataset_id=train_set["id"],
-            val_dataset_id=val_set["id"],
-            model_ids=[model["id"]],
-            budget={"MODEL_TRIAL_COUNT": MEMBERS, "GPU_COUNT": 0},
-            train_args={"warm_start": False, "fusion": "off"},
-            strategy="random",
-            seed=0,
-        )
-        job = client.wait_for_train_job("serving-fused", timeout=1800, progress=False)
-        if job["trial_counts"].get("COMPLETED") != MEMBERS:
-            raise SystemExit(f"not every trial completed: {job['trial_counts']}")
+
+        def trained(app: str, class_name: str, trials: int) -> None:
+            model = client.create_model(template, task="IMAGE_CLASSIFICATION", class_name=class_name)
+            client.create_train_job(
+                app,
+                "IMAGE_CLASSIFICATION",
+                train_dataset_id=train_set["id"],
+                val_dataset_id=val_set["id"],
+                model_ids=[model["id"]],
+                budget={"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0},
+                train_args={"warm_start": False, "fusion": "off"},
+                strategy="random",
+                seed=0,
+            )
+            job = client.wait_for_train_job(app, timeout=1800, progress=False)
+            if job["trial_counts"].get("COMPLETED") != trials:
+                raise SystemExit(f"{app}: not every trial completed: {job['trial_counts']}")
+
+        trained("serving-fused", "ServingCnn", MEMBERS)
         ensemble = client.create_inference_job("serving-fused", k=MEMBERS, public=True)
         single = client.create_inference_job("serving-fused", k=1, public=True)
-        large_model = client.create_model(template, task="IMAGE_CLASSIFICATION", class_name="LargeServingCnn")
-        client.create_train_job(
-            "serving-large",
-            "IMAGE_CLASSIFICATION",
-            train_dataset_id=train_set["id"],
-            val_dataset_id=val_set["id"],
-            model_ids=[large_model["id"]],
-            budget={"MODEL_TRIAL_COUNT": 1, "GPU_COUNT": 0},
-            train_args={"warm_start": False, "fusion": "off"},
-            seed=0,
-        )
-        client.wait_for_train_job("serving-large", timeout=1800, progress=False)
+        trained("serving-large", "LargeServingCnn", 1)
         large = client.create_inference_job("serving-large", k=1, public=True)
         cls = load_template(template, "ServingCnn")
         models = []
