@@ -56,6 +56,15 @@ export interface BudgetUsed {
   trial_limit: number | null;
 }
 
+/** One of an ENAS sub-job's final evaluations: its score on the shared weights, and trained alone if it was. */
+export interface RankedArchitecture {
+  trial_id: number;
+  knobs: Record<string, unknown>;
+  shared_score: number | null;
+  standalone_trial_id: number | null;
+  standalone_score: number | null;
+}
+
 export interface SubJob {
   id: number;
   model_id: number;
@@ -64,6 +73,8 @@ export interface SubJob {
   status: JobStatus;
   error: string | null;
   trial_counts: TrialCounts;
+  /** ENAS sub-jobs, in a job's detail: the final evaluations, best first. */
+  final_ranking?: RankedArchitecture[];
 }
 
 export interface TrainJob {

@@ -135,6 +135,31 @@ describe("the placement card", () => {
   });
 });
 
+describe("the ENAS finalists card", () => {
+  it("lists an ENAS sub-job's finalists and charts the one trained alone", async () => {
+    const base = job("COMPLETED", 3);
+    const enas = { ...base, sub_jobs: [
+      {
+        ...base.sub_jobs[0],
+        strategy: "enas",
+        final_ranking: [
+          { trial_id: 21, knobs: { arch: [1] }, shared_score: 0.61, standalone_trial_id: 24, standalone_score: 0.83 },
+          { trial_id: 22, knobs: { arch: [2] }, shared_score: 0.58, standalone_trial_id: null, standalone_score: null },
+        ],
+      },
+    ] };
+    await showFinished({ ...enas, finished_at: "2030-01-01T00:09:30+00:00" });
+    const rows = screen.getByTestId("enas-ranking").querySelectorAll("tbody tr");
+    expect([...rows].map((row) => row.textContent)).toEqual(["210.61000.8300 (trial 24)", "220.5800—"]);
+    expect(screen.getByTestId("enas-ranking-chart")).toHaveAttribute("data-shown", "1");
+  });
+
+  it("is absent without an ENAS sub-job", async () => {
+    await showFinished(job("COMPLETED", 3));
+    expect(screen.queryByTestId("enas-ranking")).not.toBeInTheDocument();
+  });
+});
+
 describe("stopping a job", () => {
   it("asks first, then shows the job as the API answers it", async () => {
     const calls = mockApi({

@@ -11,6 +11,7 @@ import { formatDuration, formatScore, formatTime } from "../lib/format";
 import { usePolling } from "../lib/hooks";
 import { TrialFeed, pollChanges } from "../lib/trials";
 import { JobCharts } from "./JobCharts";
+import { JobEnasRanking } from "./JobEnasRanking";
 import { JobPlacement } from "./JobPlacement";
 import { TrialsTable } from "./TrialsTable";
 
@@ -197,6 +198,8 @@ export function JobPage() {
       </div>
 
       <JobPlacement job={job} />
+
+      <JobEnasRanking subJobs={job.sub_jobs} />
 
       <JobCharts points={points} revision={revision} selected={selected} subJobs={job.sub_jobs} knobConfigs={knobConfigs} />
 
