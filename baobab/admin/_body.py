@@ -31,6 +31,7 @@ __all__ = [
     "MAX_INT_DIGITS",
     "MAX_JSON_DEPTH",
     "MAX_NAME_LENGTH",
+    "check_fields",
     "enum_field",
     "json_object",
     "multipart_upload",
@@ -67,10 +68,23 @@ def json_object(*, fields: Collection[str]) -> dict[str, Any]:
     body = _json_body()
     if not isinstance(body, dict):
         raise RequestError(f"the request body must be a JSON object, got {_json_type(body)}")
-    for name in body:
-        if name not in fields:
-            raise RequestError(f"unknown field {name!r}; known fields: {', '.join(fields)}", field=name)
+    check_fields(body, fields)
     return body
+
+
+def check_fields(value: dict[str, Any], fields: Collection[str], *, at: str = "") -> None:
+    """Refuse a key of ``value`` not among ``fields`` (a typo would otherwise be ignored silently).
+
+    Args:
+        at: where ``value`` is in the body (``versions[0]``), for a nested object; the body itself when empty.
+
+    Raises:
+        RequestError: naming the first unknown field.
+    """
+    for name in value:
+        if name not in fields:
+            where, path = (f"{at}: ", f"{at}.{name}") if at else ("", name)
+            raise RequestError(f"{where}unknown field {name!r}; known fields: {', '.join(fields)}", field=path)
 
 
 def _json_body() -> Any:
@@ -211,19 +225,26 @@ def name_field(body: dict[str, Any], name: str, *, max_length: int = MAX_NAME_LE
     return value
 
 
-def number_field(body: dict[str, Any], name: str, *, low: float, high: float, default: float) -> float:
+def number_field(
+    body: dict[str, Any], name: str, *, low: float, high: float, default: float, at: str = "", hint: str = ""
+) -> float:
     """The number ``body[name]`` in ``[low, high]``, or ``default`` when it is absent or null.
+
+    Args:
+        at: where ``body`` is in the request body (``versions[0]``), for a nested object.
+        hint: said after a range error (why the range is what it is).
 
     Raises:
         RequestError: the field is not a number (true and false are not numbers) or out of range.
     """
+    path = f"{at}.{name}" if at else name
     value = body.get(name)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RequestError(f"{name!r} must be a number, got {value!r}", field=name)
+        raise RequestError(f"{path!r} must be a number, got {value!r}", field=path)
     if not low <= value <= high:
-        raise RequestError(f"{name!r} is {value}; it must be between {low:g} and {high:g}", field=name)
+        raise RequestError(f"{path!r} is {value}; it must be between {low:.15g} and {high:.15g}{hint}", field=path)
     return float(value)
 
 

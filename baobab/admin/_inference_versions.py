@@ -17,7 +17,6 @@ owner or an admin may read or change them; to anyone else the job answers 404.
 
 from __future__ import annotations
 
-import math
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -28,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from baobab.admin._access import ADMIN_ROLES
 from baobab.admin._auth import require_roles
-from baobab.admin._body import json_object
+from baobab.admin._body import check_fields, json_object, number_field
 from baobab.admin._inference_lookups import (
     MEMBER_SCHEMA,
     VersionTrials,
@@ -278,11 +277,7 @@ def _parse_versions(value: Any) -> list[VersionSpec]:
         at = f"versions[{index}]"
         if not isinstance(item, dict):
             raise RequestError(f"{at} must be an object with {', '.join(_FIELDS)}, got {item!r}", field=at)
-        for key in item:
-            if key not in _FIELDS:
-                raise RequestError(
-                    f"{at}: unknown field {key!r}; known fields: {', '.join(_FIELDS)}", field=f"{at}.{key}"
-                )
+        check_fields(item, _FIELDS, at=at)
         name = item.get("name")
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise RequestError(f"{at}.name must be {_NAME_RULE}, got {name!r}", field=f"{at}.name")
@@ -292,16 +287,11 @@ def _parse_versions(value: Any) -> list[VersionSpec]:
                 field=f"{at}.name",
             )
         named[name] = index
-        weight = item.get("weight", 1)
-        if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not math.isfinite(weight):
-            raise RequestError(f"{at}.weight must be a number, got {weight!r}", field=f"{at}.weight")
-        if not 0 <= weight <= MAX_WEIGHT:
-            raise RequestError(
-                f"{at}.weight is {weight}; it must be between 0 and {MAX_WEIGHT} (only weight / sum matters)",
-                field=f"{at}.weight",
-            )
+        weight = number_field(
+            item, "weight", low=0, high=MAX_WEIGHT, default=1.0, at=at, hint=" (only weight / sum matters)"
+        )
         trial_ids = trial_id_list(item.get("trial_ids"), f"{at}.trial_ids", hint="")
-        wanted.append(VersionSpec(name, float(weight), tuple(trial_ids)))
+        wanted.append(VersionSpec(name, weight, tuple(trial_ids)))
     if sum(version.weight for version in wanted) <= 0:
         raise RequestError(
             "the versions' weights sum to 0, so no version would get a request; give at least one a weight above 0 "

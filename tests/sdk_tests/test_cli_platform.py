@@ -451,7 +451,7 @@ def test_serving_versions(api_server: ApiServer, backstage: Any, config_home: Pa
     result = run(["serve", "rollout", job, "v1"])
     assert result.exit_code == 2 and "'v1' is not NAME=TRIAL[,TRIAL...][@WEIGHT]" in result.stderr
     result = run(["serve", "rollout", job, f"v1={high}@-1"])
-    assert_error(result, "versions[0].weight is -1.0; it must be between 0 and 1000000")
+    assert_error(result, "'versions[0].weight' is -1.0; it must be between 0 and 1000000")
     assert result.stderr.rstrip().endswith("(field: versions[0].weight)")
 
     history = run(["serve", "versions", job, "--history"]).stdout.splitlines()

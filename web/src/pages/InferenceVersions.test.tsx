@@ -109,13 +109,13 @@ describe("the versions of an inference job", () => {
   });
 
   it("shows the API's refusal beside the weight it names, or for the whole table", async () => {
-    let answer = apiError(400, "versions[1].weight is -1; it must be between 0 and 1000000", "versions[1].weight");
+    let answer = apiError(400, "'versions[1].weight' is -1; it must be between 0 and 1000000", "versions[1].weight");
     mockApi({ "GET /inference_jobs/3/versions": [200, CANARY], "PUT /inference_jobs/3/versions": () => answer });
     await renderVersions();
     const user = userEvent.setup();
     fireEvent.change(screen.getByLabelText("Weight of v2"), { target: { value: "50" } });
     await user.click(screen.getByRole("button", { name: "Apply weights" }));
-    await waitFor(() => expect(screen.getByLabelText("Weight of v2")).toHaveAccessibleDescription(/versions\[1\]\.weight is -1/));
+    await waitFor(() => expect(screen.getByLabelText("Weight of v2")).toHaveAccessibleDescription(/'versions\[1\]\.weight' is -1/));
     expect(screen.getByLabelText("Weight of v1")).toHaveAttribute("aria-invalid", "false");
 
     answer = apiError(400, "the versions' weights sum to 0, so no version would get a request", "versions");
