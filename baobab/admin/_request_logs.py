@@ -83,10 +83,11 @@ def download_request_log(job_id: int, day: str) -> Response:
     check_query_args(())
     wanted = _day(day)
     _check_visible(job_id)
-    found = next((d for d in request_log_days(admin_state().artifacts, job_id) if d.day == wanted), None)
+    days = request_log_days(admin_state().artifacts, job_id, day=wanted)
     lost = f"inference job {job_id} logged no requests on {wanted.isoformat()} (UTC)"
-    if found is None:
+    if not days:
         raise NotFoundError(lost)
+    (found,) = days
     return send_joined_artifacts(
         found.keys, lost=lost, download_name=_log_json(job_id, found)["name"], mimetype=JSON_LINES
     )

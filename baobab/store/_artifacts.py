@@ -263,22 +263,21 @@ class ArtifactStore:
         self._prune(key)
         return True
 
-    def delete_folder(self, folder: str) -> int:
-        """Removes every artifact under the folder key ``folder``; returns how many there were.
+    def delete_folder(self, folder: str) -> bool:
+        """Removes every artifact under the folder key ``folder``; False when there was no such folder.
 
         Temporary files of writes cut short (a killed process) go too. Like :meth:`delete`, a
         missing folder is not an error, so a restarted clean-up can run again.
         """
         root = self._path(folder)
         if not self.fs.isdir(root):
-            return 0
-        count = len(self.files(folder))
+            return False
         try:
             self.fs.rm(root, recursive=True)
         except FileNotFoundError:  # removed by someone else meanwhile
             pass
         self._prune(folder)
-        return count
+        return True
 
     def _prune(self, key: str) -> None:
         """Remove the folders that held only ``key`` (a dataset's ``datasets/<id>/``) on a local disk.

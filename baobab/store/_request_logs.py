@@ -41,10 +41,12 @@ def request_log_part_key(job_id: int, day: date, name: str) -> str:
     return f"{_folder(job_id)}/{day.isoformat()}/{name}.jsonl"
 
 
-def request_log_days(store: ArtifactStore, job_id: int) -> list[RequestLogDay]:
-    """The days inference job ``job_id`` logged requests on, newest first."""
+def request_log_days(store: ArtifactStore, job_id: int, *, day: date | None = None) -> list[RequestLogDay]:
+    """The days inference job ``job_id`` logged requests on, newest first (``day`` alone, when given: only its
+    folder is listed)."""
     parts: dict[date, dict[str, int]] = {}
-    for key, size in store.files(_folder(job_id)).items():
+    listed = _folder(job_id) if day is None else f"{_folder(job_id)}/{day.isoformat()}"
+    for key, size in store.files(listed).items():
         folder, _, name = key.removeprefix(_folder(job_id) + "/").partition("/")
         day = parse_log_day(folder)
         if day is not None and name.endswith(".jsonl") and "/" not in name:
@@ -65,6 +67,6 @@ def parse_log_day(folder: str) -> date | None:
         return None
 
 
-def delete_request_logs(store: ArtifactStore, job_id: int) -> int:
-    """Delete every request log of inference job ``job_id``; returns how many parts there were."""
+def delete_request_logs(store: ArtifactStore, job_id: int) -> bool:
+    """Delete every request log of inference job ``job_id``; False when it had none."""
     return store.delete_folder(_folder(job_id))

@@ -212,7 +212,7 @@ def test_local_store_creates_and_expands_its_folder(tmp_path: Path, monkeypatch:
 
 def test_files_lists_a_folder_at_any_depth_and_delete_folder_removes_it(store: ArtifactStore) -> None:
     assert store.files("logs/job-1") == {}  # nothing there yet
-    assert store.delete_folder("logs/job-1") == 0
+    assert store.delete_folder("logs/job-1") is False
     store.put_bytes("logs/job-1/2026-01-02/b.jsonl", b"22")
     store.put_bytes("logs/job-1/2026-01-02/a.jsonl", b"1")
     store.put_bytes("logs/job-1/top.jsonl", b"333")
@@ -226,7 +226,7 @@ def test_files_lists_a_folder_at_any_depth_and_delete_folder_removes_it(store: A
         }
         with pytest.raises(ArtifactError, match="keys may not have '.' or '..' parts"):
             store.files("logs/..")
-        assert store.delete_folder("logs/job-1/top.jsonl") == 0  # a file is not a folder
+        assert store.delete_folder("logs/job-1/top.jsonl") is False  # a file is not a folder
         assert store.exists("logs/job-1/top.jsonl")
     assert list(store.files("logs/job-1")) == [
         "logs/job-1/2026-01-02/a.jsonl",
@@ -237,7 +237,7 @@ def test_files_lists_a_folder_at_any_depth_and_delete_folder_removes_it(store: A
     # A temporary file a killed writer left behind goes with its folder too.
     root = store.fs._strip_protocol(store.url).rstrip("/")
     store.fs.pipe(f"{root}/logs/job-1/2026-01-03/.tmp-left-behind", b"x")
-    assert store.delete_folder("logs/job-1") == 4
+    assert store.delete_folder("logs/job-1") is True
     assert store.files("logs/job-1") == {}
     assert stored_files(store) == ["logs/job-10/a.jsonl"]
-    assert store.delete_folder("logs/job-1") == 0  # again: nothing to do, no error
+    assert store.delete_folder("logs/job-1") is False  # again: nothing to do, no error

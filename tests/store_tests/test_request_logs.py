@@ -34,9 +34,11 @@ def test_days_gather_their_parts_in_order_and_deleting_takes_only_that_jobs_logs
     )
     assert days[1].size_bytes == len(b'{"n": 1}\n{"n": 1.5}\n') + len(b'{"n": 2}\n')
     assert (days[0].size_bytes, len(days[0].keys)) == (len(b'{"n": 3}\n'), 1)
+    assert request_log_days(store, 7, day=first) == [days[1]]  # one day's folder alone
+    assert request_log_days(store, 7, day=date(2026, 3, 9)) == []
 
-    assert delete_request_logs(store, 7) == 6
+    assert delete_request_logs(store, 7) is True
     assert request_log_days(store, 7) == []
     assert not (tmp_path / "artifacts" / "request_logs" / "inference-7").exists()
     assert [d.day for d in request_log_days(store, 70)] == [first]
-    assert delete_request_logs(store, 7) == 0
+    assert delete_request_logs(store, 7) is False
