@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -48,6 +47,7 @@ from baobab.worker._inference import (
     fetch_template,
     load_class,
     load_model,
+    load_or_report,
     open_channel,
     send,
 )
@@ -257,18 +257,10 @@ def main() -> int:
         return 0
     specs = [InferenceSpec(**fields) for fields in json.loads(line)["members"]]
 
-    from baobab.worker._trial_process import TrialFailed
-
-    try:
-        members, apart = _load(specs, parent)
-    except TrialFailed as e:
-        print(str(e), file=sys.stderr, flush=True)
-        send(channel, json.dumps({"event": "failed", "error": str(e)}))
+    loaded = load_or_report(channel, lambda: _load(specs, parent))
+    if loaded is None:
         return 1
-    except Exception:  # a bug of ours, not the template's: say so, with the traceback in the log
-        traceback.print_exc()
-        send(channel, json.dumps({"event": "failed", "error": "loading failed: internal error (see the log)"}))
-        return 1
+    members, apart = loaded
     for trial_id, reason in apart.items():
         print(f"trial {trial_id} is served apart: {reason}", file=sys.stderr, flush=True)
     send(channel, json.dumps({"event": "ready", "apart": {str(t): reason for t, reason in apart.items()}}))

@@ -39,10 +39,10 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from baobab._sandbox import THREAD_VARIABLES, Confinement, confine, template_env
 from baobab.exceptions import BaobabError
@@ -53,6 +53,7 @@ __all__ = ["InferenceProcess", "InferenceSpec", "InferenceWorker", "InferenceWor
 _LOG_TAIL_LINES = 10
 #: The exit status of a worker whose parent went away.
 _ORPHANED = 70
+T = TypeVar("T")
 
 
 class InferenceWorkerError(BaobabError):
@@ -459,6 +460,21 @@ def open_channel() -> tuple[int, IO[str], str]:
     return parent, channel, sys.stdin.readline()
 
 
+def load_or_report(channel: IO[str], load: Callable[[], T]) -> T | None:
+    """What ``load()`` returns, or None once the parent is told why it failed (the process then exits, status 1)."""
+    from baobab.worker._trial_process import TrialFailed
+
+    try:
+        return load()
+    except TrialFailed as e:  # the whole text: a load failure is rare and its traceback is the point
+        print(str(e), file=sys.stderr, flush=True)
+        send(channel, json.dumps({"event": "failed", "error": str(e)}))
+    except Exception:  # a bug of ours, not the template's: say so, with the traceback in the log
+        traceback.print_exc()
+        send(channel, json.dumps({"event": "failed", "error": "loading failed: internal error (see the log)"}))
+    return None
+
+
 def main() -> int:
     """The worker process: read the spec, load, answer batches until stdin ends."""
     parent, channel, line = open_channel()
@@ -468,20 +484,16 @@ def main() -> int:
 
     from baobab.worker._trial_process import TrialFailed, call_template
 
-    try:
+    def load() -> tuple[str, Any]:
         template_file = fetch_template(spec)
         data = fetch_params(spec)
         confine_to(spec.confinement, template_file, parent)
-        template = str(template_file)
-        model = load_model(spec, load_class(spec, template_file), template, data)
-    except TrialFailed as e:  # the whole text: a load failure is rare and its traceback is the point
-        print(str(e), file=sys.stderr, flush=True)
-        send(channel, json.dumps({"event": "failed", "error": str(e)}))
+        return str(template_file), load_model(spec, load_class(spec, template_file), str(template_file), data)
+
+    loaded = load_or_report(channel, load)
+    if loaded is None:
         return 1
-    except Exception:  # a bug of ours, not the template's: say so, with the traceback in the log
-        traceback.print_exc()
-        send(channel, json.dumps({"event": "failed", "error": "loading failed: internal error (see the log)"}))
-        return 1
+    template, model = loaded
     send(channel, '{"event": "ready"}')
     try:
         for line in sys.stdin:
