@@ -350,6 +350,11 @@ def supervise(
     supervisor = InferenceSupervisor(
         world.engine, events, world.settings, job_ids=job_ids, options=PredictorOptions(**options), reconcile_s=0.3
     )
+    return supervisor, run_in_thread(supervisor)
+
+
+def run_in_thread(supervisor: InferenceSupervisor) -> Callable[[], None]:
+    """Run ``supervisor`` in a thread; what stops it (and checks that it stopped)."""
     stop = threading.Event()
     thread = threading.Thread(target=supervisor.run, args=(stop,), daemon=True)
     thread.start()
@@ -357,5 +362,6 @@ def supervise(
     def halt() -> None:
         stop.set()
         thread.join(30)
+        assert not thread.is_alive()
 
-    return supervisor, halt
+    return halt

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -13,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 import requests
-from predictor_world import SK_IMAGES, START_TIMEOUT_S, TINY, World, children, pid_alive
+from predictor_world import SK_IMAGES, START_TIMEOUT_S, TINY, World, children, pid_alive, run_in_thread
 
 from baobab.model import DatasetFormat, Task
 from baobab.predictor import InferenceSupervisor, PredictorOptions
@@ -39,15 +38,7 @@ def start(world: World) -> Iterator[Start]:
     def start(**kwargs: object) -> tuple[InferenceSupervisor, LocalEventChannel, Callable[[], None]]:
         events = LocalEventChannel()
         supervisor = InferenceSupervisor(world.engine, events, world.settings, **kwargs)
-        stop = threading.Event()
-        thread = threading.Thread(target=supervisor.run, args=(stop,), daemon=True)
-        thread.start()
-
-        def halt() -> None:
-            stop.set()
-            thread.join(30)
-            assert not thread.is_alive()
-
+        halt = run_in_thread(supervisor)
         stops.append(halt)
         return supervisor, events, halt
 
