@@ -481,8 +481,8 @@ def write_report(result: dict[str, Any], out: Path) -> Path:
         f"{setup['repeats']} times, the ways back to back each time; figures are medians over the repeats "
         "(images/s with its range), and a ratio is the median of the repeats' ratios; an autoscaled way's ratios "
         "are against the same way with one replica. The autoscaled ways may use "
-        f"up to {setup.get('max_replicas', 1)} worker replicas and is measured after 8 s of warm-up; its worker "
-        "processes are those at the end of its first window.",
+        f"up to {setup.get('max_replicas', 1)} worker replicas and are measured after 8 s of warm-up; their "
+        "worker processes are the most replicas serving at the end of a window.",
         "",
         "| load | way | worker processes | images/s | vs single | p50 latency ms | CPU ms per image | "
         "single's CPU / this CPU |",
