@@ -15,7 +15,7 @@ aims at a number of concurrent requests per pod:
 - **one more replica** when the mean load over the last ``up_after_s`` is more than
   ``target`` times the replicas, and fewer than ``max_replicas`` run. The new replica
   is loaded and warmed before its dispatcher takes a batch, and no other is added while
-  it loads;
+  it loads (nor for ``down_after_s`` after a replica failed to load: no retry storm);
 - **one fewer** (the newest) when the mean load over the last ``down_after_s`` would
   fit one replica fewer (at most ``target`` times one fewer), and more than
   ``min_replicas`` run. Its dispatcher answers its batch in hand first, then its
@@ -130,9 +130,9 @@ class Autoscaler:
         while not stop.wait(self._interval_s):
             self.tick()
 
-    def tick(self, now: float | None = None) -> None:
+    def tick(self) -> None:
         """Sample every backend served now once, and act on the policy's decisions."""
-        now = time.monotonic() if now is None else now
+        now = time.monotonic()
         for backend in self._router.backends():
             watched = self._watched.setdefault(backend, _Watched())
             if watched.loading:
@@ -157,7 +157,14 @@ class Autoscaler:
             if self._starter.add_replica(backend):
                 logger.info("trials %s: %d replicas serve", list(backend.members), backend.replicas)
         except BaobabError as e:  # no member of the new replica loaded: the others serve on
-            logger.warning("trials %s: a new replica could not be loaded: %s", list(backend.members), e)
+            pause = self._policy.down_after_s
+            logger.warning(
+                "trials %s: a new replica could not be loaded (%s); not trying again for %g s",
+                list(backend.members),
+                e,
+                pause,
+            )
+            time.sleep(pause)  # still "loading": no decision for this backend meanwhile, no retry storm
         finally:
             watched.samples.clear()
             watched.loading = False

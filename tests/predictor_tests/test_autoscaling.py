@@ -16,9 +16,10 @@ import numpy as np
 import requests
 from predictor_world import TINY, World, children, make_world, pid_alive, supervise, tabular_frame
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import select
 
 from baobab.model import Task
-from baobab.store import InferenceJob, InferenceJobStatus, LocalEventChannel, session_scope
+from baobab.store import InferenceJob, InferenceJobStatus, LocalEventChannel, Trial, session_scope
 from baobab.testing import wait_until
 
 SCALING = {"scale_target": 2.0, "scale_up_after_s": 0.5, "scale_down_after_s": 1.5}
@@ -132,6 +133,44 @@ def test_each_member_set_starts_with_the_minimum_of_replicas(tmp_path: Path) -> 
         assert health(url)["versions"][0]["replicas"] == 2
         response = requests.post(f"{url}/predict", json={"queries": [rows[5].tolist()]}, timeout=30)
         assert response.json()["predictions"] == model.predict([rows[5].tolist()])
+    finally:
+        halt()
+        world.engine.dispose()
+
+
+def test_a_replica_that_cannot_load_is_not_retried_at_once_and_the_first_serves_on(tmp_path: Path) -> None:
+    world = make_world(f"sqlite:///{tmp_path / 'baobab.db'}", tmp_path / "home", predictor_max_replicas=2)
+    job_id, model, rows = served_job(world)
+    supervisor, halt = supervise(world, LocalEventChannel(), {job_id}, **{**SCALING, "scale_down_after_s": 60.0})
+    try:
+        url = predictor_url(world, job_id)
+        with session_scope(world.engine) as session:  # the parameters go: a new replica cannot load them
+            (params,) = session.scalars(select(Trial.params_path).where(Trial.params_path.is_not(None)))
+        world.store.delete(params)
+        log = world.settings.home / "logs" / f"predictor-{job_id}.log"
+        failures = "a new replica could not be loaded"
+        statuses: list[int] = []
+        stop = threading.Event()
+
+        def client() -> None:
+            while not stop.is_set():
+                response = requests.post(f"{url}/predict", json={"queries": [rows[1].tolist()]}, timeout=30)
+                statuses.append(response.status_code)
+
+        clients = [threading.Thread(target=client, daemon=True) for _ in range(8)]
+        for thread in clients:
+            thread.start()
+        try:
+            wait_until(lambda: failures in log.read_text(), timeout=60, what="the failed replica in the log")
+            threading.Event().wait(4 * SCALING["scale_up_after_s"])  # room for several tries, were there no pause
+        finally:
+            stop.set()
+            for thread in clients:
+                thread.join(30)
+        assert log.read_text().count(failures) == 1
+        assert health(url)["versions"][0]["replicas"] == 1
+        assert statuses and set(statuses) == {200}
+        assert len(workers(world, job_id, supervisor)) == 1
     finally:
         halt()
         world.engine.dispose()
