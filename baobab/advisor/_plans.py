@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import enum
 import math
-import statistics
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from baobab.advisor._durations import RecentDurations
 from baobab.advisor._enas_phases import EnasPhase, EnasPlanner, EnasProgress, phase_policies
 from baobab.advisor._job_options import JobOptions
 from baobab.model import Knobs, Policy
@@ -112,7 +112,7 @@ class PlanSubJob(Protocol):
     trial_count: int | None
     started: Counter[str | None]
     finished: Counter[str | None]
-    durations: dict[str | None, list[float]]
+    durations: dict[str | None, RecentDurations]
 
     @property
     def ended(self) -> bool: ...
@@ -170,8 +170,8 @@ class RetrainPlan(Plan):
         """Seconds kept for the final phase (0 without a time budget)."""
         if job.time_hours is None:
             return 0.0
-        durations = sub.durations.get(RetrainPhase.SEARCH, [])
-        median = statistics.median(durations) if durations else 0.0
+        durations = sub.durations.get(RetrainPhase.SEARCH)
+        median = 0.0 if durations is None else durations.median()
         rounds = math.ceil(self.options.final_trials / max(1, job.cap))
         return max(self.options.final_fraction * job.time_hours * 3600, self.options.final_factor * median * rounds)
 

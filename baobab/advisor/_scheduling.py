@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
+from baobab.advisor._durations import RecentDurations
 from baobab.advisor._job_options import AUTO_MAX_GROUP, JobOptions
 from baobab.advisor._packing import packed_size
 from baobab.advisor._plans import Next, Outcome, Plan, PlanStep, RetrainPhase, StopCause
@@ -43,6 +44,9 @@ __all__ = [
 _ERROR_CHARS = 500
 #: Completed trials' run times a sub-job keeps for the placement planner (the latest).
 TIMINGS_KEPT = 200
+#: Distinct configurations of its best-scored searching trials a sub-job keeps for a final phase (or its
+#: ``final_trials`` when more): the rest of its scored trials are its strategy's to remember, not the driver's.
+BEST_KEPT = 100
 #: Fusion "auto": the share of a sub-job's work (its trial count times the median completed trial's run
 #: time) that measuring fusion profiles may take in all. On trials of one to a few seconds, profiles of
 #: the worker's full 10 s per structure cost more than all the fusing they enabled (bench/results/placement.md).
@@ -156,9 +160,10 @@ class SubJobState:
     #: Trials started and finished, and run times of finished ones, per phase.
     started: Counter[str | None] = field(default_factory=Counter)
     finished: Counter[str | None] = field(default_factory=Counter)
-    durations: dict[str | None, list[float]] = field(default_factory=dict)
-    #: Completed trials of the searching phases, as (score, number, proposal).
-    scored: list[tuple[float, int, Knobs]] = field(default_factory=list)
+    durations: dict[str | None, RecentDurations] = field(default_factory=dict)
+    #: The best-scored distinct proposals of the searching phases, best first (ties: earlier trial), as
+    #: (minus score, number, proposal): at most :data:`BEST_KEPT` (or ``final_trials``).
+    best: list[tuple[float, int, Knobs]] = field(default_factory=list)
     #: Parameters later trials may start from: (score, number, params_path), in the order they finished.
     shared: list[tuple[float | None, int, str]] = field(default_factory=list)
     #: Updates to add onto the shared weights that the driver has not written yet (see :class:`SharedUpdate`).
@@ -280,13 +285,18 @@ class SubJobState:
 
     def best_configs(self, n: int) -> list[Knobs]:
         """The proposals of the ``n`` best-scored searching trials, distinct, best first (ties: earlier trial)."""
-        configs: list[Knobs] = []
-        for _, _, proposal in sorted(self.scored, key=lambda item: (-item[0], item[1])):
-            if proposal not in configs:
-                configs.append(proposal)
-            if len(configs) == n:
+        return [proposal for _, _, proposal in self.best[:n]]
+
+    def _keep_best(self, score: float, number: int, proposal: Knobs) -> None:
+        rank = (-score, number)
+        for i, (worse, earlier, kept) in enumerate(self.best):
+            if kept == proposal:
+                if (worse, earlier) <= rank:
+                    return
+                del self.best[i]
                 break
-        return configs
+        bisect.insort(self.best, (*rank, proposal), key=lambda item: item[:2])
+        del self.best[max(BEST_KEPT, self.options.final_trials) :]
 
     def shared_params(self, parent: int | None = None) -> str | None:
         """The parameters the next SHARE_PARAMS trial starts from: its ``parent``'s when the strategy
@@ -325,14 +335,14 @@ class SubJobState:
             measuring = float(profile["seconds"])
             self.profiled_s += measuring
         if duration is not None and state is not TrialState.CANCELLED:
-            bisect.insort(self.durations.setdefault(trial.phase, []), duration)
+            self.durations.setdefault(trial.phase, RecentDurations()).add(duration)
         if duration is not None and state is TrialState.COMPLETED:  # a whole training, not a stopped one
             self.timings.append((trial.proposal, max(0.0, duration - measuring), trial.group_size))
             self.timed += 1
         good = state.is_scored() and score is not None and math.isfinite(score)
         observed = self.plan is None or self.plan.observed_phases is None or trial.phase in self.plan.observed_phases
         if good and observed and not trial.final:
-            self.scored.append((float(score), trial.number, trial.proposal))  # type: ignore[arg-type]
+            self._keep_best(float(score), trial.number, trial.proposal)  # type: ignore[arg-type]
         if good and trial.shares and params is not None:
             self.shared.append((score, trial.number, self._shared_after(trial, params)))
 
@@ -421,7 +431,7 @@ class JobState:
     """A train job the driver runs: its sub-jobs, limits and stop state.
 
     ``cap`` is how many of its trials may run at once; ``deadline`` (epoch seconds)
-    comes from its persisted start time and TIME_HOURS. ``durations`` (sorted) are the
+    comes from its persisted start time and TIME_HOURS. ``durations`` are the
     slot-seconds of its finished trials (a fused member's run time over its group's size:
     its share of the slot), for the median that says whether another trial, or a group of
     them, can still finish before the deadline.
@@ -435,7 +445,7 @@ class JobState:
     time_hours: float | None = None
     trial_count: int | None = None
     sub_jobs: dict[int, SubJobState] = field(default_factory=dict)
-    durations: list[float] = field(default_factory=list)
+    durations: RecentDurations = field(default_factory=RecentDurations)
     stop_cause: StopCause | None = None
     stop_reason: str = ""
     grace_end: float | None = None
@@ -451,25 +461,14 @@ class JobState:
         """Units of work submitted and not finished: a fused group counts once (it takes one slot)."""
         return len({trial.unit for sub in self.sub_jobs.values() for trial in sub.active.values()})
 
-    def add_duration(self, seconds: float) -> None:
-        if math.isfinite(seconds) and seconds >= 0:
-            bisect.insort(self.durations, seconds)
-
-    def median_duration(self) -> float:
-        n = len(self.durations)
-        if not n:
-            return 0.0
-        middle = n // 2
-        return self.durations[middle] if n % 2 else (self.durations[middle - 1] + self.durations[middle]) / 2
-
     def deadline_near(self, now: float) -> bool:
         """True once a trial started now would, at the median duration, end after the deadline."""
-        return self.deadline is not None and now + self.median_duration() > self.deadline
+        return self.deadline is not None and now + self.durations.median() > self.deadline
 
     def fitting_group(self, now: float) -> int | None:
         """The most trials a fused group started now may hold to end by the deadline, at the median
         slot-seconds of a trial; None without a deadline or a finished trial to judge by."""
-        median = self.median_duration()
+        median = self.durations.median()
         if self.deadline is None or median <= 0:
             return None
         return max(1, int((self.deadline - now) / median))
@@ -593,7 +592,7 @@ def record_finished(
     """
     sub.count(state, error)
     if duration is not None and state is not TrialState.CANCELLED:
-        job.add_duration(duration / trial.group_size)
+        job.durations.add(duration / trial.group_size)
     sub.add_finished(trial, state, score, duration, params, profile)
     if not sub.observes(trial):
         return  # a final retraining: the search it ends is over

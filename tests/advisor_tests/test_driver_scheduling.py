@@ -12,6 +12,7 @@ import math
 import pytest
 
 from baobab.advisor import TrialStatus, base_knobs, trial_knobs, trial_policies
+from baobab.advisor._durations import RecentDurations
 from baobab.advisor._job_options import AUTO_MAX_GROUP, parse_job_options
 from baobab.advisor._packing import packed_size
 from baobab.advisor._plans import PlanStep, RetrainPhase, options_plan
@@ -77,9 +78,10 @@ def test_ties_go_to_the_oldest_job_then_the_lowest_id() -> None:
 def test_jobs_at_their_cap_stopping_or_near_their_deadline_get_none() -> None:
     full = job(1, sub(11, running=2), cap=2)
     stopping = job(2, sub(21), stop_cause=StopCause.USER)
-    late = job(3, sub(31), deadline=NOW + 5, durations=[4.0, 6.0, 9.0])  # median 6 s: would end too late
+    # median 6 s: would end too late
+    late = job(3, sub(31), deadline=NOW + 5, durations=RecentDurations([4.0, 6.0, 9.0]))
     assert picked(full, stopping, late) is None
-    in_time = job(4, sub(41), deadline=NOW + 7, durations=[4.0, 6.0, 9.0])
+    in_time = job(4, sub(41), deadline=NOW + 7, durations=RecentDurations([4.0, 6.0, 9.0]))
     assert picked(full, stopping, late, in_time) == (4, 41)
 
 
@@ -253,12 +255,12 @@ def test_structural_knobs_are_every_knob_but_the_float_ones_and_the_epochs() -> 
 
 def test_median_duration_and_deadline_near() -> None:
     state = job(1, deadline=NOW + 10)
-    assert state.median_duration() == 0.0 and not state.deadline_near(NOW)
+    assert state.durations.median() == 0.0 and not state.deadline_near(NOW)
     for seconds in (9.0, 1.0, 3.0, math.nan, -1.0):
-        state.add_duration(seconds)  # NaN and negative durations (clock steps) are left out
-    assert state.durations == [1.0, 3.0, 9.0] and state.median_duration() == 3.0
-    state.add_duration(5.0)
-    assert state.median_duration() == 4.0
+        state.durations.add(seconds)  # NaN and negative durations (clock steps) are left out
+    assert list(state.durations) == [1.0, 3.0, 9.0] and state.durations.median() == 3.0
+    state.durations.add(5.0)
+    assert state.durations.median() == 4.0
     assert not state.deadline_near(NOW + 6.0) and state.deadline_near(NOW + 6.5)
     assert not job(2).deadline_near(NOW + 1e9)  # no TIME_HOURS, no deadline
 
@@ -402,7 +404,7 @@ def test_a_fused_member_counts_its_share_of_the_slot_and_groups_fit_the_time_lef
     for i in range(3):  # a group of 4 that ran 40 s: 10 slot-seconds a trial
         record_finished(owner, state, ActiveTrial(i, i, {}, group=0, group_size=4), TrialState.COMPLETED, score=0.5,
                         duration=40.0)  # fmt: skip
-    assert owner.median_duration() == 10.0 and not owner.deadline_near(NOW)
+    assert owner.durations.median() == 10.0 and not owner.deadline_near(NOW)
     assert owner.fitting_group(NOW) == 10 and owner.fitting_group(NOW + 95) == 1
     plain = PlanStep(None, {Policy.SHARE_PARAMS: False})
     assert state.group_size(owner, plain, NOW + 70, 16) == 3  # 30 s left: 3 trials' worth

@@ -57,6 +57,7 @@ class DriverCore:
         lease_s: float | None = None,
         name: str | None = None,
         metrics_s: float = 0.5,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if lease_s is not None and lease_s <= 0:
             raise ValueError(f"JobDriver needs lease_s > 0 or None; got {lease_s=}")
@@ -66,6 +67,8 @@ class DriverCore:
                 f"max_attempts >= 1; got {grace_s=}, {rescan_s=}, {stop_check_s=}, {max_errors=}, {max_attempts=}"
             )
         self.engine = engine
+        #: Epoch seconds now: every timer, deadline and timestamp the driver writes reads it.
+        self.clock = clock
         self.executor = executor
         self.events = events
         self.settings = settings
@@ -259,7 +262,7 @@ class DriverCore:
         )
         message = f"the job driver could not run this job: {type(error).__name__}: {first_line(str(error))}"
         try:
-            trial_ids = _rows.fail_job(self.engine, job_id, message, time.time())
+            trial_ids = _rows.fail_job(self.engine, job_id, message, self.clock())
         except Exception:
             logger.exception("job %s: could not be marked ERRORED; the next rescan looks again", job_id)
             return

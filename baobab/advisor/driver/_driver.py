@@ -49,7 +49,6 @@ import dataclasses
 import json
 import logging
 import threading
-import time
 from typing import Any
 
 from baobab.advisor._base import Strategy
@@ -94,6 +93,8 @@ class JobDriver(StoreSync):
             are read (local workers write them to the store without an event; cluster
             workers' ``TRIAL_METRICS`` events make the driver read at once).
         name: how this driver appears in ``train_jobs.driver``; ``<host>:<pid>:<random>`` by default.
+        clock: epoch seconds now (``time.time``); a simulated cluster runs the driver on a virtual clock
+            (:class:`baobab.testing.SimulatedCluster`), so that deadlines and timers fire in its time.
     """
 
     # -- the thread ----------------------------------------------------------------------------
@@ -131,7 +132,7 @@ class JobDriver(StoreSync):
 
     def wait_s(self, now: float | None = None) -> float:
         """Seconds until the next timer (at most ``stop_check_s``)."""
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         due = min(self._next_rescan, now + self.stop_check_s)
         if self.lease_s is not None and self._jobs:
             due = min(due, self._next_renewal)
@@ -166,13 +167,13 @@ class JobDriver(StoreSync):
                 with self._guard(job):
                     status = job_status(self.engine, job.id)
                     if status is JobStatus.STOPPING:
-                        self._begin_stop(job, StopCause.USER, time.time())
+                        self._begin_stop(job, StopCause.USER, self.clock())
                     elif status is None or status.is_finished():
                         self._forget(job)
 
     def tick(self, now: float | None = None) -> None:
         """Rescan the store when due; stop jobs whose deadline came; cancel what outlived a grace period."""
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         if self.lease_s is not None and now >= self._next_renewal:
             self._next_renewal = now + self.lease_s / 3
             self._safely(self.renew_leases, now)
@@ -193,7 +194,7 @@ class JobDriver(StoreSync):
 
     def read_metrics(self) -> None:
         """Feed the new interim metrics of watched trials to their stopping rules; stop those a rule says to."""
-        self._next_metrics = time.time() + self.metrics_s
+        self._next_metrics = self.clock() + self.metrics_s
         for trial_id, reason in self._metrics.read(self.engine, self._owners):
             self._tell(self.executor.request_stop, trial_id, reason)
 
@@ -204,10 +205,11 @@ class JobDriver(StoreSync):
         job, _ = owner
         with self._guard(job):
             rows = trial_rows(self.engine, [trial_id])
+            now = self.clock()
             if not rows:
-                self._finish_trial(trial_id, TrialState.CANCELLED, None, None, "the trial row was deleted", time.time())
+                self._finish_trial(trial_id, TrialState.CANCELLED, None, None, "the trial row was deleted", now)
             elif rows[0].status.is_finished():
-                self._apply_row(rows[0], time.time())
+                self._apply_row(rows[0], now)
 
     # -- scheduling ----------------------------------------------------------------------------
 
@@ -219,7 +221,7 @@ class JobDriver(StoreSync):
         ahead = getattr(self.executor, "queue_ahead", 0)
         free = self.executor.slots * (1 + ahead) - sum(job.units for job in self._jobs.values())
         started = 0
-        now = time.time()
+        now = self.clock()
         planned: list[Decision] = []
         while free > 0:
             picked = self._pick(now, free, ahead, planned)

@@ -8,7 +8,6 @@ third of ``lease_s``, and drops a job whose lease another driver took after it l
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,7 +31,7 @@ class StoreSync(DriverCore):
 
     def rescan(self) -> None:
         """Read the store again: jobs to take up or stop, trials whose event was lost, trials lost outright."""
-        now = time.time()
+        now = self.clock()
         statuses = job_statuses(self.engine, list(self._jobs))
         to_adopt = []
         for job_id, status in statuses.items():
@@ -86,14 +85,14 @@ class StoreSync(DriverCore):
             job_ids = [i for i in job_ids if i not in self._jobs]
             if not job_ids:
                 return
-        rows = jobs_to_adopt(self.engine, job_ids, self.name if self.lease_s is not None else None, time.time())
+        rows = jobs_to_adopt(self.engine, job_ids, self.name if self.lease_s is not None else None, self.clock())
         rows = [row for row in rows if row.id not in self._jobs]
         if not rows:
             return
         held = self.executor.active()  # failing here defers every job to the next rescan, and ends none
         for row in rows:
             try:
-                self._adopt_job(row, held, time.time())
+                self._adopt_job(row, held, self.clock())
             except Exception as e:
                 self._fail_job(row.id, e, self._jobs.get(row.id))
 
@@ -143,7 +142,7 @@ class StoreSync(DriverCore):
         """Extend the leases of the jobs this driver runs; forget those another driver took."""
         if self.lease_s is None or not self._jobs:
             return
-        now = time.time() if now is None else now
+        now = self.clock() if now is None else now
         ids = list(self._jobs)
         mine = _rows.renew_leases(self.engine, ids, self.name, self.lease_s, now)
         for job_id in ids:
