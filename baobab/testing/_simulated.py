@@ -6,7 +6,7 @@ driver's side: proposals, scheduling, stopping rules and the store. So the real
 runs against :class:`SimulatedCluster`, an executor (the seam the driver already has)
 whose trials take time on a :class:`VirtualClock` instead of running anything. The
 simulated workers write the store exactly as workers do (``claim_trial``,
-``add_trial_records``, ``finish_trial``, ``end_trial`` for a cancellation) and publish
+interim metrics, ``finish_trial``, ``end_trial`` for a cancellation) and publish
 ``TRIAL_FINISHED``; the driver is given the same clock, so its deadlines, grace periods
 and timers fire in virtual time.
 
@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine
+from sqlalchemy import Engine, insert
 
 from baobab.model import DatasetFormat, Task, knob_config_to_json
 from baobab.store import (
@@ -39,6 +39,7 @@ from baobab.store import (
     Event,
     EventChannel,
     EventKind,
+    InterimMetric,
     JobStatus,
     ModelAccess,
     ModelTemplate,
@@ -47,7 +48,6 @@ from baobab.store import (
     TrialState,
     User,
     UserRole,
-    add_trial_records,
     claim_trial,
     end_trial,
     finish_trial,
@@ -292,14 +292,14 @@ class SimulatedCluster:
         """Do what fell due by the clock's time, each at its own time: interim reports, and the ends they or
         the durations bring (a slot frees when its trial ends, however late the driver hears of it)."""
         now = self.clock()
+        reports: list[dict[str, Any]] = []  # written at once: what is due together is read together
         while (at := self.next_due()) <= now:
             _, _, trial_id = heapq.heappop(self._due)
             run = self._runs[trial_id]
             if self.work.steps and run.step < self.work.steps:
                 run.step += 1
                 value = self.work.interim(run.score, run.step)
-                row = {"step": run.step, "metrics": {"score": value}, "time": _utc(at)}
-                add_trial_records(self.engine, trial_id, [row], [])
+                reports.append({"trial_id": trial_id, "step": run.step, "metrics": {"score": value}, "time": _utc(at)})
                 if run.stop_reason is not None:
                     self._finish(run, TrialState.STOPPED, value, at)
                 elif run.step < self.work.steps:
@@ -309,6 +309,9 @@ class SimulatedCluster:
             else:
                 state = TrialState.COMPLETED if run.stop_reason is None else TrialState.STOPPED
                 self._finish(run, state, run.score, at)
+        if reports:
+            with session_scope(self.engine) as session:
+                session.execute(insert(InterimMetric.__table__), reports)
 
     def _next_time(self, run: _Run) -> float:
         parts = max(1, self.work.steps)

@@ -33,18 +33,25 @@ class MetricFeed:
     def __init__(self) -> None:
         self.cursors: dict[int, int] = {}
         self._stop_asked: set[int] = set()
+        #: The highest metric row id read so far.
+        self._seen = 0
 
     @staticmethod
     def ruled(sub: SubJobState, phase: str | None) -> bool:
         """Whether the sub-job's stopping rule watches trials of ``phase``."""
         return sub.options.stopping_rule != "none" and sub.plan is not None and phase in sub.plan.ruled_phases
 
-    def watch(self, sub: SubJobState, trial: ActiveTrial, cursor: int = 0) -> None:
-        """Read the interim metrics of ``trial`` from after ``cursor`` on, when its sub-job's rule watches it."""
+    def watch(self, sub: SubJobState, trial: ActiveTrial, cursor: int | None = None) -> None:
+        """Read the interim metrics of ``trial`` from after ``cursor`` on, when its sub-job's rule watches it.
+
+        None, for a trial submitted now: after the highest row read so far. Its worker writes its first row
+        once it runs, so that row's id comes later; and each read, which starts from the lowest cursor,
+        then returns only rows written since the oldest watched trial's last one, not every row of every
+        running trial (1,000 slots times their reports, twice a second)."""
         if self.ruled(sub, trial.phase):
             if sub.rule is None:
                 sub.rule = sub.options.stopping_rule_for()
-            self.cursors[trial.id] = cursor
+            self.cursors[trial.id] = self._seen if cursor is None else cursor
 
     def finished(self, trial_id: int) -> bool:
         """Stop watching a trial that ended; True when it was watched (its rule is to hear of the end)."""
@@ -70,6 +77,7 @@ class MetricFeed:
                 (metric.time, metric.id, Report(trial.number, metric.step, value))
             )
             last[metric.trial_id] = max(last.get(metric.trial_id, 0), metric.id)
+            self._seen = max(self._seen, metric.id)
         for trial in ruled.values():
             if trial.status.is_finished() and trial.finished_at is not None:
                 finish = Finish(trial.number, trial.score if trial.status.is_scored() else None)
@@ -88,6 +96,7 @@ class MetricFeed:
             return []
         to_stop = []
         for metric in interim_metrics(engine, list(self.cursors), after=min(self.cursors.values())):
+            self._seen = max(self._seen, metric.id)
             cursor = self.cursors.get(metric.trial_id)
             owner = owners.get(metric.trial_id)
             if cursor is None or metric.id <= cursor or owner is None:

@@ -1,0 +1,248 @@
+"""Baobab at scale: the real job driver on 1,000 simulated slots, proposals at 100,000 trials, the API on
+a 100,000-trial job, all on PostgreSQL.
+
+A cluster of a thousand workers cannot run here, so the **driver** part runs the real
+:class:`~baobab.advisor.JobDriver` (its strategies, stopping rules and store) against
+:class:`~baobab.testing.SimulatedCluster`, whose trials take time on a virtual clock
+(see :mod:`baobab.testing._simulated`): 100 jobs of 1,000 trials each on 1,000 slots, a
+mix of strategies, early stopping (ASHA) on a third of the jobs. The driver's wall time
+is charged to the virtual clock (``charge=True``): each moment it spends deciding, the
+cluster waits for it, so its slowness shows as idle slots. It reports:
+
+- slot utilisation in virtual time, over the whole run and while there was work to start
+  (the drain at the end, the last trials finishing with nothing left to start, depends on
+  the spread of trial durations and no scheduler avoids it);
+- the driver's CPU time per trial (its own thread, in ``step`` and ``handle``; the
+  simulated workers' writes are a real cluster's workers' and are not counted), and the
+  share of it spent proposing;
+- the memory the driver holds (``pympler.asizeof`` of its job states) as the trials
+  mount, and its strategies' share.
+
+The **proposals** part is :mod:`bench.scale_proposals` (each strategy's proposal latency
+from trial 100 to 100,000 in one sub-job, against Optuna's ask/tell with TPE on the
+same PostgreSQL), and the **api** part :mod:`bench.scale_api` (listing, sorting,
+filtering, the changes feed and ``best_trials`` of jobs of 1k, 10k and 100k trials
+through the real HTTP API). Each part writes its JSON; the report is drawn from the
+latest JSON of every part, so one part can be rerun alone.
+
+    .venv/bin/python bench/scale.py                       # every part, full size (about an hour)
+    .venv/bin/python bench/scale.py --parts driver        # one part
+    .venv/bin/python bench/scale.py --quick               # 10 jobs, 10,000 trials, 100 slots; small parts
+
+Results: ``bench/results/scale.md`` and ``scale.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from overhead import postgres_database  # noqa: E402
+from pympler import asizeof  # noqa: E402
+from sqlalchemy import create_engine  # noqa: E402
+
+from baobab import Settings  # noqa: E402
+from baobab.advisor import JobDriver  # noqa: E402
+from baobab.advisor.driver import _telemetry  # noqa: E402
+from baobab.store import LocalEventChannel, create_engine_from_url, upgrade_database  # noqa: E402
+from baobab.testing import (  # noqa: E402
+    SimulatedCluster,
+    SimulatedWork,
+    Simulation,
+    VirtualClock,
+    add_simulated_jobs,
+    run_simulation,
+)
+
+RESULTS = HERE / "results"
+SERVER_URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
+#: The simulated workers' own connections: their commits need not wait for the disk nor be pinged first
+#: (their writes are a real cluster's workers', not the driver's, and are not measured).
+_WORKERS: dict[str, Any] = {"connect_args": {"options": "-c synchronous_commit=off"}}
+
+
+def _proposal_seconds() -> dict[str, float]:
+    """Wall seconds spent proposing so far, per strategy (the driver's Prometheus histogram)."""
+    totals: dict[str, float] = {}
+    for metric in _telemetry.PROPOSAL_SECONDS.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_sum"):
+                totals[sample.labels["strategy"]] = sample.value
+    return totals
+
+
+def run_driver(*, jobs: int, trials: int, slots: int, gpus: int, median_s: float) -> dict[str, Any]:
+    """The real driver on a simulated cluster (see the module docstring); the figures of one run."""
+    strategies = ("random", "random", "tpe", "random", "bayes", "random", "evolution", "random", "tpe", "random")
+    with postgres_database(SERVER_URL) as url:
+        upgrade_database(url)
+        engine = create_engine_from_url(url)
+        workers = create_engine(url, **_WORKERS)
+        events = LocalEventChannel()
+        clock = VirtualClock()
+        cluster = SimulatedCluster(workers, events, clock, slots=slots, work=SimulatedWork(median_s=median_s, steps=3))
+        with tempfile.TemporaryDirectory() as home:
+            settings = Settings.from_env(environ={}, home=Path(home), cpu_slots=2)
+            driver = JobDriver(engine, cluster, events, settings, clock=clock, stop_check_s=3600)
+            asha = {"early_stopping": {"rule": "asha", "eta": 3}}
+            third = jobs // 3
+            add_simulated_jobs(
+                engine, events, jobs=third, trials=trials, gpus=gpus, strategies=strategies, train_args=asha
+            )
+            add_simulated_jobs(engine, events, jobs=jobs - third, trials=trials, gpus=gpus, strategies=strategies)
+            total = jobs * trials
+            marks = [total * k // 10 for k in (1, 3, 5, 7, 9)]
+            memory: list[dict[str, Any]] = []
+
+            def sample(report: Simulation) -> None:
+                if marks and report.trials >= marks[0]:
+                    marks.pop(0)
+                    gc.collect()
+                    states = list(driver.jobs.values())
+                    strategies_held = [sub.strategy for job in states for sub in job.sub_jobs.values() if sub.strategy]
+                    memory.append(
+                        {
+                            "finished": report.trials,
+                            "jobs": len(states),
+                            "driver_mb": asizeof.asizeof(states) / 1e6,
+                            "strategies_mb": asizeof.asizeof(strategies_held) / 1e6,
+                            "rss_mb": _rss_mb(),
+                        }
+                    )
+                    print(f"  {report.trials:>7} trials, {memory[-1]['driver_mb']:.1f} MB held", flush=True)
+
+            proposing = _proposal_seconds()
+            report = run_simulation(driver, cluster, on_loop=sample, charge=True)
+            proposed = {k: v - proposing.get(k, 0.0) for k, v in _proposal_seconds().items()}
+        engine.dispose()
+        workers.dispose()
+    n = report.trials
+    return {
+        "jobs": jobs,
+        "trials": n,
+        "slots": slots,
+        "gpu_count": gpus,
+        "median_trial_s": median_s,
+        "strategies": sorted(set(strategies)),
+        "outcomes": {str(k): v for k, v in report.outcomes.items()},
+        "each_trial_once": set(report.ended.values()) == {1},
+        "utilisation": report.utilisation,
+        "utilisation_while_waiting": report.utilisation_while_waiting,
+        "virtual_span_h": report.span_s / 3600,
+        "driver_cpu_ms_per_trial": 1000 * report.driver_cpu_s / n,
+        "proposal_wall_ms_per_trial": 1000 * sum(proposed.values()) / n,
+        "proposal_wall_s_by_strategy": proposed,
+        "wall_s": report.wall_s,
+        "memory": memory,
+        "rss_end_mb": _rss_mb(),
+    }
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = [
+        "# Baobab at scale",
+        "",
+        "Written by `bench/scale.py` (see its docstring for the method). Machine: "
+        f"{results['machine']}. Each part's date is its own: a part can be rerun alone.",
+        "",
+    ]
+    driver = results.get("driver")
+    if driver:
+        lines += _render_driver(driver)
+    for part in ("proposals", "api"):
+        body = results.get(part)
+        if body and body.get("markdown"):
+            lines += [body["markdown"].rstrip(), ""]
+    return "\n".join(lines) + "\n"
+
+
+def _render_driver(d: dict[str, Any]) -> list[str]:
+    lines = [
+        f"## The driver on {d['slots']:,} simulated slots ({d['date']})",
+        "",
+        f"{d['jobs']} jobs of {d['trials'] // d['jobs']:,} trials each ({d['trials']:,} in all), GPU_COUNT="
+        f"{d['gpu_count']} each, strategies {', '.join(d['strategies'])} in turn, ASHA on a third of the jobs; "
+        f"trials of {d['median_trial_s']:g} s (median, log-normal) with three interim reports, on PostgreSQL. "
+        "The driver's wall time is charged to the virtual clock (the cluster waits while it decides).",
+        "",
+        "| measure | value | aim |",
+        "|---|---|---|",
+        f"| trials, each run and ended once | {d['trials']:,}, {'yes' if d['each_trial_once'] else '**no**'} | |",
+        f"| outcomes | {', '.join(f'{k} {v:,}' for k, v in sorted(d['outcomes'].items()))} | |",
+        f"| slot utilisation while work waited | {100 * d['utilisation_while_waiting']:.2f}% | ≥ 98% |",
+        f"| slot utilisation, drain at the end included | {100 * d['utilisation']:.2f}% | |",
+        f"| driver CPU per trial | {d['driver_cpu_ms_per_trial']:.2f} ms | ≤ 5 ms |",
+        f"| of which proposing (wall) | {d['proposal_wall_ms_per_trial']:.2f} ms | |",
+        f"| virtual time | {d['virtual_span_h']:.1f} h | |",
+        f"| wall time of the run | {d['wall_s'] / 60:.1f} min | |",
+        "",
+        "Proposing, wall seconds per strategy over the run: "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(d["proposal_wall_s_by_strategy"].items()))
+        + ".",
+        "",
+        "Memory the driver holds (its job states; `pympler.asizeof`) as the trials mount:",
+        "",
+        "| trials finished | jobs held | driver MB | of which strategies MB | process RSS MB |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {m['finished']:,} | {m['jobs']} | {m['driver_mb']:.1f} | {m['strategies_mb']:.1f} | {m['rss_mb']:.0f} |"
+        for m in d["memory"]
+    ]
+    lines.append("")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="driver,proposals,api", help="comma-separated: driver, proposals, api")
+    parser.add_argument("--quick", action="store_true", help="10 jobs, 10,000 trials, 100 slots; small parts")
+    args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    out = RESULTS / "scale.json"
+    results: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
+    results["machine"] = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    today = datetime.date.today().isoformat()
+    if "driver" in parts:
+        size = {"jobs": 10 if args.quick else 100, "trials": 1000, "slots": 100 if args.quick else 1000}
+        print(f"driver: {size}", flush=True)
+        started = time.perf_counter()
+        results["driver"] = {**run_driver(**size, gpus=20, median_s=60.0), "date": today, "quick": args.quick}
+        print(f"driver: done in {time.perf_counter() - started:.0f} s", flush=True)
+    if "proposals" in parts:
+        import scale_proposals
+
+        results["proposals"] = {**scale_proposals.measure_all(quick=args.quick), "date": today}
+    if "api" in parts:
+        import scale_api
+
+        results["api"] = {**scale_api.measure_all(SERVER_URL, quick=args.quick), "date": today}
+    RESULTS.mkdir(exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / "scale.md").write_text(render(results))
+    print(render(results))
+
+
+if __name__ == "__main__":
+    main()
