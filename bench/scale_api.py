@@ -242,6 +242,7 @@ def _reads(
         ),
         "model_id=<second template>": f"{base}/trials?per_page=25&model_id={model_id}",
         "changes, first answer": f"{base}/trials/changes",
+        "changes, every trial at once (the job page)": f"{base}/trials/changes?limit=100000",
         "changes, poll: nothing new": f"{base}/trials/changes?after_id={last_id}",
         "changes, poll: open trials": (
             f"{base}/trials/changes?after_id={last_id}&open={','.join(map(str, open_ids[:_OPEN_POLLED]))}"
@@ -258,7 +259,7 @@ _OPEN_POLLED = 1_000
 #: Reads whose SQL is EXPLAINed in the report (the others are in the JSON).
 MAIN_READS = (
     "page 1, sort=-score", "last page, sort=-score", "status=COMPLETED", "changes, first answer",
-    "changes, poll: open trials", "best_trials, k=2", "job",
+    "changes, poll: open trials", "best_trials, k=2", "best_trials, k=100, include_stopped", "job",
 )  # fmt: skip
 
 
@@ -377,7 +378,7 @@ def _measure_job(
     http: requests.Session, api: str, app: str, job: dict[str, Any], trials: int, repeats: int
 ) -> dict[str, Any]:
     first = _get(http, f"{api}/train_jobs/{app}/1/trials/changes?limit=10000")
-    points: list[dict[str, Any]] = []
+    points: list[list[Any]] = []
     answer = first.json()
     after = 0
     while True:
@@ -386,7 +387,8 @@ def _measure_job(
         if not answer["more"]:
             break
         answer = _get(http, f"{api}/train_jobs/{app}/1/trials/changes?after_id={after}").json()
-    open_ids = sorted(p["id"] for p in points if p["status"] in ("PENDING", "RUNNING"))
+    id_at, status_at = first.json()["fields"].index("id"), first.json()["fields"].index("status")
+    open_ids = sorted(p[id_at] for p in points if p[status_at] in ("PENDING", "RUNNING"))
     best = _get(http, f"{api}/train_jobs/{app}/1/best_trials").json()["trials"][0]["id"]
     paths = _reads(app, job, trials, open_ids, after, best)
     reads: dict[str, Any] = {}
@@ -535,7 +537,7 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "| whole reads | " + " | ".join(f"{int(c):,} trials" for c in counts) + " |",
         "|---|" + "---:|" * len(counts),
-        "| `trials/changes` first read, default limit (10,000 a answer), all answers: p50 ms | "
+        "| `trials/changes` first read, default limit (10,000 an answer), all answers: p50 ms | "
         + " | ".join(f"{result['jobs'][c]['changes_full_first_read']['p50_ms']:.0f}" for c in counts)
         + " |",
         "| ... answers, MB | "
