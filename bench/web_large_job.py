@@ -1,9 +1,10 @@
-"""The web UI on a large job: 10,000 trials with 30 interim metrics each, in the real browser.
+"""The web UI on a large job: 10,000 trials (``--trials``: 100,000) with 30 interim metrics each, in the real browser.
 
 A fresh ``baobab up`` (SQLite unless ``--database-url``) gets a finished train job filled
-straight into its store: one template with four knobs and a policy, 10,000 trials over
-ten hours (scores from the knobs plus noise, a few ERRORED, STOPPED and CANCELLED), and 30
-interim metrics per trial (300,000 rows). Then headless Chromium (Debian's, through
+straight into its store (``scale_api.fill_job``): one template with four knobs and a
+policy, 10,000 trials over ten hours (scores from the knobs plus noise, a few ERRORED,
+STOPPED and CANCELLED), and 30 interim metrics per trial (300,000 rows; at most 3,000,000
+rows in all, so 30 at 100,000 trials too). Then headless Chromium (Debian's, through
 playwright) opens the job page, signed in, and the script measures:
 
 - **time to interactive**: from navigation to the page holding the job, the first page of
@@ -17,9 +18,11 @@ playwright) opens the job page, signed in, and the script measures:
 
 Each browser figure is the median of ``--repeats`` page loads (a new browser context each,
 so nothing is cached but the HTTP cache of the built assets). Results go to
-``bench/results/web_large_job.json`` and ``.md``.
+``bench/results/web_large_job.json`` and ``.md`` (10,000 trials), or
+``web_large_job_<trials>.json`` and ``.md``.
 
     .venv/bin/python bench/web_large_job.py                 # about a minute
+    .venv/bin/python bench/web_large_job.py --trials 100000 --database-url postgresql://...   # about five
     .venv/bin/python bench/web_large_job.py --screenshot docs/images/job-page.png
 """
 
@@ -28,10 +31,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
-import random
 import statistics
 import sys
 import tempfile
@@ -41,26 +42,14 @@ from typing import Any
 
 import requests
 from playwright.sync_api import Page, sync_playwright
-from sqlalchemy import insert, select
+from scale_api import fill_job, metrics_per_trial
 
-from baobab.model import CategoricalKnob, FloatKnob, IntegerKnob, PolicyKnob, Task, knob_config_to_json
 from baobab.sdk import Client
-from baobab.store import (
-    InterimMetric,
-    JobStatus,
-    ModelAccess,
-    ModelTemplate,
-    SubJob,
-    TrainJob,
-    Trial,
-    TrialState,
-    build_tabular,
-    create_engine_from_url,
-    session_scope,
-)
+from baobab.store import build_tabular, create_engine_from_url
 from baobab.testing import LocalPlatform
 
 HERE = Path(__file__).parent
+APP = "large"
 RESULTS = HERE / "results"
 EMAIL, PASSWORD = "bench@example.com", "bench-password"
 CHROMIUM = "/usr/bin/chromium"
@@ -68,13 +57,6 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
-KNOBS = {
-    "alpha": FloatKnob(1e-5, 1e-1, is_exp=True),
-    "epochs": IntegerKnob(3, 30),
-    "loss": CategoricalKnob(["hinge", "log_loss", "modified_huber"]),
-    "width": IntegerKnob(16, 512, is_exp=True),
-    "early_stop": PolicyKnob("EARLY_STOP"),
-}
 SORTS = ["#", "Score", "Duration", "Status", "Worker"]
 CHARTS = ["chart-best", "chart-scores", "chart-metrics", "chart-parallel"]
 READY = """(charts) => {
@@ -88,85 +70,6 @@ READY = """(charts) => {
     }
     return performance.now();
 }"""
-
-
-def fill_job(database_url: str, owner_id: int, dataset_id: int, trials: int, metrics: int, seed: int) -> str:
-    """Writes a finished job with ``trials`` trials of ``metrics`` interim metrics each; its app name."""
-    rng = random.Random(seed)
-    engine = create_engine_from_url(database_url)
-    now = datetime.datetime.now(datetime.UTC)
-    start = now - datetime.timedelta(hours=10)
-    try:
-        with session_scope(engine) as session:
-            model = ModelTemplate(
-                owner_id=owner_id, name="sgd_wide", task=Task.TABULAR_CLASSIFICATION, class_name="SgdWide",
-                artifact_path="models/bench/template.py", checksum="0" * 64, access=ModelAccess.PRIVATE,
-                knob_config=knob_config_to_json(KNOBS),
-            )  # fmt: skip
-            job = TrainJob(
-                owner_id=owner_id, app="large", app_version=1, task=Task.TABULAR_CLASSIFICATION,
-                train_dataset_id=dataset_id, val_dataset_id=dataset_id,
-                budget={"GPU_COUNT": 0, "TIME_HOURS": 12.0, "MODEL_TRIAL_COUNT": trials}, train_args={},
-                status=JobStatus.COMPLETED, created_at=start, started_at=start, finished_at=now,
-            )  # fmt: skip
-            session.add_all([model, job])
-            session.flush()
-            sub = SubJob(
-                train_job_id=job.id, model_template_id=model.id, strategy="tpe", seed=seed, status=JobStatus.COMPLETED
-            )
-            session.add(sub)
-            session.flush()
-            sub_id = sub.id
-        step_s = 10 * 3600 / trials
-        rows = []
-        for number in range(trials):
-            alpha = 10 ** rng.uniform(-5, -1)
-            epochs = rng.randint(3, 30)
-            loss = rng.choice(["hinge", "log_loss", "modified_huber"])
-            width = int(2 ** rng.uniform(4, 9))
-            early = rng.random() < 0.4
-            quality = 0.86 - 0.02 * (math.log10(alpha) + 3) ** 2 + 0.0015 * epochs - (0.03 if early else 0)
-            score = max(0.0, min(1.0, quality + rng.gauss(0, 0.015) + 0.03 * number / trials))  # the search learns
-            began = start + datetime.timedelta(seconds=number * step_s)
-            duration = rng.uniform(0.3, 2.0) * step_s * (0.4 if early else 1.0)
-            roll = rng.random()
-            state = (
-                TrialState.ERRORED if roll < 0.02 else TrialState.CANCELLED if roll < 0.03
-                else TrialState.STOPPED if roll < 0.08 else TrialState.COMPLETED
-            )  # fmt: skip
-            rows.append(
-                {
-                    "sub_job_id": sub_id, "number": number,
-                    "knobs": {"alpha": alpha, "epochs": epochs, "loss": loss, "width": width, "early_stop": early},
-                    "policies": {"EARLY_STOP": early}, "status": state,
-                    "score": None if state in (TrialState.ERRORED, TrialState.CANCELLED) else score,
-                    "created_at": began, "started_at": began,
-                    "finished_at": began + datetime.timedelta(seconds=duration), "worker": f"local-{number % 8}",
-                    "attempts": 1, "error": "RuntimeError: out of patience" if state is TrialState.ERRORED else None,
-                    "params_path": None,
-                }
-            )  # fmt: skip
-        with session_scope(engine) as session:
-            session.execute(insert(Trial), rows)
-            ids = list(session.scalars(select(Trial.id).where(Trial.sub_job_id == sub_id).order_by(Trial.id)))
-        batch: list[dict[str, Any]] = []
-        for trial_id in ids:
-            level = rng.uniform(0.5, 0.8)
-            for step in range(metrics):
-                level += (0.95 - level) * 0.15 + rng.gauss(0, 0.005)
-                batch.append(
-                    {"trial_id": trial_id, "step": step, "metrics": {"accuracy": level, "loss": 1 - level}, "time": now}
-                )
-            if len(batch) >= 50_000:
-                with session_scope(engine) as session:
-                    session.execute(insert(InterimMetric), batch)
-                batch = []
-        if batch:
-            with session_scope(engine) as session:
-                session.execute(insert(InterimMetric), batch)
-    finally:
-        engine.dispose()
-    return "large"
 
 
 def time_to_interactive(page: Page, url: str) -> float:
@@ -208,7 +111,7 @@ def api_timings(url: str, token: str, app: str) -> dict[str, Any]:
         response.raise_for_status()
         return time.perf_counter() - start, response
 
-    first_s, first = timed(f"{base}/changes")
+    first_s, first = timed(f"{base}/changes?limit=100000")  # as the page reads it: every trial at once
     last_id = first.json()["last_id"]
     quiet_s, quiet = timed(f"{base}/changes?after_id={last_id}")
     start = time.perf_counter()
@@ -232,12 +135,15 @@ def api_timings(url: str, token: str, app: str) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=10_000)
-    parser.add_argument("--metrics", type=int, default=30, help="interim metrics per trial")
+    parser.add_argument(
+        "--metrics", type=int, default=30, help="interim metrics per trial, fewer where they would pass 3,000,000 rows"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="page loads to take the median of")
     parser.add_argument("--database-url", help="a database to use instead of SQLite in a fresh home (emptied first)")
     parser.add_argument("--screenshot", type=Path, help="also save a screenshot of the job page here")
     parser.add_argument("--no-save", action="store_true", help="print the results only")
     args = parser.parse_args()
+    metrics = metrics_per_trial(args.trials, args.metrics)
 
     with tempfile.TemporaryDirectory(prefix="baobab-web-bench-") as folder:
         home = Path(folder) / "home"
@@ -253,9 +159,17 @@ def main() -> None:
                 "bench", Path(folder) / "data" / "train.csv", format="TABULAR", target="target"
             )
             started = time.perf_counter()
-            app = fill_job(database_url, me["id"], dataset["id"], args.trials, args.metrics, seed=1)
+            engine = create_engine_from_url(database_url)
+            try:
+                fill_job(
+                    engine, owner_id=me["id"], dataset_id=dataset["id"], app=APP, trials=args.trials,
+                    metrics=metrics, seed=1,
+                )  # fmt: skip
+            finally:
+                engine.dispose()
+            app = APP
             fill_s = time.perf_counter() - started
-            print(f"filled {args.trials} trials x {args.metrics} metrics in {fill_s:.1f} s", file=sys.stderr)
+            print(f"filled {args.trials} trials x {metrics} metrics in {fill_s:.1f} s", file=sys.stderr)
             token = client.token
             assert token is not None
             api = api_timings(running.url, token, app)
@@ -287,7 +201,7 @@ def main() -> None:
         "machine": f"{platform.machine()}, {_cores()} cores, Python {platform.python_version()}",
         "database": "PostgreSQL" if args.database_url else "SQLite",
         "trials": args.trials,
-        "interim_metrics_per_trial": args.metrics,
+        "interim_metrics_per_trial": metrics,
         "repeats": args.repeats,
         "time_to_interactive_s": {"median": round(statistics.median(loads), 3), "all": [round(x, 3) for x in loads]},
         "table_sort_s": {
@@ -300,8 +214,9 @@ def main() -> None:
     print(json.dumps(result, indent=2))
     if not args.no_save:
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "web_large_job.json").write_text(json.dumps(result, indent=2) + "\n")
-        (RESULTS / "web_large_job.md").write_text(_markdown(result))
+        name = "web_large_job" if args.trials == 10_000 else f"web_large_job_{args.trials}"
+        (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+        (RESULTS / f"{name}.md").write_text(_markdown(result))
 
 
 def _cores() -> int:

@@ -327,7 +327,7 @@ def jobs_json(
     ).all()
     counts: dict[int, dict[str, int]] = {}  # sub-job id -> state -> n
     for sub_job_id, status, n in session.execute(
-        select(Trial.sub_job_id, Trial.status, func.count(Trial.id))
+        select(Trial.sub_job_id, Trial.status, func.count())
         .join(Trial.sub_job)
         .where(SubJob.train_job_id.in_(ids))
         .group_by(Trial.sub_job_id, Trial.status)

@@ -5,20 +5,22 @@ They answer 404 like the job when the caller may not see it (see :func:`find_tra
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request
 from sqlalchemy import case, func, select
 
 from baobab.admin._access import ALL_ROLES
 from baobab.admin._auth import require_roles
-from baobab.admin._openapi import api_doc, register_schema
+from baobab.admin._openapi import api_doc
 from baobab.admin._query import INCLUDE_STOPPED, MAX_ID, bool_query_arg, check_query_args, int_query_arg
 from baobab.admin._state import admin_state
-from baobab.admin._train_job_json import TRIAL_SCHEMA, iso, trials_json
+from baobab.admin._train_job_json import TRIAL_SCHEMA, trials_json
 from baobab.admin._train_job_lookups import OWNER_ARG, OWNER_QUERY, best_trials, find_train_job, owner_arg, trial_query
+from baobab.admin._trial_points import POINT_FIELDS, point_rows
 from baobab.exceptions import RequestError
 from baobab.store import SubJob, Trial, TrialState, session_scope
 
@@ -35,8 +37,9 @@ _SORTS = (
 _TRIAL_ARGS = ("page", "per_page", "sort", "status", "model_id", OWNER_ARG)
 _MAX_PER_PAGE = 500
 _MAX_K = 100
-#: ``trials/changes``: the most trials one answer holds, and the most ``open`` ids a poll may name.
-_MAX_CHANGES = 10_000
+#: ``trials/changes``: the most trials one answer holds (and by default), and the most ``open`` ids a poll may name.
+_MAX_CHANGES = 100_000
+_DEFAULT_CHANGES = 10_000
 _MAX_OPEN = 1_000
 
 
@@ -90,35 +93,39 @@ def list_trials(app: str, app_version: int) -> dict[str, Any]:
             conditions.append(Trial.status.in_(statuses))
         if model_id is not None:
             conditions.append(SubJob.model_template_id == model_id)
-        total = session.scalar(select(func.count(Trial.id)).join(Trial.sub_job).where(*conditions)) or 0
+        # count(*), not count(id): the index on (sub_job_id, status, score) then answers alone.
+        total = session.scalar(select(func.count()).select_from(Trial).join(Trial.sub_job).where(*conditions)) or 0
         offset = (page - 1) * per_page
         trials: Sequence[Trial] = []
         if offset < total:
+            # The page's ids first, then its rows: the sort then moves ids and keys, not whole
+            # trials (their knobs and tracebacks), which on a deep page of a large job is the
+            # difference between sorting in memory and on disk.
             order = _order(sort, session.get_bind().dialect.name)
-            query = trial_query().join(Trial.sub_job).where(*conditions).order_by(*order)
-            trials = session.scalars(query.offset(offset).limit(per_page)).unique().all()
+            page_ids = select(Trial.id).join(Trial.sub_job).where(*conditions).order_by(*order)
+            ids = list(session.scalars(page_ids.offset(offset).limit(per_page)))
+            rows = {trial.id: trial for trial in session.scalars(trial_query().where(Trial.id.in_(ids))).unique()}
+            trials = [rows[trial_id] for trial_id in ids]
         return {"trials": trials_json(session, trials), "total": total, "page": page, "per_page": per_page}
 
 
-_TRIAL_POINT_SCHEMA = register_schema(
-    "TrialPoint",
-    {
-        "type": "object",
-        "description": "a trial as the job page's charts need it (no timestamps of creation, errors or paths)",
-        "properties": {
-            "id": {"type": "integer"},
-            "number": {"type": "integer"},
-            "model_id": {"type": "integer"},
-            "status": {"enum": [state.value for state in TrialState]},
-            "score": {"type": ["number", "null"]},
-            "started_at": {"type": ["string", "null"], "format": "date-time"},
-            "finished_at": {"type": ["string", "null"], "format": "date-time"},
-            "knobs": {"type": "object"},
-            "policies": {"type": "object"},
-            "worker": {"type": ["string", "null"]},
-        },
-    },
-)
+_POINT_SCHEMA = {
+    "type": "array",
+    "description": "a trial as the job page's charts need it: its " + ", ".join(POINT_FIELDS) + ", in this order "
+    "(the answer's fields); finished_at in seconds since the epoch",
+    "prefixItems": [
+        {"type": "integer"},
+        {"type": "integer"},
+        {"type": "integer"},
+        {"enum": [state.value for state in TrialState]},
+        {"type": ["number", "null"]},
+        {"type": ["number", "null"]},
+        {"type": "object"},
+        {"type": "object"},
+    ],
+    "minItems": len(POINT_FIELDS),
+    "maxItems": len(POINT_FIELDS),
+}
 
 
 @blueprint.get("/<app>/<int:app_version>/trials/changes")
@@ -132,18 +139,25 @@ _TRIAL_POINT_SCHEMA = register_schema(
             "description": f"comma-separated ids of trials last seen PENDING or RUNNING (at most {_MAX_OPEN})",
             "example": "41,42",
         },
-        "limit": {"type": "integer", "minimum": 1, "maximum": _MAX_CHANGES, "description": "most new trials"},
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": _MAX_CHANGES,
+            "default": _DEFAULT_CHANGES,
+            "description": "most new trials",
+        },
         **OWNER_QUERY,
     },
     responses={
         200: (
             "the trials above after_id (in id order, at most limit; more says whether others follow) and the "
-            "open ones as they are now",
+            "open ones as they are now, each an array of the fields named in fields",
             {
                 "type": "object",
-                "required": ["trials", "last_id", "more"],
+                "required": ["fields", "trials", "last_id", "more"],
                 "properties": {
-                    "trials": {"type": "array", "items": _TRIAL_POINT_SCHEMA},
+                    "fields": {"type": "array", "items": {"type": "string"}},
+                    "trials": {"type": "array", "items": _POINT_SCHEMA},
                     "last_id": {"type": "integer", "description": "after_id for the next poll"},
                     "more": {"type": "boolean"},
                 },
@@ -153,40 +167,31 @@ _TRIAL_POINT_SCHEMA = register_schema(
         404: "no such job that the caller may see",
     },
 )
-def trial_changes(app: str, app_version: int) -> dict[str, Any]:
+def trial_changes(app: str, app_version: int) -> Response:
     """What changed in a job's trials since the last poll: the job page polls this instead of every trial.
 
     A finished trial never changes again, so a poll needs only the trials created since
     (ids above ``after_id``) and the ones that were not finished then (``open``). The
     trials of a job are inserted one at a time by the one driver that holds the job, so
-    their ids grow in the order they are committed and none is skipped.
+    their ids grow in the order they are committed and none is skipped. Each trial is an
+    array, not an object: a large job's first read holds every trial, and the names
+    would be half of it.
     """
     check_query_args(("after_id", "open", "limit", OWNER_ARG))
     after_id = int_query_arg("after_id", 0, 0, MAX_ID)
-    limit = int_query_arg("limit", _MAX_CHANGES, 1, _MAX_CHANGES)
+    limit = int_query_arg("limit", _DEFAULT_CHANGES, 1, _MAX_CHANGES)
     assert after_id is not None and limit is not None
     open_ids = _open_ids(request.args.get("open"))
     with session_scope(admin_state().engine) as session:
         job = find_train_job(session, app, app_version, owner_id=owner_arg())
-        points = (
-            select(
-                Trial.id, Trial.number, SubJob.model_template_id, Trial.status, Trial.score, Trial.started_at,
-                Trial.finished_at, Trial.knobs, Trial.policies, Trial.worker,
-            )
-            .join(Trial.sub_job)
-            .where(SubJob.train_job_id == job.id)
-        )  # fmt: skip
-        new = session.execute(points.where(Trial.id > after_id).order_by(Trial.id).limit(limit + 1)).all()
-        again = []
-        if open_ids:
-            again = session.execute(points.where(Trial.id.in_(open_ids), Trial.id <= after_id)).all()
+        new = point_rows(session, job.id, [Trial.id > after_id], limit=limit + 1)
+        again = point_rows(session, job.id, [Trial.id.in_(open_ids), Trial.id <= after_id]) if open_ids else []
     more = len(new) > limit
     new = new[:limit]
-    return {
-        "trials": [_trial_point(row) for row in [*again, *new]],
-        "last_id": new[-1].id if new else after_id,
-        "more": more,
-    }
+    last_id = new[-1][0] if new else after_id
+    points = ",".join(text for _, text in [*again, *new])
+    body = f'{{"fields":{json.dumps(POINT_FIELDS)},"trials":[{points}],"last_id":{last_id},"more":{json.dumps(more)}}}'
+    return Response(body, mimetype="application/json")
 
 
 @blueprint.get("/<app>/<int:app_version>/best_trials")
@@ -226,21 +231,6 @@ def get_best_trials(app: str, app_version: int) -> dict[str, Any]:
     with session_scope(admin_state().engine) as session:
         job = find_train_job(session, app, app_version, owner_id=owner_arg())
         return {"trials": trials_json(session, best_trials(session, job, k, include_stopped=include_stopped))}
-
-
-def _trial_point(row: Any) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "number": row.number,
-        "model_id": row.model_template_id,
-        "status": TrialState(row.status).value,
-        "score": row.score,
-        "started_at": iso(row.started_at),
-        "finished_at": iso(row.finished_at),
-        "knobs": row.knobs,
-        "policies": row.policies,
-        "worker": row.worker,
-    }
 
 
 def _open_ids(raw: str | None) -> list[int]:

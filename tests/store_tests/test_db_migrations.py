@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from alembic import command
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, inspect, text
 
 from baobab.enums import RevisionAction
 from baobab.store._db import (
@@ -125,3 +125,19 @@ def test_0013_makes_each_inference_job_one_version_v1_of_its_members_and_back(db
         assert sorted(tuple(row) for row in rows) == [(running, t1), (running, t2), (stopped, t3)]
     finally:
         engine.dispose()
+
+
+def test_0014_adds_the_index_of_a_jobs_trials_by_state_and_score_and_takes_it_away(db_url: str) -> None:
+    def trial_indexes() -> dict[str, list[str | None]]:
+        engine = create_engine_from_url(db_url)
+        try:
+            return {index["name"]: index["column_names"] for index in inspect(engine).get_indexes("trials")}
+        finally:
+            engine.dispose()
+
+    _migrate(db_url, "0013")
+    assert "ix_trials_sub_job_id_status_score" not in trial_indexes()
+    _migrate(db_url, "0014")
+    assert trial_indexes()["ix_trials_sub_job_id_status_score"] == ["sub_job_id", "status", "score"]
+    _migrate(db_url, "0013", down=True)
+    assert "ix_trials_sub_job_id_status_score" not in trial_indexes()

@@ -201,7 +201,9 @@ class Trial(Base):
     """
 
     __tablename__ = "trials"
-    __table_args__ = (UniqueConstraint("sub_job_id", "number"),)
+    # (sub_job_id, status, score): a job's trials counted by state and the best score read from
+    # the index alone, and the best of one state found by walking it backwards (see migration 0014).
+    __table_args__ = (UniqueConstraint("sub_job_id", "number"), Index(None, "sub_job_id", "status", "score"))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     sub_job_id: Mapped[int] = mapped_column(ForeignKey("sub_jobs.id", ondelete="CASCADE"))

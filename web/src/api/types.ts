@@ -230,18 +230,17 @@ export interface Lineage {
   truncated: boolean;
 }
 
-/** A trial as the charts need it (GET .../trials/changes). */
+/** A trial as the charts need it (from GET .../trials/changes). */
 export interface TrialPoint {
   id: number;
   number: number;
   model_id: number;
   status: TrialStatus;
   score: number | null;
-  started_at: string | null;
-  finished_at: string | null;
+  /** When it finished, in ms since the epoch (the API sends seconds). */
+  finished_ms: number | null;
   knobs: Record<string, unknown>;
   policies: Record<string, boolean>;
-  worker: string | null;
 }
 
 export interface TrialPage {
@@ -251,8 +250,10 @@ export interface TrialPage {
   per_page: number;
 }
 
+/** GET .../trials/changes: each trial an array of the values named in `fields` (a large job sends 100,000). */
 export interface TrialChanges {
-  trials: TrialPoint[];
+  fields: string[];
+  trials: unknown[][];
   last_id: number;
   more: boolean;
 }

@@ -20,11 +20,9 @@ function trial(id: number, score: number | null, seconds: number, extra: Partial
     model_id: 1,
     status: score === null ? "RUNNING" : "COMPLETED",
     score,
-    started_at: new Date(T0).toISOString(),
-    finished_at: score === null ? null : new Date(T0 + seconds * 1000).toISOString(),
+    finished_ms: score === null ? null : T0 + seconds * 1000,
     knobs: { lr: 0.001 * id, layers: (id % 3) + 1, act: id % 2 ? "relu" : "tanh", early: false },
     policies: { EARLY_STOP: id % 2 === 0 },
-    worker: "w",
     ...extra,
   };
 }
@@ -90,6 +88,19 @@ describe("scoreScatterOption", () => {
     expect(drawn).toBe(built.shown);
     expect(built.option.animation).toBe(false); // thousands of points draw at once
     expect(scoreScatterOption(points.slice(0, 10)).option.animation).toBe(true);
+  });
+});
+
+describe("a job of 150,000 trials", () => {
+  it("is drawn downsampled, its score range found without spreading every score into one call", () => {
+    const next = random(7);
+    const many = Array.from({ length: 150_000 }, (_, i) => trial(i + 1, next(), i));
+    const parallel = parallelOption(many, null);
+    expect([parallel.shown, parallel.total]).toEqual([600, 150_000]);
+    const scores = many.map((p) => p.score!);
+    const visual = parallel.option.visualMap as { min: number; max: number };
+    expect([visual.min, visual.max]).toEqual([scores.reduce((a, b) => Math.min(a, b)), scores.reduce((a, b) => Math.max(a, b))]);
+    expect(scoreScatterOption(many).shown).toBeLessThanOrEqual(2_100);
   });
 });
 

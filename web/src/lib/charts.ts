@@ -5,7 +5,7 @@
 // ECharts' own LTTB sampling.
 
 import type { KnobSpec, MetricRow, TrialPoint } from "../api/types";
-import { formatScore, formatValue, parseTime, policyLabel } from "./format";
+import { formatScore, formatValue, policyLabel } from "./format";
 
 // What setOption takes; kept loose so that this module needs no ECharts import.
 export type ChartOption = Record<string, unknown>;
@@ -34,7 +34,7 @@ export function emptyOption(message: string): ChartOption {
 function scored(points: TrialPoint[]): { t: number; score: number; trial: TrialPoint }[] {
   const out: { t: number; score: number; trial: TrialPoint }[] = [];
   for (const trial of points) {
-    const t = parseTime(trial.finished_at);
+    const t = trial.finished_ms;
     if (trial.score !== null && t !== null) out.push({ t, score: trial.score, trial });
   }
   return out.sort((a, b) => a.t - b.t || a.trial.id - b.trial.id);
@@ -278,8 +278,8 @@ export function parallelOption(points: TrialPoint[], config: Record<string, Knob
       axis.kind = "value";
     }
   }
-  const scores = done.map((p) => p.score!);
-  const [low, high] = [Math.min(...scores), Math.max(...scores)];
+  // Best first: the first and the last hold the range (spreading 100,000 scores into Math.max overflows the stack).
+  const [low, high] = [done[done.length - 1].score!, done[0].score!];
   const parallelAxis = [
     ...axes.map((axis, dim) =>
       axis.kind === "category"

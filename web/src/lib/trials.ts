@@ -1,18 +1,36 @@
 import { get } from "../api/client";
-import type { TrialChanges, TrialPoint } from "../api/types";
+import type { TrialChanges, TrialPoint, TrialStatus } from "../api/types";
 import { isTrialOpen } from "../api/types";
 
 /** The most ids one poll names as `open` (the API's limit). */
 export const MAX_OPEN = 1000;
+/** The most trials one answer may hold (the API's limit): a job of 100,000 trials comes in one read. */
+export const MAX_CHANGES = 100_000;
 
 function same(a: TrialPoint, b: TrialPoint): boolean {
-  return (
-    a.status === b.status &&
-    a.score === b.score &&
-    a.started_at === b.started_at &&
-    a.finished_at === b.finished_at &&
-    a.worker === b.worker
-  );
+  return a.status === b.status && a.score === b.score && a.finished_ms === b.finished_ms;
+}
+
+/** The answer's arrays as points, read by the names in `fields`. */
+export function toPoints(changes: TrialChanges): TrialPoint[] {
+  const at = (name: string) => {
+    const index = changes.fields.indexOf(name);
+    if (index < 0) throw new Error(`trials/changes sent no field ${name}`);
+    return index;
+  };
+  const [id, number, modelId, status, score, finished, knobs, policies] = [
+    "id", "number", "model_id", "status", "score", "finished_at", "knobs", "policies",
+  ].map(at);
+  return changes.trials.map((row) => ({
+    id: row[id] as number,
+    number: row[number] as number,
+    model_id: row[modelId] as number,
+    status: row[status] as TrialStatus,
+    score: row[score] as number | null,
+    finished_ms: row[finished] === null ? null : Math.round((row[finished] as number) * 1000),
+    knobs: row[knobs] as Record<string, unknown>,
+    policies: row[policies] as Record<string, boolean>,
+  }));
 }
 
 /**
@@ -23,6 +41,7 @@ function same(a: TrialPoint, b: TrialPoint): boolean {
  */
 export class TrialFeed {
   private readonly byId = new Map<number, TrialPoint>();
+  private sorted: TrialPoint[] | null = [];
   private lastId = 0;
   /** Grows with every change, so that React can tell a new state from the same one. */
   revision = 0;
@@ -30,7 +49,7 @@ export class TrialFeed {
   /** Takes one answer in; true when anything changed. */
   merge(changes: TrialChanges): boolean {
     let changed = false;
-    for (const trial of changes.trials) {
+    for (const trial of toPoints(changes)) {
       const known = this.byId.get(trial.id);
       if (!known || !same(known, trial)) {
         this.byId.set(trial.id, trial);
@@ -38,7 +57,10 @@ export class TrialFeed {
       }
     }
     this.lastId = Math.max(this.lastId, changes.last_id);
-    if (changed) this.revision += 1;
+    if (changed) {
+      this.revision += 1;
+      this.sorted = null;
+    }
     return changed;
   }
 
@@ -49,14 +71,16 @@ export class TrialFeed {
   }
 
   query(): string {
-    const params = new URLSearchParams({ after_id: String(this.lastId) });
+    const params = new URLSearchParams({ after_id: String(this.lastId), limit: String(MAX_CHANGES) });
     const open = this.openIds();
     if (open.length) params.set("open", open.join(","));
     return params.toString();
   }
 
+  /** The points by id; the same array until something changes. */
   points(): TrialPoint[] {
-    return [...this.byId.values()].sort((a, b) => a.id - b.id);
+    if (this.sorted === null) this.sorted = [...this.byId.values()].sort((a, b) => a.id - b.id);
+    return this.sorted;
   }
 
   get size(): number {

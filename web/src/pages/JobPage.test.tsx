@@ -2,8 +2,10 @@ import { screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { describe, expect, it, vi } from "vitest";
 
+import type { TrialPoint, TrialStatus } from "../api/types";
 import type { Built } from "../lib/charts";
 import { mockApi } from "../test/api";
+import { changesOf } from "../test/changes";
 import { renderAt } from "../test/route";
 import { JobPage } from "./JobPage";
 
@@ -46,18 +48,16 @@ function job(status: string, trials: number, placement: unknown = null) {
   };
 }
 
-function point(id: number, status: string, score: number | null) {
+function point(id: number, status: TrialStatus, score: number | null): TrialPoint {
   return {
     id,
     number: id - 1,
     model_id: 5,
     status,
     score,
-    started_at: "2030-01-01T00:00:00+00:00",
-    finished_at: score === null ? null : `2030-01-01T00:0${id}:00+00:00`,
+    finished_ms: score === null ? null : Date.parse(`2030-01-01T00:0${id}:00+00:00`),
     knobs: { depth: id },
     policies: {},
-    worker: "w",
   };
 }
 
@@ -69,8 +69,8 @@ describe("JobPage", () => {
       "GET /train_jobs/fraud/2/trials/changes": () => {
         polls += 1;
         return polls === 1
-          ? [200, { trials: [point(1, "COMPLETED", 0.8), point(2, "RUNNING", null)], last_id: 2, more: false }]
-          : [200, { trials: [point(2, "COMPLETED", 0.9)], last_id: 2, more: false }];
+          ? [200, changesOf([point(1, "COMPLETED", 0.8), point(2, "RUNNING", null)], 2, false)]
+          : [200, changesOf([point(2, "COMPLETED", 0.9)], 2, false)];
       },
       "GET /train_jobs/fraud/2/trials": [200, { trials: [], total: 0, page: 1, per_page: 25 }],
       "GET /models/5": [200, { knob_config: { depth: { type: "IntegerKnob", value_min: 1, value_max: 9, is_exp: false } } }],
@@ -89,7 +89,7 @@ describe("JobPage", () => {
     // The next poll names the running trial and the last id, and the job ends.
     await waitFor(() => expect(screen.getByTestId("job-page")).toHaveAttribute("data-status", "COMPLETED"), { timeout: 4000 });
     const changes = calls.filter((c) => c.path.includes("/changes")).map((c) => c.path.split("?")[1]);
-    expect(changes).toEqual(["after_id=0", "after_id=2&open=2"]);
+    expect(changes).toEqual(["after_id=0&limit=100000", "after_id=2&limit=100000&open=2"]);
     expect(screen.getByTestId("chart-scores")).toHaveAttribute("data-shown", "2");
     expect(screen.getByTestId("chart-best")).toHaveAttribute("data-shown", "2");
     expect(screen.queryByRole("button", { name: "Stop job" })).not.toBeInTheDocument();
@@ -102,7 +102,7 @@ describe("JobPage", () => {
 async function showFinished(shown: unknown) {
   mockApi({
     "GET /train_jobs/fraud/2": [200, shown],
-    "GET /train_jobs/fraud/2/trials/changes": [200, { trials: [], last_id: 0, more: false }],
+    "GET /train_jobs/fraud/2/trials/changes": [200, changesOf([], 0, false)],
     "GET /train_jobs/fraud/2/trials": [200, { trials: [], total: 0, page: 1, per_page: 25 }],
     "GET /models/5": [200, { knob_config: {} }],
   });
@@ -164,7 +164,7 @@ describe("stopping a job", () => {
   it("asks first, then shows the job as the API answers it", async () => {
     const calls = mockApi({
       "GET /train_jobs/fraud/2": [200, job("RUNNING", 1)],
-      "GET /train_jobs/fraud/2/trials/changes": [200, { trials: [point(1, "RUNNING", null)], last_id: 1, more: false }],
+      "GET /train_jobs/fraud/2/trials/changes": [200, changesOf([point(1, "RUNNING", null)], 1, false)],
       "GET /train_jobs/fraud/2/trials": [200, { trials: [], total: 0, page: 1, per_page: 25 }],
       "GET /models/5": [200, { knob_config: {} }],
       "POST /train_jobs/fraud/2/stop": [200, job("STOPPING", 1)],
