@@ -10,7 +10,7 @@ WEB_DEPS := web/node_modules/.package-lock.json
 WEB_DIST := baobab/admin/web_dist/index.html
 WEB_SRC  := web/package.json web/index.html web/vite.config.ts web/tsconfig.json $(shell find web/src -type f 2>/dev/null)
 
-.PHONY: images docker-engine install test lint demo fashion-mnist chromium web web-test bench-strategies bench-spaces bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping bench-shared-data bench-fusion bench-automl-budget bench-placement bench-serving bench-serving-fused clean
+.PHONY: images docker-engine install test lint demo fashion-mnist chromium web web-test bench-strategies bench-spaces bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping bench-shared-data bench-fusion bench-automl-budget bench-placement bench-scale bench-serving bench-serving-fused clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -124,6 +124,11 @@ bench-automl-budget: $(STAMP) fashion-mnist
 # The placement simulator's predicted makespans against the measured ones of 10 mixed jobs.
 bench-placement: $(STAMP) fashion-mnist
 	$(BIN)/python bench/placement.py
+
+# The driver on 1,000 simulated slots (100,000 trials), proposals at 100,000 trials, the API on a 100,000-trial job;
+# needs PostgreSQL on this machine.
+bench-scale: $(STAMP)
+	$(BIN)/python bench/scale.py
 
 # The predictor against Ray Serve on the same models; wrk (Debian's package) makes the load.
 bench-serving: $(STAMP) fashion-mnist

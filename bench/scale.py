@@ -167,14 +167,44 @@ def render(results: dict[str, Any]) -> str:
         f"{results['machine']}. Each part's date is its own: a part can be rerun alone.",
         "",
     ]
-    driver = results.get("driver")
-    if driver:
-        lines += _render_driver(driver)
+    if results.get("driver"):
+        lines += _render_driver(results["driver"])
+    if results.get("long"):
+        lines += _render_long(results["long"])
     for part in ("proposals", "api"):
         body = results.get(part)
-        if body and body.get("markdown"):
-            lines += [body["markdown"].rstrip(), ""]
+        if body and body.get("markdown"):  # each part's own report, one heading level down
+            lines += [_demoted(body["markdown"]).rstrip(), ""]
     return "\n".join(lines) + "\n"
+
+
+def _demoted(markdown: str) -> str:
+    return "\n".join("#" + line if line.startswith("#") else line for line in markdown.splitlines())
+
+
+def _render_memory(d: dict[str, Any]) -> list[str]:
+    lines = [
+        "| trials finished | jobs held | driver MB | of which strategies MB | process RSS MB |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {m['finished']:,} | {m['jobs']} | {m['driver_mb']:.1f} | {m['strategies_mb']:.1f} | {m['rss_mb']:.0f} |"
+        for m in d["memory"]
+    ]
+    return [*lines, ""]
+
+
+def _render_long(d: dict[str, Any]) -> list[str]:
+    return [
+        f"## One job of {d['trials']:,} trials ({d['date']})",
+        "",
+        f"What the driver holds of one long job (random search, no early stopping, {d['slots']} slots): "
+        f"each trial once: {'yes' if d['each_trial_once'] else '**no**'}; driver CPU "
+        f"{d['driver_cpu_ms_per_trial']:.2f} ms a trial; utilisation while work waited "
+        f"{100 * d['utilisation_while_waiting']:.2f}%.",
+        "",
+        *_render_memory(d),
+    ]
 
 
 def _render_driver(d: dict[str, Any]) -> list[str]:
@@ -203,20 +233,16 @@ def _render_driver(d: dict[str, Any]) -> list[str]:
         "",
         "Memory the driver holds (its job states; `pympler.asizeof`) as the trials mount:",
         "",
-        "| trials finished | jobs held | driver MB | of which strategies MB | process RSS MB |",
-        "|---|---|---|---|---|",
+        *_render_memory(d),
     ]
-    lines += [
-        f"| {m['finished']:,} | {m['jobs']} | {m['driver_mb']:.1f} | {m['strategies_mb']:.1f} | {m['rss_mb']:.0f} |"
-        for m in d["memory"]
-    ]
-    lines.append("")
     return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default="driver,proposals,api", help="comma-separated: driver, proposals, api")
+    parser.add_argument(
+        "--parts", default="driver,long,proposals,api", help="comma-separated: driver, long, proposals, api"
+    )
     parser.add_argument("--quick", action="store_true", help="10 jobs, 10,000 trials, 100 slots; small parts")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -230,6 +256,10 @@ def main() -> None:
         started = time.perf_counter()
         results["driver"] = {**run_driver(**size, gpus=20, median_s=60.0), "date": today, "quick": args.quick}
         print(f"driver: done in {time.perf_counter() - started:.0f} s", flush=True)
+    if "long" in parts:
+        size = {"jobs": 1, "trials": 5_000 if args.quick else 20_000, "slots": 200}
+        print(f"long job: {size}", flush=True)
+        results["long"] = {**run_driver(**size, gpus=200, median_s=60.0), "date": today, "quick": args.quick}
     if "proposals" in parts:
         import scale_proposals
 
@@ -237,7 +267,11 @@ def main() -> None:
     if "api" in parts:
         import scale_api
 
-        results["api"] = {**scale_api.measure_all(SERVER_URL, quick=args.quick), "date": today}
+        counts = (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000)
+        with postgres_database(SERVER_URL) as url:
+            measured = scale_api.measure(url, counts, repeats=5 if args.quick else 20)
+        api = {"date": today, "machine": results["machine"], **measured}
+        results["api"] = {**api, "markdown": scale_api.markdown(api)}
     RESULTS.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
     (RESULTS / "scale.md").write_text(render(results))
