@@ -34,14 +34,17 @@ def test_tpe_redraws_from_the_model_instead_of_repeating_on_a_small_grid(monkeyp
         return -float((knobs["a"] - 7) ** 2 + (knobs["b"] - 2) ** 2 + (knobs["c"] - 4) ** 2)
 
     strategy = TpeStrategy(config, seed=0)
-    random_draws = []
+    random_draws = []  # the history's size at each random draw
     sample_new = strategy.sample_new
-    monkeypatch.setattr(strategy, "sample_new", lambda *a, **k: random_draws.append(1) or sample_new(*a, **k))
+    monkeypatch.setattr(
+        strategy, "sample_new", lambda *a, **k: random_draws.append(strategy.n_observed) or sample_new(*a, **k)
+    )
     proposals = run_search(strategy, 60, score=score)
     assert len({tuple(k.values()) for k in proposals}) == 60, "a proposal repeats an observed point"
+    assert random_draws[:10] == list(range(10)), "the ten start-up proposals are random"
     # On this 1000-point grid the model's best candidate is often a taken point; those
     # are redrawn from the model, not at random (0 random draws measured, seeds 0-2).
-    assert len(random_draws) <= 3
+    assert len(random_draws[10:]) <= 3
     random_proposals = run_search(RandomStrategy(config, seed=0), 60, score=score)
     # Mean score of the 50 model-based proposals: -8.4 to -8.9 for TPE, -31 to -33 at random.
     assert sum(map(score, proposals[10:])) > sum(map(score, random_proposals[10:])) / 2
