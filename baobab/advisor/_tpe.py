@@ -10,19 +10,21 @@ and the pending trials, draw ``n_ei_candidates`` candidates from l and take the 
 highest log l(x) - log g(x). The proposal depends on the history, the pending trials
 and the seed only, so a rebuilt strategy proposes what the original would have.
 (It used to build a throw-away Optuna study from the whole history per proposal:
-180 ms at 1,000 records and 2 s at 10,000, ten times Optuna's own cost per trial.)
+180 ms at 1,000 records and 2 s at 10,000.)
 
-**What the model sees.** Up to ``BEST + max_recent`` records (1,025 by default), all of
-them. Past that, the ``BEST`` (25) best-scored records and the ``max_recent`` (1,000)
+**What the model sees.** Up to ``BEST + max_recent`` records (275 by default), all of
+them. Past that, the ``BEST`` (25) best-scored records and the ``max_recent`` (250)
 most recent ones by trial id, so a proposal costs the same at trial 100,000 as at
-trial 1,000 (about 2 to 3 ms on a 2-core machine; ``bench/scale_proposals.py``). Why
-this rule: the good group is never more than 25 records, so l(x) is exactly the
-model of the whole history (given at least 25 completed records); only g(x), the
-density of the not-so-good points, is fitted on a window. Optuna itself weighs the
-records of g(x) by age (a ramp from 1/n for the oldest to 1 for the 25 newest), so
-the recent ones were already those that counted; the window drops the faded tail.
-Below 1,025 records nothing changes, so the 200-evaluation benchmarks of
-``bench/strategies.py`` run the same model as with the whole history.
+trial 300 (a few milliseconds; ``bench/results/scale_proposals.md``). Why this rule:
+the good group is never more than 25 records (and with 250 records or more it is 25),
+so l(x) is exactly the model of the whole history, given 25 completed records; only
+g(x), the density of the not-so-good points, is fitted on a window. Optuna itself
+weighs the records of g(x) by age (a ramp from 1/n for the oldest to 1 for the 25
+newest), so the recent ones were already those that counted most; the window drops
+the faded tail. Why 250: a Parzen estimator costs a kernel per record per candidate,
+and 250 keeps a proposal near 5 ms on a busy 2-core machine with four numeric knobs
+(1,000 took 16 ms). Below 275 records nothing is left out, so the 200-evaluation
+benchmarks of ``bench/strategies.py`` fit the same model as with the whole history.
 
 On a grid, the candidate of highest l(x)/g(x) is often a point already evaluated
 (Optuna repeats a quarter or more of its proposals on tabular benchmarks). Baobab
@@ -32,17 +34,24 @@ points are instead ranked last, so the proposal is the model's best new point.
 
 ``_ParzenEstimator`` is private to Optuna (pinned in ``pyproject.toml``): Optuna has no
 public way to fit TPE's densities to records without a study, and a study built per
-proposal costs a deep copy and a validation of every record it holds.
+proposal costs a deep copy and a validation of every record it holds. Its density is
+evaluated here with SciPy's ``log_ndtr`` (see :class:`_ParzenEstimatorScipy`): Optuna 5
+computes the normal CDF in pure Python, one call per candidate and record for an
+integer knob, 40 ms a proposal with two integer knobs and 125 records.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+import math
+
 import numpy as np
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.samplers._tpe.parzen_estimator import _ParzenEstimator, _ParzenEstimatorParameters
+from optuna.samplers._tpe.probability_distributions import _BatchedCategoricalDistributions
 from optuna.samplers._tpe.sampler import default_gamma, default_weights
+from scipy.special import log_ndtr, logsumexp, ndtr
 
 from baobab.advisor._base import Strategy, TakenPoints, TrialStatus
 from baobab.advisor._space import DimensionKind, FlatPoint
@@ -96,7 +105,7 @@ class TpeStrategy(Strategy):
         n_startup_trials: int = 10,
         n_ei_candidates: int = 24,
         multivariate: bool = True,
-        max_recent: int = 1000,
+        max_recent: int = 250,
     ) -> None:
         super().__init__(knob_config, seed=seed)
         for option, value in [
@@ -140,8 +149,8 @@ class TpeStrategy(Strategy):
         estimators = [
             (
                 space,
-                _ParzenEstimator(_observations(below, space), _space(space), _PARAMETERS),
-                _ParzenEstimator(_observations(above, space), _space(space), _PARAMETERS),
+                _ParzenEstimatorScipy(_observations(below, space), _space(space), _PARAMETERS),
+                _ParzenEstimatorScipy(_observations(above, space), _space(space), _PARAMETERS),
             )
             for space in groups
         ]
@@ -188,6 +197,60 @@ class TpeStrategy(Strategy):
                 point[j] = columns[name][k]
             points.append(tuple(point))
         return points
+
+
+class _ParzenEstimatorScipy(_ParzenEstimator):
+    """Optuna's Parzen estimator, its log density evaluated with SciPy's vectorised ``log_ndtr``.
+
+    The same mixture and the same formulas as Optuna's ``_MixtureOfProductDistribution.log_pdf``
+    (Optuna 5.0): a categorical kernel's weight, a truncated normal's density, or for an
+    integer its mass over the step around the value, each normalised by the mass within
+    the bounds (after the log where the knob says ``log``); summed over knobs, mixed over
+    kernels. Optuna invites a subclass of ``_ParzenEstimator`` (``TPESampler._parzen_estimator_cls``).
+    """
+
+    def log_pdf(self, samples_dict: dict[str, np.ndarray]) -> np.ndarray:
+        mixture = self._mixture_distribution
+        x = self._transform(samples_dict)
+        out = np.zeros((len(x), len(mixture.weights)))
+        for i, d in enumerate(mixture.distributions):
+            if isinstance(d, _BatchedCategoricalDistributions):
+                out += np.log(d.weights[:, x[:, i].astype(np.int64)]).T
+                continue
+            inside = _log_gauss_mass((d.adapted_low - d.mu) / d.sigma, (d.adapted_high - d.mu) / d.sigma)
+            if d.step == 0.0:
+                xi = (np.log(x[:, i]) if d.is_log else x[:, i])[:, np.newaxis]
+                z = (xi - d.mu) / d.sigma
+                log_pdf = -(z**2) / 2.0 - _LOG_SQRT_2PI - inside - np.log(d.sigma)
+                out += np.where((xi < d.adapted_low) | (xi > d.adapted_high), -np.inf, log_pdf)
+            else:
+                left, right = x[:, i] - d.step / 2, x[:, i] + d.step / 2
+                if d.is_log:
+                    left, right = np.log(left), np.log(right)
+                out += _log_gauss_mass((left[:, None] - d.mu) / d.sigma, (right[:, None] - d.mu) / d.sigma) - inside
+        with np.errstate(divide="ignore"):  # a zero weight, as Optuna's log(0)
+            return np.asarray(logsumexp(out + np.log(mixture.weights), axis=1))
+
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _log_gauss_mass(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """log(Phi(b) - Phi(a)) for a <= b, computed in the left tail as Optuna's ``_truncnorm._log_gauss_mass``."""
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+    out = np.empty(a.shape)
+    left, right = b <= 0, a > 0
+    central = ~(left | right)
+    with np.errstate(divide="ignore", invalid="ignore"):  # an empty interval: log(0), as Optuna's
+        out[left] = _log_diff(log_ndtr(b[left]), log_ndtr(a[left]))
+        out[right] = _log_diff(log_ndtr(-a[right]), log_ndtr(-b[right]))
+        out[central] = np.log1p(-ndtr(a[central]) - ndtr(-b[central]))
+    return out
+
+
+def _log_diff(log_p: np.ndarray, log_q: np.ndarray) -> np.ndarray:
+    """log(p - q) from log p and log q."""
+    return log_p + np.log1p(-np.exp(log_q - log_p))
 
 
 def _space(space: dict[str, tuple[int, BaseDistribution]]) -> dict[str, BaseDistribution]:
