@@ -42,9 +42,8 @@ integer knob, 40 ms a proposal with two integer knobs and 125 records.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import math
+from collections.abc import Iterable
 
 import numpy as np
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
@@ -120,7 +119,8 @@ class TpeStrategy(Strategy):
         self.multivariate = bool(multivariate)
         self.max_recent = max_recent
         distributions = [
-            _distribution(dim.kind, dim.low, dim.high, dim.log, len(dim.choices)) for dim in self.search_space.dimensions
+            _distribution(dim.kind, dim.low, dim.high, dim.log, len(dim.choices))
+            for dim in self.search_space.dimensions
         ]
         # The dimensions with more than one value are modelled; the others take their one value.
         self._modelled = {
