@@ -12,7 +12,9 @@ Two choices keep one proposal within tens of milliseconds however long the searc
 runs, where skopt's ``Optimizer`` takes seconds past a hundred observations:
 
 - the GP is fitted on a bounded subset of the observations, the ``n_best`` best and
-  the ``n_recent`` most recent (a GP's cost grows with the cube of its data);
+  the ``n_recent`` most recent (a GP's cost grows with the cube of its data), read from
+  the strategy's ranked and ordered history (``Strategy.best``, ``Strategy.recent``)
+  without a walk over it, as the check of candidates against taken points is;
 - expected improvement is maximised over a sampled candidate set (uniform points plus
   perturbations of the best points seen, at two scales for numeric knobs) instead of
   by L-BFGS restarts.

@@ -188,7 +188,7 @@ class TpeStrategy(Strategy):
         rest = [self.point(i) for i in ids if i not in below] + [self.search_space.flatten(k) for k in pending]
         return good, np.array(rest, dtype=float).reshape(-1, width)
 
-    def _points(self, columns: dict[str, list], size: int) -> list[FlatPoint]:
+    def _points(self, columns: dict[str, list[int | float]], size: int) -> list[FlatPoint]:
         """Full flat points of joint candidates (every modelled knob drawn)."""
         points = []
         for k in range(size):
@@ -263,7 +263,7 @@ def _observations(points: np.ndarray, space: dict[str, tuple[int, BaseDistributi
     return {name: points[:, j] for name, (j, _) in space.items()}
 
 
-def _external(values: np.ndarray, dist: BaseDistribution) -> list:
+def _external(values: np.ndarray, dist: BaseDistribution) -> list[int | float]:
     """Flat values from Optuna's internal representation: ints for indices and integers, floats otherwise."""
     if isinstance(dist, FloatDistribution):
         return [float(v) for v in values]
