@@ -156,6 +156,25 @@ def _counts_for(space: str, counts: Sequence[int]) -> list[int]:
     return list(counts)
 
 
+def _memory(
+    strategy: str, config: KnobConfig, fill: list[FlatPoint], failure_every: int, seed: int
+) -> dict[str, float]:
+    """Bytes a fresh strategy holds per record after observing ``fill`` (tracemalloc, in a pass of its
+    own: tracing slows every allocation, so no proposal is timed under it)."""
+    s = make_strategy(strategy, config, seed=seed)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for trial_id, point in enumerate(fill):
+            s.observe(_record(trial_id, s.search_space.unflatten(point), failure_every))
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    return {"bytes_per_record": round(held / len(fill)), "mb_per_100k": round(held / len(fill) * 100_000 / 2**20, 1)}
+
+
 def measure(
     strategy: str,
     counts: Sequence[int] = COUNTS,
@@ -201,9 +220,7 @@ def measure(
     observed = 0  # records observed, and the next trial id
     filled = 0  # fill points used
     if memory:
-        gc.collect()
-        tracemalloc.start()
-        before = tracemalloc.get_traced_memory()[0]
+        result.update(_memory(strategy, config, fill[: counts[-1]], failure_every, seed))
     for count in counts:
         start = time.perf_counter()
         while observed < count:
@@ -211,12 +228,6 @@ def measure(
             observed += 1
             filled += 1
         fill_s = time.perf_counter() - start
-        if memory and count == counts[-1]:
-            gc.collect()
-            held = tracemalloc.get_traced_memory()[0] - before
-            tracemalloc.stop()
-            result["bytes_per_record"] = round(held / count)
-            result["mb_per_100k"] = round(held / count * 100_000 / 2**20, 1)
         propose_s, observe_s = [], []
         loop_start = time.perf_counter()
         for _ in range(proposals):
