@@ -14,6 +14,8 @@ same rule, so the two can be compared on equal terms (``bench/early_stopping.py`
 
 from __future__ import annotations
 
+import bisect
+
 from baobab.advisor._stopping import Action, Decision, StoppingRule, whole_number
 from baobab.exceptions import StrategyError
 
@@ -61,6 +63,8 @@ class AshaRule(StoppingRule):
         self.max_resource = max_resource
         #: Per rung, trial id to the (signed) value it reached the rung with.
         self._rungs: list[dict[int, float]] = []
+        #: Per rung, the same values in ascending order, kept sorted as they come (not sorted per report).
+        self._sorted: list[list[float]] = []
 
     def expected_share(self, steps: int) -> float:
         """The share of its ``steps`` steps (reported from 0) a trial is expected to run when each trial is as
@@ -101,19 +105,20 @@ class AshaRule(StoppingRule):
         for rung in self._reached(step):
             if rung == len(self._rungs):
                 self._rungs.append({})
-            recorded = self._rungs[rung]
+                self._sorted.append([])
+            recorded, ascending = self._rungs[rung], self._sorted[rung]
             if trial_id in recorded:
                 continue
             recorded[trial_id] = value
-            ranked = sorted(recorded.values(), reverse=True)
-            keep = max(1, len(ranked) // self.eta)
-            cutoff = ranked[keep - 1]
+            bisect.insort(ascending, value)
+            keep = max(1, len(ascending) // self.eta)
+            cutoff = ascending[-keep]
             where = f"rung {rung} (step {self.rung_step(rung)})"
             if value < cutoff:
                 return Decision(
                     Action.STOP,
-                    f"asha: value {self._shown(value)} at step {step} is not in the top {keep} of the {len(ranked)} "
+                    f"asha: value {self._shown(value)} at step {step} is not in the top {keep} of the {len(ascending)} "
                     f"trials at {where}; the cut-off is {self._shown(cutoff)}",
                 )
-            decision = Decision(Action.CONTINUE, f"asha: in the top {keep} of {len(ranked)} at {where}")
+            decision = Decision(Action.CONTINUE, f"asha: in the top {keep} of {len(ascending)} at {where}")
         return decision

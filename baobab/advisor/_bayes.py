@@ -12,7 +12,9 @@ Two choices keep one proposal within tens of milliseconds however long the searc
 runs, where skopt's ``Optimizer`` takes seconds past a hundred observations:
 
 - the GP is fitted on a bounded subset of the observations, the ``n_best`` best and
-  the ``n_recent`` most recent (a GP's cost grows with the cube of its data);
+  the ``n_recent`` most recent (a GP's cost grows with the cube of its data), read from
+  the strategy's ranked and ordered history (``Strategy.best``, ``Strategy.recent``)
+  without a walk over it, as the check of candidates against taken points is;
 - expected improvement is maximised over a sampled candidate set (uniform points plus
   perturbations of the best points seen, at two scales for numeric knobs) instead of
   by L-BFGS restarts.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 from scipy.optimize import minimize
@@ -32,6 +35,7 @@ from skopt.learning import GaussianProcessRegressor
 from skopt.learning.gaussian_process.kernels import ConstantKernel, Matern
 
 from baobab.advisor._base import Strategy, TrialStatus
+from baobab.advisor._space import FlatPoint
 from baobab.exceptions import StrategyError
 from baobab.model import KnobConfig, Knobs
 
@@ -97,11 +101,11 @@ class BayesStrategy(Strategy):
         pending = list(pending)
         rng = self.rng(trial_id)
         taken = self.taken(pending)
-        scores = [r.score for r, _ in self.points() if r.status is TrialStatus.COMPLETED]
-        if not len(self.search_space) or len(self.history) < self.n_initial_points or not scores:
+        worst = self.worst_score()
+        if not len(self.search_space) or self.n_observed < self.n_initial_points or worst is None:
             return self.search_space.unflatten(self.sample_new(rng, taken))
 
-        x, y = self._training_set(pending, worst=min(scores))
+        x, y = self._training_set(pending, worst)
         space = self.search_space
         with warnings.catch_warnings():
             # A length scale that ends on its bound (a knob that does not matter) is an
@@ -123,24 +127,23 @@ class BayesStrategy(Strategy):
         return space.unflatten(space.from_unit(units[int(np.argmax(ei))]))
 
     def _training_set(self, pending: list[Knobs], worst: float) -> tuple[np.ndarray, np.ndarray]:
-        """Features and scores of the best, the most recent, and the pending points."""
-        observed = self.points()
-        values = np.array([r.score if r.status is TrialStatus.COMPLETED else worst for r, _ in observed])
-        best = np.argsort(-values, kind="stable")[: self.n_best]
-        keep = sorted(set(best.tolist()) | set(range(max(0, len(observed) - self.n_recent), len(observed))))
-        points = [observed[i][1] for i in keep] + [self.search_space.flatten(k) for k in pending]
-        y = np.concatenate([values[keep], np.full(len(pending), worst)])
+        """Features and scores of the best, the most recent, and the pending points.
+
+        A failed record counts as the worst score; the best are the ``n_best`` best-scored
+        completed records, so a failure is fitted on only while it is among the ``n_recent``."""
+        keep = sorted(set(self.best(self.n_best)) | set(self.recent(self.n_recent)))
+        scores = [self.score(i) if self.status(i) is TrialStatus.COMPLETED else worst for i in keep]
+        points = [self.point(i) for i in keep] + [self.search_space.flatten(k) for k in pending]
+        y = np.array(scores + [worst] * len(pending), dtype=float)
         # Scores as normal quantiles of their ranks: a few very bad scores (a diverged
         # training) would otherwise flatten the GP everywhere else.
         y = norm.ppf((rankdata(y) - 0.5) / len(y))
         return self.search_space.features(self.search_space.to_unit(points)), y
 
-    def _candidates(self, rng: np.random.Generator, taken: set) -> np.ndarray:
-        """Snapped candidate points; in a discrete space, none observed or pending."""
+    def _candidates(self, rng: np.random.Generator, taken: AbstractSet[FlatPoint]) -> np.ndarray:
+        """Snapped candidate points; in a discrete space, none observed or pending, none twice."""
         space = self.search_space
-        observed = self.points()
-        values = np.array([r.score if r.status is TrialStatus.COMPLETED else -np.inf for r, _ in observed])
-        top = space.to_unit([observed[i][1] for i in np.argsort(-values, kind="stable")[:5]])
+        top = space.to_unit([self.point(i) for i in self.best(5)])
         # Numeric knobs get a second, finer ring of perturbations: once the GP is sure
         # where the optimum lies, steps of a tenth of the range only jump over it.
         scales = _LOCAL_SCALES if space.categorical_fraction < 1.0 else _LOCAL_SCALES[:1]
@@ -151,12 +154,11 @@ class BayesStrategy(Strategy):
         units = space.snap(units)
         if not space.is_discrete:
             return units
-        seen = {space.key(u) for u in space.to_unit(list(taken))} if taken else set()
+        seen: set[FlatPoint] = set()
         fresh = []
-        for u in units:
-            key = space.key(u)
-            if key not in seen:
-                seen.add(key)
+        for u, point in zip(units, space.points(units), strict=True):
+            if point not in taken and point not in seen:
+                seen.add(point)
                 fresh.append(u)
         return np.array(fresh).reshape(len(fresh), len(space))
 

@@ -16,11 +16,11 @@ parent's weights.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from baobab.advisor._base import Strategy, TrialStatus
+from baobab.advisor._base import Strategy
 from baobab.advisor._space import Dimension, DimensionKind, FlatPoint
 from baobab.exceptions import StrategyError
 from baobab.model import KnobConfig, Knobs
@@ -105,17 +105,18 @@ class EvolutionStrategy(Strategy):
         :meth:`propose` and :meth:`lineage`, so that they cannot disagree."""
         rng = self.rng(trial_id)
         taken = self.taken(pending)
-        population = [(r, p) for r, p in self.points() if r.status is TrialStatus.COMPLETED][-self.population_size :]
+        population = self.recent(self.population_size, completed=True)
         mutable = [j for j, dim in enumerate(self.search_space.dimensions) if _has_choice(dim)]
         if len(population) == self.population_size and mutable:
             sample = rng.integers(len(population), size=self.sample_size)
-            parent, point = max((population[i] for i in sample), key=lambda member: member[0].score)
+            parent = max((population[i] for i in sample), key=lambda trial_id: cast(float, self.score(trial_id)))
+            point = self.point(parent)
             for _ in range(_MUTATION_TRIES):
                 j = mutable[int(rng.integers(len(mutable)))]
                 dim = self.search_space.dimensions[j]
                 child = (*point[:j], _mutate(dim, point[j], rng), *point[j + 1 :])
                 if child not in taken:
-                    return child, parent.trial_id, dim.name
+                    return child, parent, dim.name
         return self.sample_new(rng, taken), None, None
 
 

@@ -180,6 +180,14 @@ class SearchSpace:
     def from_unit(self, u: np.ndarray) -> FlatPoint:
         return tuple(d.from_unit(x) for d, x in zip(self.dimensions, u, strict=True))
 
+    def points(self, units: np.ndarray) -> list[FlatPoint]:
+        """The flat points nearest to unit vectors: :meth:`from_unit` of each row, a column at a time."""
+        columns = []
+        for j, dim in enumerate(self.dimensions):
+            values = dim.values(np.asarray(units[:, j], dtype=float))
+            columns.append(values.tolist() if dim.kind is DimensionKind.FLOAT else values.astype(int).tolist())
+        return list(zip(*columns, strict=True)) if columns else [() for _ in range(len(units))]
+
     def snap(self, units: np.ndarray) -> np.ndarray:
         """Move unit vectors onto points that exist (integers rounded, indices whole)."""
         out = np.array(units, dtype=float).reshape(len(units), len(self))
