@@ -18,18 +18,19 @@ cluster waits for it, so its slowness shows as idle slots. It reports:
 - the memory the driver holds (``pympler.asizeof`` of its job states) as the trials
   mount, and its strategies' share.
 
-The **proposals** part is :mod:`bench.scale_proposals` (each strategy's proposal latency
-from trial 100 to 100,000 in one sub-job, against Optuna's ask/tell with TPE on the
-same PostgreSQL), and the **api** part :mod:`bench.scale_api` (listing, sorting,
-filtering, the changes feed and ``best_trials`` of jobs of 1k, 10k and 100k trials
-through the real HTTP API). Each part writes its JSON; the report is drawn from the
-latest JSON of every part, so one part can be rerun alone.
+The **proposals** part runs ``bench/scale_proposals.py`` (each strategy's proposal latency
+from trial 100 to 100,000 in one sub-job, against Optuna's ask/tell with TPE on the same
+PostgreSQL and in memory), and the **api** part ``bench/scale_api.py`` (listing,
+sorting, filtering, the changes feed and ``best_trials`` of jobs of 1k, 10k and 100k
+trials through the real HTTP API). Each writes its own results; ``scale.md`` holds the
+driver's and embeds the latest full report of the other two, each with its own date, so
+one part can be rerun alone.
 
     .venv/bin/python bench/scale.py                       # every part, full size (about an hour)
     .venv/bin/python bench/scale.py --parts driver        # one part
     .venv/bin/python bench/scale.py --quick               # 10 jobs, 10,000 trials, 100 slots; small parts
 
-Results: ``bench/results/scale.md`` and ``scale.json``.
+Results: ``bench/results/scale.md`` and ``scale.json`` (``scale-quick.*`` for ``--quick``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import gc
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -68,6 +70,9 @@ from baobab.testing import (  # noqa: E402
 )
 
 RESULTS = HERE / "results"
+#: The parts with a script of their own, and the reports of their full runs that scale.md embeds.
+PARTS = {"proposals": "scale_proposals.py", "api": "scale_api.py"}
+PART_REPORTS = ("scale_proposals.md", "scale_api.md")
 SERVER_URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
 #: The simulated workers' own connections: their commits need not wait for the disk nor be pinged first
 #: (their writes are a real cluster's workers', not the driver's, and are not measured).
@@ -171,10 +176,10 @@ def render(results: dict[str, Any]) -> str:
         lines += _render_driver(results["driver"])
     if results.get("long"):
         lines += _render_long(results["long"])
-    for part in ("proposals", "api"):
-        body = results.get(part)
-        if body and body.get("markdown"):  # each part's own report, one heading level down
-            lines += [_demoted(body["markdown"]).rstrip(), ""]
+    for report in PART_REPORTS:  # each part's own report, one heading level down
+        path = RESULTS / report
+        if path.exists():
+            lines += [f"<!-- from {report} -->", _demoted(path.read_text()).rstrip(), ""]
     return "\n".join(lines) + "\n"
 
 
@@ -246,7 +251,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="10 jobs, 10,000 trials, 100 slots; small parts")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
-    out = RESULTS / "scale.json"
+    name = "scale-quick" if args.quick else "scale"  # a quick run leaves the full results alone
+    out = RESULTS / f"{name}.json"
     results: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
     results["machine"] = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     today = datetime.date.today().isoformat()
@@ -254,27 +260,19 @@ def main() -> None:
         size = {"jobs": 10 if args.quick else 100, "trials": 1000, "slots": 100 if args.quick else 1000}
         print(f"driver: {size}", flush=True)
         started = time.perf_counter()
-        results["driver"] = {**run_driver(**size, gpus=20, median_s=60.0), "date": today, "quick": args.quick}
+        results["driver"] = {**run_driver(**size, gpus=20, median_s=60.0), "date": today}
         print(f"driver: done in {time.perf_counter() - started:.0f} s", flush=True)
     if "long" in parts:
         size = {"jobs": 1, "trials": 5_000 if args.quick else 20_000, "slots": 200}
         print(f"long job: {size}", flush=True)
-        results["long"] = {**run_driver(**size, gpus=200, median_s=60.0), "date": today, "quick": args.quick}
-    if "proposals" in parts:
-        import scale_proposals
-
-        results["proposals"] = {**scale_proposals.measure_all(quick=args.quick), "date": today}
-    if "api" in parts:
-        import scale_api
-
-        counts = (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000)
-        with postgres_database(SERVER_URL) as url:
-            measured = scale_api.measure(url, counts, repeats=5 if args.quick else 20)
-        api = {"date": today, "machine": results["machine"], **measured}
-        results["api"] = {**api, "markdown": scale_api.markdown(api)}
+        results["long"] = {**run_driver(**size, gpus=200, median_s=60.0), "date": today}
+    for part, script in PARTS.items():
+        if part in parts:  # a part of its own, writing its own results, which the report embeds
+            print(f"{part}: bench/{script}", flush=True)
+            subprocess.run([sys.executable, str(HERE / script), *(["--quick"] if args.quick else [])], check=True)
     RESULTS.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / "scale.md").write_text(render(results))
+    (RESULTS / f"{name}.md").write_text(render(results))
     print(render(results))
 
 

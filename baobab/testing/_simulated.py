@@ -311,7 +311,7 @@ class SimulatedCluster:
                 self._finish(run, state, run.score, at)
         if reports:
             with session_scope(self.engine) as session:
-                session.execute(insert(InterimMetric.__table__), reports)
+                session.execute(insert(InterimMetric), reports)
 
     def _next_time(self, run: _Run) -> float:
         parts = max(1, self.work.steps)
