@@ -432,7 +432,7 @@ class JobState:
 
     ``cap`` is how many of its trials may run at once; ``deadline`` (epoch seconds)
     comes from its persisted start time and TIME_HOURS. ``durations`` are the
-    slot-seconds of its finished trials (a fused member's run time over its group's size:
+    slot-seconds of its latest finished trials (a fused member's run time over its group's size:
     its share of the slot), for the median that says whether another trial, or a group of
     them, can still finish before the deadline.
     """

@@ -12,11 +12,12 @@ import math
 import pytest
 
 from baobab.advisor import TrialStatus, base_knobs, trial_knobs, trial_policies
-from baobab.advisor._durations import RecentDurations
+from baobab.advisor._durations import DURATIONS_KEPT, RecentDurations
 from baobab.advisor._job_options import AUTO_MAX_GROUP, parse_job_options
 from baobab.advisor._packing import packed_size
 from baobab.advisor._plans import PlanStep, RetrainPhase, options_plan
 from baobab.advisor._scheduling import (
+    BEST_KEPT,
     MIN_PROFILE_S,
     PROFILE_SHARE,
     ActiveTrial,
@@ -263,6 +264,28 @@ def test_median_duration_and_deadline_near() -> None:
     assert state.durations.median() == 4.0
     assert not state.deadline_near(NOW + 6.0) and state.deadline_near(NOW + 6.5)
     assert not job(2).deadline_near(NOW + 1e9)  # no TIME_HOURS, no deadline
+
+
+def test_the_median_is_of_the_latest_run_times_only() -> None:
+    durations = RecentDurations(float(s) for s in range(3 * DURATIONS_KEPT))  # 0 to 2999 s, in that order
+    assert len(durations) == DURATIONS_KEPT and durations[0] == 2 * DURATIONS_KEPT
+    assert durations.median() == 2 * DURATIONS_KEPT + (DURATIONS_KEPT - 1) / 2
+    short = RecentDurations([100.0, 100.0, 1.0, 2.0, 3.0], window=3)  # the trials got shorter
+    assert list(short) == [1.0, 2.0, 3.0] and short.median() == 2.0
+
+
+def test_a_sub_job_keeps_its_best_distinct_proposals_only() -> None:
+    state = sub(1)
+    for number in range(3 * BEST_KEPT):
+        trial = ActiveTrial(number, number, {"x": number % (2 * BEST_KEPT)})  # each proposal twice
+        state.add_finished(trial, TrialState.COMPLETED, float(number), 1.0, None)
+    assert len(state.best) == BEST_KEPT
+    # The best first; a proposal seen twice counts once, at its better score (trials 299, 298, 297).
+    assert state.best_configs(3) == [{"x": BEST_KEPT - k} for k in (1, 2, 3)]
+    final = sub(2, options=parse_job_options({"policies": {"EARLY_STOP": True, "final_trials": 2 * BEST_KEPT}}))
+    for number in range(3 * BEST_KEPT):
+        final.add_finished(ActiveTrial(number, number, {"x": number}), TrialState.COMPLETED, -float(number), 1.0, None)
+    assert final.best_configs(2 * BEST_KEPT) == [{"x": n} for n in range(2 * BEST_KEPT)]  # as many as the final phase
 
 
 def test_next_timer_is_the_deadline_then_the_grace_end() -> None:
