@@ -14,7 +14,8 @@ __all__ = ["FusionProfile"]
 
 @dataclass(frozen=True)
 class FusionProfile:
-    """What :func:`~baobab.model.profile_fusion` measured: training rows per second by group size, and the size to use."""
+    """What :func:`~baobab.model.profile_fusion` measured: training rows per second by group size, and the size
+    to use."""
 
     #: Group size → rows per second of all members together (1: the unfused loop).
     samples_per_s: dict[int, float]
