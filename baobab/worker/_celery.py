@@ -154,7 +154,7 @@ def _register_task(app: Celery, settings: Settings) -> None:
             )
             state.artifacts = ArtifactStore(settings.artifacts_url)
             state.http = api_session()
-            state.relay = FinishRelay(FINISH_WAIT_S)
+            state.relay = _send_on_shutdown(FinishRelay(FINISH_WAIT_S))
         api_url = settings.api_url
         gateways = [
             ApiGateway(
@@ -186,15 +186,6 @@ def _register_task(app: Celery, settings: Settings) -> None:
                 record_trial(outcome.status, outcome.phases)
         return outcomes
 
-    @signals.worker_process_shutdown.connect(weak=False)
-    def _send_held(**_: Any) -> None:
-        """A pool process that ends (the worker stops, or replaces it) sends the outcome it holds first."""
-        if state.relay is not None:
-            try:
-                state.relay.flush()
-            except StoreError as e:
-                logger.warning("%s", e)
-
     @app.task(name=_TASK, bind=True, max_retries=None)
     def run_trial_task(self: Any, trial_id: int, token: str) -> None:
         (outcome,) = run(self, [trial_id], [token])
@@ -204,6 +195,19 @@ def _register_task(app: Celery, settings: Settings) -> None:
     @app.task(name=_GROUP_TASK, bind=True, max_retries=None)
     def run_trials_task(self: Any, trial_ids: list[int], tokens: list[str]) -> None:
         run(self, trial_ids, tokens)  # members held elsewhere are left to the job driver (module docstring)
+
+
+def _send_on_shutdown(relay: FinishRelay) -> FinishRelay:
+    """A pool process that ends (the worker stops, or replaces it) first sends the outcome ``relay`` holds."""
+
+    @signals.worker_process_shutdown.connect(weak=False)
+    def send(**_: Any) -> None:
+        try:
+            relay.flush()
+        except StoreError as e:
+            logger.warning("%s", e)
+
+    return relay
 
 
 def run_worker(
