@@ -15,7 +15,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Float, Integer, Numeric, Text, and_, case, cast, extract, func, literal, or_, select, text
+from sqlalchemy import (
+    ColumnElement,
+    Float,
+    Integer,
+    Numeric,
+    Text,
+    and_,
+    case,
+    cast,
+    extract,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.orm import Session
 
 from baobab.store import SubJob, Trial, TrialState
