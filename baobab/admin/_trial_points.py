@@ -118,25 +118,33 @@ def chart_sample(session: Session, train_job_id: int, *, points: int, lines: int
             SubJob.model_template_id.label("model"),
             Trial.score.label("score"),
             finished.label("t"),
-            (case({key: i for i, key in enumerate(keys)}, value=policy) if keys else literal(None, Integer)).label("g"),
+            # The index of its combination's grid; -1 for none (drawn whole).
+            (case({key: i for i, key in enumerate(keys)}, value=policy, else_=-1) if keys else literal(-1)).label("g"),
         )
         .join(Trial.sub_job)
         .where(*upto, Trial.score.is_not(None))
         .cte("base")
     )
-    if dialect == "postgresql":
-        base = base.prefix_with("MATERIALIZED")  # each row's policies made text once, not in every expression
-        # The windows below sort the job's trials four ways: in memory, not in files.
-        session.execute(text("SET LOCAL work_mem = '64MB'"))
+    materialized = dialect == "postgresql"  # each row's policies made text once, its cell found once
+    if materialized:
+        base = base.prefix_with("MATERIALIZED")
     b = base.c
     grid_list = [grids[key] for key in keys]
     done = select(
         b.id, b.model, b.score, b.t, b.g,
         _cell(dialect, b.t, b.g, b.id, [(g.side, g.x0, g.x1) for g in grid_list]).label("cx"),
         _cell(dialect, b.score, b.g, b.id, [(g.side, g.y0, g.y1) for g in grid_list]).label("cy"),
-    ).subquery()  # fmt: skip
+    ).cte("done")  # fmt: skip
+    if materialized:
+        done = done.prefix_with("MATERIALIZED")
+        # The windows below sort the job's trials twice: in memory, not in files.
+        session.execute(text("SET LOCAL work_mem = '64MB'"))
+    cell = (done.c.g, done.c.cx, done.c.cy)
+    # The best of each cell by a hash aggregate, not a third sort (a tie keeps every trial of that score).
+    cells = select(*cell, func.max(done.c.score).label("best")).where(done.c.t.is_not(None)).group_by(*cell).subquery()
     untimed = done.c.t.is_(None)
     ranked = select(
+        *cell,
         done.c.id,
         done.c.model,
         done.c.t,
@@ -149,9 +157,6 @@ def chart_sample(session: Session, train_job_id: int, *, points: int, lines: int
         # The last to finish: its place in finish order is the count (the same sort as best_before).
         func.row_number().over(partition_by=untimed, order_by=(done.c.t, done.c.id)).label("by_time"),
         func.count().over(partition_by=untimed).label("timed"),
-        func.row_number()
-        .over(partition_by=(done.c.g, done.c.cx, done.c.cy), order_by=(done.c.score.desc(), done.c.t, done.c.id))
-        .label("in_cell"),
     ).subquery()
     r = ranked.c
     # sampleBest: rest[floor(i * R / want)] for i < want, R = scored - top; j = rank - top - 1 is among them
@@ -159,14 +164,18 @@ def chart_sample(session: Session, train_job_id: int, *, points: int, lines: int
     rest, j = r.scored - top, r.rank - top - 1
     sampled = case((rest > 0, (rest - (j * want) % rest) % rest), else_=want) < want
     timed = r.t.is_not(None)
+    c = cells.c
+    best_of_cell = and_(r.g == c.g, r.cx == c.cx, r.cy == c.cy, r.score == c.best)
     chosen = session.execute(
-        select(r.id, r.model, r.scored).where(
+        select(r.id, r.model, r.scored)
+        .select_from(ranked.outerjoin(cells, best_of_cell))
+        .where(
             or_(
                 r.scored <= lines,
                 r.rank <= top,
                 and_(r.rank > top, sampled),
                 and_(timed, or_(r.best_before.is_(None), r.score > r.best_before, r.by_time == r.timed)),
-                and_(timed, r.in_cell == 1),
+                c.best.is_not(None),
             )
         )
     ).all()
@@ -233,7 +242,7 @@ def _cell(dialect: str, value: Any, group: Any, trial_id: Any, grids: list[tuple
     """The grid column (of ``value`` = the finish time) or row (the score) of a trial in its group's grid.
 
     ``grids`` holds, per group index, ``(side, low, high)``. A trial whose combination has
-    no grid (``group`` is NULL) gets its own id, so that it is alone in its cell; one
+    no grid (``group`` is -1) gets its own id, so that it is alone in its cell; one
     outside its grid's range (it finished after the range was read) goes to the edge.
     """
     if not grids:

@@ -2,7 +2,9 @@
 // tested without a canvas. Large jobs are downsampled here: the best-score line keeps only
 // its steps (exact), scatters keep the best point of each cell of a grid, parallel
 // coordinates keep the best trials and an even sample of the rest, and metric curves use
-// ECharts' own LTTB sampling.
+// ECharts' own LTTB sampling. The server picks the same trials of a large job before
+// sending any (GET .../trials/sample, baobab/admin/_trial_points.py): what it left out is
+// passed in as `omitted`, counted in each chart's total.
 
 import type { KnobSpec, MetricRow, TrialPoint } from "../api/types";
 import { formatScore, formatValue, policyLabel } from "./format";
