@@ -30,6 +30,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    tuple_,
 )
 from sqlalchemy.orm import Session
 
@@ -141,7 +142,7 @@ def chart_sample(session: Session, train_job_id: int, *, points: int, lines: int
         session.execute(text("SET LOCAL work_mem = '64MB'"))
     cell = (done.c.g, done.c.cx, done.c.cy)
     # The best of each cell by a hash aggregate, not a third sort (a tie keeps every trial of that score).
-    cells = select(*cell, func.max(done.c.score).label("best")).where(done.c.t.is_not(None)).group_by(*cell).subquery()
+    cells = select(*cell, func.max(done.c.score)).where(done.c.t.is_not(None)).group_by(*cell)
     untimed = done.c.t.is_(None)
     ranked = select(
         *cell,
@@ -164,18 +165,16 @@ def chart_sample(session: Session, train_job_id: int, *, points: int, lines: int
     rest, j = r.scored - top, r.rank - top - 1
     sampled = case((rest > 0, (rest - (j * want) % rest) % rest), else_=want) < want
     timed = r.t.is_not(None)
-    c = cells.c
-    best_of_cell = and_(r.g == c.g, r.cx == c.cx, r.cy == c.cy, r.score == c.best)
+    # IN, not a join: PostgreSQL hashes the cells, SQLite indexes them (a join was a nested loop there).
+    best_of_cell = tuple_(r.g, r.cx, r.cy, r.score).in_(cells)
     chosen = session.execute(
-        select(r.id, r.model, r.scored)
-        .select_from(ranked.outerjoin(cells, best_of_cell))
-        .where(
+        select(r.id, r.model, r.scored).where(
             or_(
                 r.scored <= lines,
                 r.rank <= top,
                 and_(r.rank > top, sampled),
                 and_(timed, or_(r.best_before.is_(None), r.score > r.best_before, r.by_time == r.timed)),
-                c.best.is_not(None),
+                and_(timed, best_of_cell),
             )
         )
     ).all()
