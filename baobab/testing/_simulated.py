@@ -40,7 +40,6 @@ from baobab.store import (
     EventChannel,
     EventKind,
     InterimMetric,
-    JobStatus,
     ModelAccess,
     ModelTemplate,
     SubJob,
@@ -456,7 +455,6 @@ def add_simulated_jobs(
                 val_dataset=dataset,
                 budget=budget,
                 train_args=args,
-                status=JobStatus.PENDING,
             )
             job.sub_jobs.append(SubJob(model_template=template, strategy=strategies[n % len(strategies)], seed=n))
             rows.append(job)
