@@ -293,9 +293,9 @@ class _Trial:
     def _store(self, trained: _Trained, key: str) -> TrialState | None:
         """The final state, with the parameters at ``key`` (deleted again when the trial is no longer ours).
 
-        A trial that adds to the zoo stores its state now: the zoo reads score, parameters and
-        owner from the row. Another keeps its parameters in memory for a SHARE_PARAMS trial
-        that follows, as soon as they are sent, and lets them go if the trial was not its own.
+        Its parameters stay in memory for a SHARE_PARAMS trial that follows, and go if the trial
+        turns out not to be its own. A trial that adds to the zoo stores its state now (the zoo
+        reads score, parameters and owner from the row); another may send it with the next claim.
         """
         fields = {"score": trained.score, "params_path": key, "architecture": trained.architecture}
         fields.update(self._measured(), **self._unsent())
@@ -303,8 +303,8 @@ class _Trial:
         if trained.stop_reason is not None:
             state = TrialState.STOPPED
             fields["log_line"] = f"stopped early: {trained.stop_reason}"
+        self.resources.keep_produced(key, trained.params)
         if trained.zoo_entry is None:
-            self.resources.keep_produced(key, trained.params)
             return self._finish(state, fields, functools.partial(self._keep, key))
         status = self.gateway.finish(self.claim, state, **fields)
         if self._keep(key, status):
