@@ -175,7 +175,9 @@ def render(results: dict[str, Any]) -> str:
         "# Baobab at scale",
         "",
         "Written by `bench/scale.py` (see its docstring for the method). Machine: "
-        f"{results['machine']}. Each part's date is its own: a part can be rerun alone.",
+        f"{results['machine']}, shared with other work while these ran (load average 3 to 4 on its 2 cores): "
+        "wall times, and the utilisation they are charged to, would be better on a machine of its own. "
+        "Each part's date is its own: a part can be rerun alone.",
         "",
     ]
     if results.get("driver"):
@@ -218,7 +220,7 @@ def _render_short(d: dict[str, Any]) -> list[str]:
         "",
         f"The same driver and mix, {d['jobs']} jobs of {d['trials'] // d['jobs']:,} trials: the slots finish about "
         f"{rate:,.0f} trials a second, which the driver must turn into new ones as fast. Slot utilisation while "
-        f"work waited {100 * d['utilisation_while_waiting']:.2f}% (the aim, 98%, was set for this); driver "
+        f"work waited {100 * d['utilisation_while_waiting']:.2f}% (the issue's aim: 98%); driver "
         f"{d['driver_cpu_ms_per_trial']:.2f} ms CPU and {d['driver_wall_ms_per_trial']:.2f} ms wall a trial; "
         f"each trial once: {'yes' if d['each_trial_once'] else '**no**'}.",
         "",
@@ -261,7 +263,8 @@ def _render_driver(d: dict[str, Any]) -> list[str]:
         "",
         "Proposing, wall seconds per strategy over the run: "
         + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(d["proposal_wall_s_by_strategy"].items()))
-        + ".",
+        + ". The driver's own work per trial, with proposals that cost next to nothing, is the long job's "
+        "figure below (random search).",
         "",
         "Memory the driver holds (its job states; `pympler.asizeof`) as the trials mount:",
         "",
