@@ -367,9 +367,11 @@ class SubJobState:
         """The parameters to share on after ``trial`` ended with ``params``: those themselves, or, when
         the plan adds updates up and another trial's parameters were shared on since ``trial`` started,
         the key of the latest ones plus ``trial``'s update (an :class:`SharedUpdate` the driver writes)."""
-        onto, latest = self.shared[-1][1:] if self.shared else (None, None)
         adds = self.plan is not None and self.plan.adds_updates
-        if not adds or trial.shared_from is None or latest is None or latest == trial.shared_from:
+        if not adds or trial.shared_from is None or not self.shared:
+            return params
+        _, onto, latest = self.shared[-1]
+        if latest == trial.shared_from:
             return params
         update = SharedUpdate(trial.id, shared_key(params, onto), latest, trial.shared_from, params)
         self.updates.append(update)

@@ -161,7 +161,7 @@ class SpaceModel(TorchModel):
         rows = torch.randperm(len(inputs), generator=torch.Generator().manual_seed(self.seed))
         module.train()
         with torch.no_grad():
-            for batch in rows[: self.recalibration_batches * self.batch_size()].split(self.batch_size()):
+            for batch in torch.split(rows[: self.recalibration_batches * self.batch_size()], self.batch_size()):
                 module(inputs[batch].to(self.device))
         for norm, momentum in zip(norms, momenta, strict=True):
             norm.momentum = momentum
