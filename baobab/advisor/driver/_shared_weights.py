@@ -19,7 +19,7 @@ the seeds disagree on the order, so the measurement says little more than that s
 loses nothing.
 
 Batch-norm statistics are arrays like the others and add up the same way; a template
-that scores architectures on shared weights re-estimates them anyway (``EnasCnn`` does).
+that scores architectures on shared weights re-estimates them anyway (``SpaceModel`` does, and ``EnasCnn``).
 
 The merged weights are written beside the trial's own parameters
 (:func:`~baobab.advisor._scheduling.shared_key`), once: a driver that replays the job
