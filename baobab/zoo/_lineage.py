@@ -13,9 +13,9 @@ update added onto the shared weights another trial left. The caller's ``merged_f
 reads such a key (the driver's format: :func:`baobab.advisor.merged_from`); the chain then
 lists a "merged" ancestor, the trial whose update the weights hold, naming in
 ``merged_onto`` the trial whose shared weights it was added onto, and goes on up the
-merged trial's own start. The trial merged onto is named, not walked: its own page shows
-its lineage, and its epochs are not in ``inherited_epochs`` (in an ENAS search it
-trained from the same line of shared weights, which the chain lists).
+merged trial's own start. The trial merged onto is named, not walked: its own lineage
+says where its weights came from, and its epochs are not in ``inherited_epochs``, which
+is then a lower bound.
 
 The chain is read with one recursive query, however long it is, plus two for each merge
 on it, and cut at ``max_depth`` ancestors (:data:`MAX_DEPTH` unless told), saying so in
