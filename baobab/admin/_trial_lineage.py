@@ -94,7 +94,10 @@ LINEAGE_SCHEMA = register_schema(
             "inherited_epochs": {
                 "type": "integer",
                 "minimum": 0,
-                "description": "epochs trained up the chain (hidden ancestors included, unknown ones as 0)",
+                "description": (
+                    "epochs trained up the chain (hidden ancestors included, unknown ones as 0, a merge's "
+                    "merged_onto trial not counted)"
+                ),
             },
             "truncated": {"type": "boolean", "description": f"the chain goes on past {MAX_DEPTH} ancestors"},
         },
