@@ -130,22 +130,25 @@ class SpaceModel(TorchModel):
         parent_choices = shared_params.get(CHOICES_PARAM)
         if not isinstance(parent_choices, str) or self.record is None:
             return super().load_shared(module, shared_params)
-        parent = self.model_space().instantiate(json.loads(parent_choices), args=self.base_args(), device="meta")
         sources = {
             key[len(SUPERNET_PREFIX) :]: torch.from_numpy(np.array(value))
             for key, value in shared_params.items()
             if key.startswith(SUPERNET_PREFIX) and isinstance(value, np.ndarray)
         }
-        if not sources:  # written by a trial that held no super-network: its module's weights
-            sources = keyed_state(parent.record, module_state(shared_params))
-        copied = transfer(module, self.record, sources)
         own = keyed_state(self.record, module.state_dict())
+        if sources:  # every candidate by operator key: the parent's record need not be rebuilt (a trace)
+            how = "from the super-network"
+        else:  # written by a trial that held no super-network: its module's weights, by its mutation record
+            parent = self.model_space().instantiate(json.loads(parent_choices), args=self.base_args(), device="meta")
+            sources = keyed_state(parent.record, module_state(shared_params))
+            same = len(self.record.shared_modules(parent.record))
+            how = f"by mutation record ({same} modules the same as the parent trial's)"
+        copied = transfer(module, self.record, sources)
         self._supernet = sources
-        same = len(self.record.shared_modules(parent.record))
         others = sum(key not in own for key in sources)
         return (
-            f"inherited {len(copied)} of {len(own)} tensors by mutation record ({same} modules the same as "
-            f"the parent trial's); the super-network keeps {others} tensors of other candidates"
+            f"inherited {len(copied)} of {len(own)} tensors {how}; the super-network keeps {others} tensors of "
+            "other candidates"
         )
 
     def fit_module(self, module: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> None:
