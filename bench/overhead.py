@@ -253,7 +253,13 @@ def _table(measures: list[Measure]) -> list[str]:
     return lines
 
 
-def write_report(measures: list[Measure], quick: bool) -> None:
+def _load_line(load: tuple[float, float]) -> str:
+    """The machine's load: at the start it is other work's (past half the cores: the figures read worse)."""
+    busy = " (other work shared the machine)" if load[0] > 0.5 * (os.cpu_count() or 1) else ""
+    return f"Load average (1 min) at the start and the end of the run: {load[0]:.1f} and {load[1]:.1f}{busy}."
+
+
+def write_report(measures: list[Measure], quick: bool, load: tuple[float, float]) -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "overhead.json").write_text(json.dumps([asdict(m) for m in measures], indent=2) + "\n")
     lines = [
@@ -272,11 +278,15 @@ def write_report(measures: list[Measure], quick: bool) -> None:
         "",
         "For scale, measured earlier on the same kind of machine (not re-run here): Ray Tune 2.60 about 55 ms "
         "and 94%, Optuna 5.0 on PostgreSQL about 65 ms and 95%, a bare Celery worker on Redis about 6 ms and 99%.",
+        "",
+        _load_line(load),
     ]
     (RESULTS / "overhead.md").write_text("\n".join(lines) + "\n")
 
 
-def write_cluster_report(measures: list[Measure], speedup: dict[str, float], quick: bool) -> None:
+def write_cluster_report(
+    measures: list[Measure], speedup: dict[str, float], quick: bool, load: tuple[float, float]
+) -> None:
     RESULTS.mkdir(exist_ok=True)
     data = {"measures": [asdict(m) for m in measures], "speedup_1_to_2_workers": speedup}
     (RESULTS / "overhead-celery.json").write_text(json.dumps(data, indent=2) + "\n")
@@ -292,9 +302,13 @@ def write_cluster_report(measures: list[Measure], speedup: dict[str, float], qui
         *(f"Speedup from 1 to {WORKERS} worker machines on `{name}`: {ratio:.2f}x." for name, ratio in speedup.items()),
         "",
         "Baobab's wall time is the train job's `started_at` → `finished_at`: per trial, a trial row, a Celery "
-        "message, a claim, the template's calls, parameters written to the shared artifact folder, the outcome "
-        "reported through the admin API and an event back to the advisor. The bare Celery worker does the same "
-        "template calls per task with the same delivery rules (acks late, one task at a time) and nothing else.",
+        "message, the template's calls, parameters written to the shared artifact folder, one request to the "
+        "admin API that stores the trial's outcome and claims the worker's next trial in one transaction (a "
+        "worker process's first trial is claimed alone), and an event back to the advisor. The bare Celery "
+        "worker does the same template calls per task with the same delivery rules (acks late, one task at a "
+        "time) and nothing else.",
+        "",
+        _load_line(load),
     ]
     (RESULTS / "overhead-celery.md").write_text("\n".join(lines) + "\n")
 
@@ -313,13 +327,14 @@ def main() -> None:
         workloads = [Workload("noop", 100, 0.0), Workload("sleep-1s", 20, 1.0)]
 
     measures: list[Measure] = []
+    load_at_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="baobab-bench-") as tmp:
         folder = Path(tmp)
         data = folder / "data.csv"
         data.write_text("a,target\n1.0,0.5\n2.0,0.25\n")
         if args.executor == "celery":
             measures, speedup = run_cluster(workloads, folder, args.postgres, args.broker)
-            write_cluster_report(measures, speedup, args.quick)
+            write_cluster_report(measures, speedup, args.quick, (load_at_start, os.getloadavg()[0]))
             print(f"wrote {RESULTS / 'overhead-celery.md'}")
             return
         settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD, "BAOBAB_CPU_SLOTS": str(WORKERS)}
@@ -338,7 +353,7 @@ def main() -> None:
                 for m in measures[-3:]:
                     row = f"{m.wall_s:7.2f} s {m.overhead_ms:6.1f} ms {m.utilisation:6.1%}"
                     print(f"{m.workload:9} {m.system:31} {row}")
-    write_report(measures, args.quick)
+    write_report(measures, args.quick, (load_at_start, os.getloadavg()[0]))
     print(f"wrote {RESULTS / 'overhead.md'}")
 
 

@@ -8,13 +8,14 @@ rows in all, so 30 at 100,000 trials too). Then headless Chromium (Debian's, thr
 playwright) opens the job page, signed in, and the script measures:
 
 - **time to interactive**: from navigation to the page holding the job, the first page of
-  the trials table, and all four charts drawn (the page has read every trial's point
-  through ``trials/changes``; the charts downsample);
+  the trials table, and all four charts drawn (the page reads the server's sample of the
+  trials, ``trials/sample``: the trials its downsampled charts draw, a few thousand, chosen
+  in the database; then it polls ``trials/changes`` from there);
 - **table sort**: from a click on a column header to the table showing the new order
   (the server sorts and pages), for each sortable column in turn; the median and the worst;
-- for comparison at the API, what one poll costs: the first ``trials/changes`` read (every
-  trial), a poll with nothing new, and what a page without the changes feed would pay per
-  poll (every trial again, through the paged list, 500 a page).
+- for comparison at the API: the sample, what the page read before it (every trial's point
+  in one ``trials/changes`` read), a poll with nothing new, and what a page without the
+  changes feed would pay per poll (every trial again, through the paged list, 500 a page).
 
 Each browser figure is the median of ``--repeats`` page loads (a new browser context each,
 so nothing is cached but the HTTP cache of the built assets). Results go to
@@ -79,6 +80,14 @@ def time_to_interactive(page: Page, url: str) -> float:
     return float(handle.json_value()) / 1000  # performance.now() counts from the navigation
 
 
+def charts_shown(page: Page) -> dict[str, list[int]]:
+    """Per chart: ``[shown, total]``, the points (or lines) drawn and how many there are."""
+    return {
+        chart: [int(page.get_attribute(f'[data-testid="{chart}"]', name) or 0) for name in ("data-shown", "data-total")]
+        for chart in CHARTS
+    }
+
+
 def time_sort(page: Page, header: str) -> float:
     """Seconds from a click on ``header`` to the table showing the order the server answered."""
     table = page.get_by_role("table", name="trials table")
@@ -111,7 +120,8 @@ def api_timings(url: str, token: str, app: str) -> dict[str, Any]:
         response.raise_for_status()
         return time.perf_counter() - start, response
 
-    first_s, first = timed(f"{base}/changes?limit=100000")  # as the page reads it: every trial at once
+    sample_s, sample = timed(f"{base}/sample?points=2000&lines=600")  # as the page reads it first
+    first_s, first = timed(f"{base}/changes?limit=100000")  # as the page read it before: every trial at once
     last_id = first.json()["last_id"]
     quiet_s, quiet = timed(f"{base}/changes?after_id={last_id}")
     start = time.perf_counter()
@@ -122,6 +132,9 @@ def api_timings(url: str, token: str, app: str) -> dict[str, Any]:
     full_s = time.perf_counter() - start
     table_s, _ = timed(f"{base}?per_page=25&sort=-score")
     return {
+        "sample_s": round(sample_s, 3),
+        "sample_bytes": len(sample.content),
+        "sample_trials": len(sample.json()["trials"]),
         "changes_first_s": round(first_s, 3),
         "changes_first_bytes": len(first.content),
         "changes_quiet_s": round(quiet_s, 4),
@@ -142,6 +155,7 @@ def main() -> None:
     parser.add_argument("--database-url", help="a database to use instead of SQLite in a fresh home (emptied first)")
     parser.add_argument("--screenshot", type=Path, help="also save a screenshot of the job page here")
     parser.add_argument("--no-save", action="store_true", help="print the results only")
+    parser.add_argument("--note", help="a line for the results file: what else ran on the machine")
     args = parser.parse_args()
     metrics = metrics_per_trial(args.trials, args.metrics)
 
@@ -177,6 +191,7 @@ def main() -> None:
             job_url = f"{running.url}/jobs/{app}/1"
             session = {"token": token, "user": me, "expiresAt": time.time() * 1000 + 3_600_000}
             loads: list[float] = []
+            shown: dict[str, list[int]] = {}
             sorts: dict[str, list[float]] = {header: [] for header in SORTS}
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -186,6 +201,7 @@ def main() -> None:
                     context.add_init_script(signed_in)
                     page = context.new_page()
                     loads.append(time_to_interactive(page, job_url))
+                    shown = charts_shown(page)
                     for header in SORTS:
                         sorts[header].append(time_sort(page, header))
                     if args.screenshot and len(loads) == args.repeats:
@@ -209,6 +225,8 @@ def main() -> None:
             "max": round(max(every_sort), 3),
             "by_column": {h: round(statistics.median(t), 3) for h, t in sorts.items()},
         },
+        "charts_shown_of_total": shown,
+        "note": args.note,
         "api": api,
     }
     print(json.dumps(result, indent=2))
@@ -227,6 +245,7 @@ def _markdown(r: dict[str, Any]) -> str:
     api = r["api"]
     sort = r["table_sort_s"]
     columns = ", ".join(f"{h} {s:.2f}" for h, s in sort["by_column"].items())
+    charts = ", ".join(f"{name} {shown:,} of {total:,}" for name, (shown, total) in r["charts_shown_of_total"].items())
     return f"""# The job page on a large job
 
 `bench/web_large_job.py`, {r["date"]}, {r["machine"]}, {r["database"]}, headless Chromium (Debian) through playwright.
@@ -243,22 +262,30 @@ One finished job with {r["trials"]:,} trials and {r["interim_metrics_per_trial"]
 
 Sort by column (median): {columns}.
 
-What one poll of the page costs at the API (the same server, from Python):
+Drawn of all (the charts say so on the page): {charts}.
+
+What the page's reads cost at the API (the same server, from Python):
 
 | request | seconds | bytes |
 |---|---:|---:|
-| `trials/changes`, first read (every trial's point) | {api["changes_first_s"]:.3f} | {api["changes_first_bytes"]:,} |
+| `trials/sample`, the page's first read ({api["sample_trials"]:,} trials) \
+| {api["sample_s"]:.3f} | {api["sample_bytes"]:,} |
+| `trials/changes`, every trial's point in one read (the page's first read before `trials/sample`) \
+| {api["changes_first_s"]:.3f} | {api["changes_first_bytes"]:,} |
 | `trials/changes`, a poll with nothing new | {api["changes_quiet_s"]:.4f} | {api["changes_quiet_bytes"]:,} |
 | every trial again through the paged list ({api["refetch_all_pages"]} pages of 500): \
 what a page without the changes feed would pay per poll | {api["refetch_all_paged_s"]:.3f} | |
 | one table page (25 trials, sorted by score) | {api["table_page_s"]:.4f} | |
 
-The page reads every trial's point once, then each poll asks only for trials above the
-last id seen and those it saw PENDING or RUNNING; the table is paged, sorted and filtered
-by the server; the scatter keeps the best point of each cell of a grid (at most 2,000),
-parallel coordinates the best quarter of 600 lines and an even sample of the rest, the
-best-score line only its steps, and metric curves use ECharts' LTTB sampling.
-"""
+The page first reads `trials/sample`: the trials its charts draw, chosen in the database
+by the charts' own rules (the best-score line's steps, exact; per combination of policies
+the best trial of each cell of a grid, about 2,000 in all; per template the best quarter
+of 600 parallel-coordinate lines and an even sample of the rest) and every open trial,
+with how many scored trials it left out, so that each chart says how many it shows of
+all. Then each poll asks `trials/changes` only for trials above the sample's last id and
+those seen PENDING or RUNNING, and keeps all of them. The table is paged, sorted and
+filtered by the server; metric curves use ECharts' LTTB sampling.
+{f"{chr(10)}{r['note']}{chr(10)}" if r.get("note") else ""}"""
 
 
 if __name__ == "__main__":

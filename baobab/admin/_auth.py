@@ -231,3 +231,15 @@ def check_trial_token(trial_id: int) -> None:
         raise AuthenticationError("invalid trial token: it was not issued by this platform, or it expired")
     if granted != trial_id:
         raise PermissionDeniedError(f"this token is for trial {granted}, not trial {trial_id}")
+
+
+def check_body_trial_token(trial_id: int, token: str, field: str) -> None:
+    """A second trial's token, sent in the body of a request the header's token opens (a finish
+    that claims the worker's next trial): 403 naming ``field`` unless it is ``trial_id``'s."""
+    granted = trial_of_token(admin_state().settings.signing_key(), token)
+    if granted is None:
+        raise PermissionDeniedError(
+            f"{field!r} is not a trial token: it was not issued by this platform, or it expired", field=field
+        )
+    if granted != trial_id:
+        raise PermissionDeniedError(f"{field!r} is the token of trial {granted}, not trial {trial_id}", field=field)

@@ -10,6 +10,13 @@ opens these endpoints for that one trial and nothing else; user tokens do not op
 A claim the rules refuse is an answer, not an error: ``{"refused": {"status", "reason",
 "retry_after_s"}}``. The outcome is published as ``TRIAL_FINISHED`` once stored, and
 interim metrics as ``TRIAL_METRICS``.
+
+One request a trial: a finish may bring the interim metrics and log lines its worker had
+not sent yet (``metrics``, ``logs``, as ``records`` takes them) and claim the worker's
+next trial (``next``: its id, its token, the worker's name), all in one transaction; the
+answer carries that claim as ``claim`` answers it. Each part keeps its own rules: the
+finish is stored only by the current claim, the next trial is claimed only if the claim
+rules allow, and a refusal of one leaves the other as it would be alone.
 """
 
 from __future__ import annotations
@@ -24,8 +31,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import aliased
 
 from baobab.admin._architecture import ARCHITECTURE_SCHEMA, architecture_field
-from baobab.admin._auth import check_trial_token, public
-from baobab.admin._body import enum_field, json_object, string_field
+from baobab.admin._auth import check_body_trial_token, check_trial_token, public
+from baobab.admin._body import check_fields, enum_field, json_object, string_field
 from baobab.admin._downloads import send_artifact
 from baobab.admin._fusion_profile import FUSION_PROFILE_SCHEMA, fusion_profile_field
 from baobab.admin._openapi import api_doc
@@ -40,11 +47,14 @@ from baobab.store import (
     SubJob,
     TrainJob,
     Trial,
+    TrialClaim,
     TrialState,
     add_trial_records,
+    add_trial_records_in,
     beat_trial,
     claim_trial,
-    finish_trial,
+    claim_trial_in,
+    finish_trial_in,
     params_key,
     session_scope,
 )
@@ -58,46 +68,73 @@ _FINAL = sorted(TrialState.RUN_OUTCOMES)
 #: Rows one records request may carry; a worker sends what piled up since its last request.
 _MAX_RECORDS = 10_000
 _TIME = {"type": "string", "format": "date-time", "description": "ISO 8601 with a UTC offset"}
+_TAKE_OVER = {
+    "type": "boolean",
+    "default": True,
+    "description": "take over a trial whose worker went silent; false for a fused group's member, which "
+    "the job driver requeues alone instead",
+}
 _CLAIM_BODY = {
     "type": "object",
     "required": ["worker"],
     "properties": {
         "worker": {"type": "string", "minLength": 1},
-        "take_over": {
-            "type": "boolean",
-            "default": True,
-            "description": "take over a trial whose worker went silent; false for a fused group's member, which "
-            "the job driver requeues alone instead",
+        "take_over": _TAKE_OVER,
+    },
+}
+_CLAIM_ANSWER = {
+    "type": "object",
+    "required": ["claim", "refused"],
+    "properties": {
+        "claim": {"type": ["object", "null"], "description": "what the worker needs to run the trial"},
+        "refused": {
+            "type": ["object", "null"],
+            "required": ["status", "reason", "retry_after_s"],
+            "properties": {
+                "status": {"enum": [*(state.value for state in TrialState), None]},
+                "reason": {"type": "string"},
+                "retry_after_s": {"type": ["number", "null"]},
+            },
         },
     },
 }
 _BEAT_BODY = {"type": "object", "required": ["attempt"], "properties": {"attempt": {"type": "integer"}}}
-_RECORDS_BODY = {
-    "type": "object",
-    "properties": {
-        "metrics": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["step", "metrics", "time"],
-                "properties": {
-                    "step": {"type": "integer"},
-                    "metrics": {"type": "object", "additionalProperties": {"type": ["number", "null"]}},
-                    "time": _TIME,
-                },
-            },
-        },
-        "logs": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["line", "time"],
-                "properties": {"line": {"type": "string"}, "time": _TIME},
+_RECORD_FIELDS = {
+    "metrics": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["step", "metrics", "time"],
+            "properties": {
+                "step": {"type": "integer"},
+                "metrics": {"type": "object", "additionalProperties": {"type": ["number", "null"]}},
+                "time": _TIME,
             },
         },
     },
+    "logs": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["line", "time"],
+            "properties": {"line": {"type": "string"}, "time": _TIME},
+        },
+    },
 }
-_FINISH_BODY = {  # the optional texts come last: finish() reads them in this order
+_RECORDS_BODY = {"type": "object", "properties": _RECORD_FIELDS}
+_NEXT_BODY = {
+    "type": "object",
+    "required": ["trial_id", "token", "worker"],
+    "properties": {
+        "trial_id": {"type": "integer"},
+        "token": {"type": "string", "description": "the next trial's own token"},
+        "worker": {"type": "string", "minLength": 1},
+        "take_over": _TAKE_OVER,
+    },
+}
+_UNSENT = "interim rows not sent yet, stored before the outcome (as records takes them)"
+_TEXTS = ("params_path", "error", "traceback", "log_line")
+_FINISH_BODY = {
     "type": "object",
     "required": ["attempt", "status"],
     "properties": {
@@ -116,6 +153,14 @@ _FINISH_BODY = {  # the optional texts come last: finish() reads them in this or
         "error": {"type": ["string", "null"]},
         "traceback": {"type": ["string", "null"]},
         "log_line": {"type": ["string", "null"]},
+        **{
+            name: {
+                **schema,
+                "description": "interim rows not sent yet, stored before the outcome (as records takes them)",
+            }
+            for name, schema in _RECORD_FIELDS.items()
+        },
+        "next": {**_NEXT_BODY, "description": "the worker's next trial, claimed in the same transaction"},
     },
 }
 _BINARY = {"type": "string", "format": "binary"}
@@ -178,56 +223,44 @@ def _log_rows(body: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _stale_after_s(take_over: bool) -> float | None:
+    """How long a RUNNING trial must have been silent to be taken over by this claim (None: never)."""
+    return admin_state().settings.heartbeat_timeout_s if take_over else None
+
+
+def _take_over(body: dict[str, Any], where: str = "") -> bool:
+    take_over = body.get("take_over", True)
+    if not isinstance(take_over, bool):
+        raise RequestError(f"'{where}take_over' must be true or false", field=f"{where}take_over")
+    return take_over
+
+
+def _claim_answer(trial_id: int, result: TrialClaim | ClaimRefused) -> dict[str, Any]:
+    """A claim as the worker gets it; a trial a take-over just gave up on is published as finished."""
+    if isinstance(result, ClaimRefused):
+        status = None if result.status is None else result.status.value
+        if result.status in _FINAL:  # a take-over gave up on it just now: the advisor must hear of it
+            admin_state().events.publish(Event(EventKind.TRIAL_FINISHED, trial_id))
+        refused = {"status": status, "reason": result.reason, "retry_after_s": result.retry_after_s}
+        return {"claim": None, "refused": refused}
+    return {"claim": result.to_json(), "refused": None}
+
+
 @blueprint.post("/<int:trial_id>/claim")
 @public
 @api_doc(
     summary="Claim a trial for a worker (trial token)",
     body=_CLAIM_BODY,
-    responses={
-        200: (
-            "the claim, or why it was refused",
-            {
-                "type": "object",
-                "required": ["claim", "refused"],
-                "properties": {
-                    "claim": {"type": ["object", "null"], "description": "what the worker needs to run the trial"},
-                    "refused": {
-                        "type": ["object", "null"],
-                        "required": ["status", "reason", "retry_after_s"],
-                        "properties": {
-                            "status": {"enum": [*(state.value for state in TrialState), None]},
-                            "reason": {"type": "string"},
-                            "retry_after_s": {"type": ["number", "null"]},
-                        },
-                    },
-                },
-            },
-        )
-    },
+    responses={200: ("the claim, or why it was refused", _CLAIM_ANSWER)},
 )
 def claim(trial_id: int) -> dict[str, Any]:
     """Set the trial RUNNING for the worker, or say why not (finished, or running on a live worker)."""
     check_trial_token(trial_id)
     body = json_object(fields=_CLAIM_BODY["properties"])
     worker = string_field(body, "worker")
-    take_over = body.get("take_over", True)
-    if not isinstance(take_over, bool):
-        raise RequestError("'take_over' must be true or false", field="take_over")
-    state = admin_state()
-    result = claim_trial(
-        state.engine,
-        trial_id,
-        worker,
-        now=datetime.now(UTC),
-        stale_after_s=state.settings.heartbeat_timeout_s if take_over else None,
-    )
-    if isinstance(result, ClaimRefused):
-        status = None if result.status is None else result.status.value
-        if result.status in _FINAL:  # a take-over gave up on it just now: the advisor must hear of it
-            state.events.publish(Event(EventKind.TRIAL_FINISHED, trial_id))
-        refused = {"status": status, "reason": result.reason, "retry_after_s": result.retry_after_s}
-        return {"claim": None, "refused": refused}
-    return {"claim": result.to_json(), "refused": None}
+    stale_after_s = _stale_after_s(_take_over(body))
+    result = claim_trial(admin_state().engine, trial_id, worker, now=datetime.now(UTC), stale_after_s=stale_after_s)
+    return _claim_answer(trial_id, result)
 
 
 @blueprint.post("/<int:trial_id>/beat")
@@ -270,10 +303,7 @@ def beat(trial_id: int) -> dict[str, Any]:
 )
 def records(trial_id: int) -> dict[str, Any]:
     check_trial_token(trial_id)
-    body = json_object(fields=_RECORDS_BODY["properties"])
-    metrics, logs = _metric_rows(body), _log_rows(body)
-    if len(metrics) + len(logs) > _MAX_RECORDS:
-        raise RequestError(f"at most {_MAX_RECORDS} rows per request; send the rest in another", field="metrics")
+    metrics, logs = _records(json_object(fields=_RECORDS_BODY["properties"]))
     state = admin_state()
     add_trial_records(state.engine, trial_id, metrics, logs)
     if metrics:
@@ -281,18 +311,50 @@ def records(trial_id: int) -> dict[str, Any]:
     return {"stored": len(metrics) + len(logs)}
 
 
+def _records(body: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The interim metrics and log lines of a body, within the rows one request may carry."""
+    metrics, logs = _metric_rows(body), _log_rows(body)
+    if len(metrics) + len(logs) > _MAX_RECORDS:
+        raise RequestError(f"at most {_MAX_RECORDS} rows per request; send the rest in another", field="metrics")
+    return metrics, logs
+
+
+def _next_claim(body: dict[str, Any]) -> tuple[int, str, float | None] | None:
+    """The finish's ``next``: the trial to claim (its token checked), the worker, the take-over rule."""
+    if body.get("next") is None:
+        return None
+    nxt = body["next"]
+    if not isinstance(nxt, dict):
+        raise RequestError("'next' must be an object: the next trial's trial_id, token and worker", field="next")
+    check_fields(nxt, _NEXT_BODY["properties"], at="next")
+    trial_id = nxt.get("trial_id")
+    if isinstance(trial_id, bool) or not isinstance(trial_id, int) or trial_id < 1:
+        raise RequestError("'next.trial_id' must be a positive integer", field="next.trial_id")
+    token = nxt.get("token")
+    if not isinstance(token, str) or not token:
+        raise RequestError("'next.token' must be the next trial's token, a string", field="next.token")
+    worker = nxt.get("worker")
+    if not isinstance(worker, str) or not worker.strip():
+        raise RequestError("'next.worker' must be a non-blank string", field="next.worker")
+    check_body_trial_token(trial_id, token, "next.token")
+    return trial_id, worker, _stale_after_s(_take_over(nxt, "next."))
+
+
 @blueprint.post("/<int:trial_id>/finish")
 @public
 @api_doc(
-    summary="Store a trial's outcome (trial token)",
+    summary="Store a trial's outcome, with its last records, and claim the worker's next trial (trial token)",
     body=_FINISH_BODY,
     responses={
         200: (
-            "the state the trial has now",
+            "the state the trial has now, and the next trial's claim when one was asked for",
             {
                 "type": "object",
                 "required": ["status"],
-                "properties": {"status": {"enum": [*(state.value for state in TrialState), None]}},
+                "properties": {
+                    "status": {"enum": [*(state.value for state in TrialState), None]},
+                    "next": {**_CLAIM_ANSWER, "description": "present when the body had 'next'"},
+                },
             },
         )
     },
@@ -300,8 +362,7 @@ def records(trial_id: int) -> dict[str, Any]:
 def finish(trial_id: int) -> dict[str, Any]:
     """Store the final state while the claim is current; answers the state the trial has now."""
     check_trial_token(trial_id)
-    fields = tuple(_FINISH_BODY["properties"])
-    body = json_object(fields=fields)
+    body = json_object(fields=_FINISH_BODY["properties"])
     attempt = _int_field(body, "attempt")
     status = enum_field(body, "status", TrialState)
     if status not in _FINAL:
@@ -318,22 +379,37 @@ def finish(trial_id: int) -> dict[str, Any]:
             field="architecture",
         )
     fusion_profile = fusion_profile_field(body, "fusion_profile")
-    texts = {name: _optional(body, name, lambda v: isinstance(v, str), "a string") for name in fields[5:]}
+    texts = {name: _optional(body, name, lambda v: isinstance(v, str), "a string") for name in _TEXTS}
+    metrics, logs = _records(body)
+    nxt = _next_claim(body)
     state = admin_state()
-    now_status = finish_trial(
-        state.engine,
-        trial_id,
-        attempt,
-        status,
-        now=datetime.now(UTC),
-        score=None if score is None else float(score),
-        architecture=architecture,
-        fusion_profile=fusion_profile,
-        **texts,
-    )
+    now = datetime.now(UTC)
+    claimed: TrialClaim | ClaimRefused | None = None
+    with session_scope(state.engine) as session:
+        add_trial_records_in(session, trial_id, metrics, logs)
+        now_status = finish_trial_in(
+            session,
+            trial_id,
+            attempt,
+            status,
+            now=now,
+            score=None if score is None else float(score),
+            architecture=architecture,
+            fusion_profile=fusion_profile,
+            **texts,
+        )
+        if nxt is not None:
+            next_id, worker, stale_after_s = nxt
+            claimed = claim_trial_in(session, next_id, worker, now=now, stale_after_s=stale_after_s)
+    if metrics:
+        state.events.publish(Event(EventKind.TRIAL_METRICS, trial_id))
     if now_status is status:
         state.events.publish(Event(EventKind.TRIAL_FINISHED, trial_id))
-    return {"status": None if now_status is None else now_status.value}
+    answer: dict[str, Any] = {"status": None if now_status is None else now_status.value}
+    if nxt is not None:
+        assert claimed is not None
+        answer["next"] = _claim_answer(nxt[0], claimed)
+    return answer
 
 
 # -- the artifacts of one trial -------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from baobab.enums import DatasetFormat, Task
 from baobab.model._base import BaseModel, Params, check_params
 from baobab.model._context import InterimMetric, TrialContext, get_trial_context, trial_context
+from baobab.model._fusion_profile import FusionProfile
 from baobab.model._knobs import (
     BASE_MODEL_ARG,
     EPOCHS_KNOB,
@@ -42,7 +43,7 @@ from baobab.model._template import check_template, load_template, template_trace
 
 if TYPE_CHECKING:
     from baobab.model._fused import FusedOutcome, FusedStatus, fuse_check, train_fused
-    from baobab.model._packing import FusionProfile, profile_fusion, stack_bytes
+    from baobab.model._packing import profile_fusion, stack_bytes
     from baobab.model._stacked import StackedPredictor, largest_stack, stack_refusal
     from baobab.model._torch import TorchModel, module_state
 
@@ -107,7 +108,7 @@ def __getattr__(name: str) -> Any:
         from baobab.model import _fused
 
         return getattr(_fused, name)
-    if name in ("FusionProfile", "profile_fusion", "stack_bytes"):
+    if name in ("profile_fusion", "stack_bytes"):
         from baobab.model import _packing
 
         return getattr(_packing, name)

@@ -26,7 +26,6 @@ import copy
 import gc
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -34,6 +33,7 @@ import torch
 from baobab.model._base import Params
 from baobab.model._context import TrialContext, trial_context
 from baobab.model._fused import _account, _Data, _Member, _plan, _prepare, _Stack
+from baobab.model._fusion_profile import FusionProfile
 from baobab.model._torch import TorchModel, _batches
 
 __all__ = ["PAYS", "FusionProfile", "choose_size", "profile_fusion", "stack_bytes"]
@@ -54,22 +54,6 @@ _WARMUP_STEPS = 2
 _MIN_STEPS, _MIN_SECONDS = 3, 0.25
 #: Bytes a trainable parameter costs in a stack besides itself: its gradient and two Adam moments.
 _STATE_COPIES = 4
-
-
-@dataclass(frozen=True)
-class FusionProfile:
-    """What :func:`profile_fusion` measured: training rows per second by group size, and the size to use."""
-
-    #: Group size → rows per second of all members together (1: the unfused loop).
-    samples_per_s: dict[int, float]
-    best: int
-    seconds: float
-    #: Why the sizes stopped below the largest asked for, or why the model cannot fuse; None when none stopped them.
-    reason: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        rates = {str(k): round(v, 1) for k, v in self.samples_per_s.items()}
-        return {"samples_per_s": rates, "best": self.best, "seconds": round(self.seconds, 3), "reason": self.reason}
 
 
 def profile_fusion(

@@ -47,11 +47,12 @@ if TYPE_CHECKING:
 
 _DB_NAMES = frozenset(
     {
-        "add_inference_job", "add_train_job", "add_trial_records", "Base", "beat_trial", "check_schema",
-        "claim_trial", "ClaimRefused", "create_engine_from_url", "current_revision", "Dataset",
-        "delete_finished_inference_job", "describe_url",
+        "add_inference_job", "add_train_job", "add_trial_records", "add_trial_records_in", "Base", "beat_trial",
+        "check_schema", "claim_trial", "claim_trial_in", "ClaimRefused", "create_engine_from_url",
+        "current_revision", "Dataset", "delete_finished_inference_job", "describe_url",
         "end_trial", "end_unfinished_trials", "fail_inference_job", "fail_train_job", "finish_sub_job",
-        "finish_train_job", "finish_trial", "first_inference_revision", "FIRST_VERSION", "fuse_trials",
+        "finish_train_job", "finish_trial", "finish_trial_in", "first_inference_revision", "FIRST_VERSION",
+        "fuse_trials",
         "head_revision", "ID_BATCH", "id_batches", "inference_revision", "InferenceJob", "InferenceJobStatus",
         "InferenceMember", "InferenceRevision", "InferenceVersion", "insert_trial", "InterimMetric", "JobStatus",
         "Lease", "mark_inference_job_stopped", "ModelAccess", "ModelTemplate", "promote_inference_version",

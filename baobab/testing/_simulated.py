@@ -120,7 +120,8 @@ class Simulation:
 
     ``busy_s`` are slot-seconds of virtual time that trials held a slot; ``span_s`` the virtual
     time from the first trial's start to the last one's end; ``driver_cpu_s`` the CPU time of the
-    driver's own thread in ``step`` and ``handle`` (the workers' writes excluded).
+    driver's own thread in ``step`` and ``handle`` (the workers' writes excluded), ``driver_wall_s``
+    their wall time (with the store's round trips).
     """
 
     slots: int
@@ -133,6 +134,7 @@ class Simulation:
     #: ``busy_s`` when the last unit of work started: after it, slots idle only because nothing is left.
     busy_at_last_start: float = 0.0
     driver_cpu_s: float = 0.0
+    driver_wall_s: float = 0.0
     driver_calls: int = 0
     loops: int = 0
     wall_s: float = 0.0
@@ -399,10 +401,12 @@ def _timed(report: Simulation, clock: VirtualClock | None, fn: Callable[..., Any
     try:
         fn(*args)
     finally:
+        elapsed = time.perf_counter() - wall
         report.driver_cpu_s += time.thread_time() - begin
+        report.driver_wall_s += elapsed
         report.driver_calls += 1
         if clock is not None:
-            clock.advance(clock() + time.perf_counter() - wall)
+            clock.advance(clock() + elapsed)
 
 
 def add_simulated_jobs(

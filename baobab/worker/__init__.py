@@ -2,7 +2,8 @@
 
 - :func:`run_trial` runs one trial in this process from its id (:func:`run_trials` a
   fused group of them), with the :class:`WorkerResources` (caches) a worker keeps across
-  trials, reporting through :class:`ApiGateway` (the admin API, with the trial's token);
+  trials, reporting through :class:`ApiGateway` (the admin API, with the trial's token;
+  a cluster worker's :class:`FinishRelay` sends an outcome with the next claim);
   a local worker also reads its trial's artifacts through it (:class:`TrialArtifacts`).
 - :class:`DataCache` holds the preprocessed datasets of TorchModel templates in
   memory-mapped files that the trials of a machine share, each decoded once.
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from baobab.worker._data_cache import DataCache
     from baobab.worker._docker import DockerPool, DockerPoolConfig
     from baobab.worker._fused_inference import FusedInferenceWorker
-    from baobab.worker._gateway import ApiGateway, TrialArtifacts, TrialGateway
+    from baobab.worker._gateway import ApiGateway, FinishRelay, TrialArtifacts, TrialGateway
     from baobab.worker._inference import InferenceSpec, InferenceWorker, InferenceWorkerError
     from baobab.worker._kubernetes import KubernetesPool, KubernetesPoolConfig, kubernetes_api
     from baobab.worker._local import LocalExecutor
@@ -51,6 +52,7 @@ _NAMES = {
     "run_child": "baobab.worker._child_process",
     "DataCache": "baobab.worker._data_cache",
     "TrialArtifacts": "baobab.worker._gateway",
+    "FinishRelay": "baobab.worker._gateway",
     "DockerPool": "baobab.worker._docker",
     "DockerPoolConfig": "baobab.worker._docker",
     "FusedInferenceWorker": "baobab.worker._fused_inference",
@@ -74,6 +76,7 @@ _NAMES = {
 
 __all__ = [
     "ApiGateway",
+    "FinishRelay",
     "CeleryExecutor",
     "ChildOutcome",
     "DataCache",

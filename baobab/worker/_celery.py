@@ -23,7 +23,10 @@ trial safe, however many there are:
   job driver requeues each member alone.
 - Workers hold no database credentials: they report through the admin API with the
   trial's token (:class:`~baobab.worker.ApiGateway`), and read and write artifacts at
-  the shared ``BAOBAB_ARTIFACTS_URL``.
+  the shared ``BAOBAB_ARTIFACTS_URL``. A pool process sends a trial's outcome with the
+  claim of its next trial, in one request (:class:`~baobab.worker.FinishRelay`): the
+  outcome waits up to :data:`FINISH_WAIT_S` after the task returns, and goes alone when
+  no next trial comes by then or the process ends.
 
 :class:`CeleryExecutor` is the advisor's side. It knows what runs from the store, not
 from its memory, so a new advisor sees the same as the one it replaces: a trial is held
@@ -72,7 +75,7 @@ from baobab.store import (
     session_scope,
 )
 from baobab.worker._affinity import affinity_view, choose_node
-from baobab.worker._gateway import ApiGateway
+from baobab.worker._gateway import ApiGateway, FinishRelay
 from baobab.worker._runner import TrialOutcome, WorkerResources, run_trials
 from baobab.worker._telemetry import record_trial
 
@@ -90,6 +93,9 @@ _TASK, _GROUP_TASK = "baobab.run_trial", "baobab.run_trials"
 _OVERRUN_EXIT = 75
 #: How often the executor asks the workers how many trials they can run at once (and sees the broker live).
 _WATCH_S = 5.0
+#: How long a trial's outcome waits in its pool process for the claim of the next trial (module docstring):
+#: Celery hands over the next message within a few milliseconds of the last task's end, even on a busy machine.
+FINISH_WAIT_S = 0.05
 
 
 def job_queue(job_id: int) -> str:
@@ -132,6 +138,7 @@ class _WorkerProcess:
     resources: WorkerResources | None = None
     artifacts: ArtifactStore | None = None
     http = None
+    relay: FinishRelay | None = None
 
 
 def _register_task(app: Celery, settings: Settings) -> None:
@@ -147,6 +154,7 @@ def _register_task(app: Celery, settings: Settings) -> None:
             )
             state.artifacts = ArtifactStore(settings.artifacts_url)
             state.http = api_session()
+            state.relay = _send_on_shutdown(FinishRelay(FINISH_WAIT_S))
         api_url = settings.api_url
         gateways = [
             ApiGateway(
@@ -156,6 +164,7 @@ def _register_task(app: Celery, settings: Settings) -> None:
                 heartbeat_s=settings.heartbeat_s,
                 session=state.http,
                 artifacts=state.artifacts,
+                relay=state.relay,
             )
             for trial_id, token in zip(trial_ids, tokens, strict=True)
         ]
@@ -186,6 +195,19 @@ def _register_task(app: Celery, settings: Settings) -> None:
     @app.task(name=_GROUP_TASK, bind=True, max_retries=None)
     def run_trials_task(self: Any, trial_ids: list[int], tokens: list[str]) -> None:
         run(self, trial_ids, tokens)  # members held elsewhere are left to the job driver (module docstring)
+
+
+def _send_on_shutdown(relay: FinishRelay) -> FinishRelay:
+    """A pool process that ends (the worker stops, or replaces it) first sends the outcome ``relay`` holds."""
+
+    @signals.worker_process_shutdown.connect(weak=False)
+    def send(**_: Any) -> None:
+        try:
+            relay.flush()
+        except StoreError as e:
+            logger.warning("%s", e)
+
+    return relay
 
 
 def run_worker(

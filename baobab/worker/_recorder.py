@@ -4,9 +4,10 @@ The template must not wait for the database at each ``report()``, ``log()`` or
 ``print()``: a loop that logs every batch would spend its time in commits. The
 :class:`RowWriter` thread takes the rows as they come and commits whatever has piled
 up in one transaction, so one row costs one commit when rows are rare (visible in the
-API within milliseconds) and a burst of rows costs a few commits. The runner calls
-:meth:`RowWriter.flush` before it stores the trial's final state, so every row of a
-finished trial is there when ``TRIAL_FINISHED`` is published.
+API within milliseconds) and a burst of rows costs a few commits. When the trial ends,
+the runner takes the rows not sent yet (:meth:`RowWriter.take_rest`, which waits for
+those on their way) and sends them with the trial's final state, in one request, so
+every row of a finished trial is there when ``TRIAL_FINISHED`` is published.
 """
 
 from __future__ import annotations
@@ -58,6 +59,18 @@ class RowWriter:
             target = self._added
             while self._done < target:
                 self._cond.wait()
+
+    def take_rest(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """End the thread and hand back the metrics and log lines it had not started to store (the trial's
+        final state carries them), after the ones on their way are stored. One trial's writer only."""
+        with self._cond:
+            rest, self._pending = self._pending, []
+            self._done += len(rest)
+            self._cond.notify_all()
+        self.close()
+        metrics = [row for _, kind, row in rest if kind == _METRIC]
+        logs = [row for _, kind, row in rest if kind == _LOG]
+        return metrics, logs
 
     def close(self) -> None:
         """Flush, then end the thread (rows added later start a new one)."""

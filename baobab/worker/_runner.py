@@ -21,7 +21,9 @@ the rules are :mod:`baobab.store._db._trial_rows`'):
    into a fresh instance, which must predict the same on a few validation examples: a
    template whose parameters miss part of its state fails here, not when served.
 4. the final state, only while this claim is current (so a trial cancelled or taken
-   over meanwhile keeps what others stored): COMPLETED, STOPPED (asked to stop, still
+   over meanwhile keeps what others stored), with the interim metrics and log lines not
+   sent yet, in one request that a cluster worker also claims its next trial with
+   (:class:`~baobab.worker.FinishRelay`): COMPLETED, STOPPED (asked to stop, still
    evaluated: its score counts), each with the parameters' key and, for a
    :class:`~baobab.space.SpaceModel`, the mutation record of the instance it trained
    (what the web UI draws), ERRORED (``error`` a one-line reason, ``traceback``
@@ -126,7 +128,10 @@ class TrialOutcome:
     what it is; None: it does not exist; ``retry_after_s`` set: it runs on a live worker,
     ask again after that long). ``score`` is set for COMPLETED and STOPPED, ``error``
     (one line) for ERRORED and INVALID. ``phases``: the seconds the trial spent in each
-    :class:`~baobab.worker._telemetry.Phase` it reached (its value is the key).
+    :class:`~baobab.worker._telemetry.Phase` it reached (its value is the key). A trial whose
+    final state goes with the worker's next claim (a cluster worker's) has the state it is
+    sent with: it is stored a moment later, or, if another claim took the trial meanwhile,
+    not at all.
     """
 
     trial_id: int
@@ -190,8 +195,12 @@ class _Trial:
         *,
         time_limit_s: float | None,
         on_overrun: Callable[[], None] | None,
+        alone: bool = True,
     ) -> None:
         self.claim = claim
+        #: The trial is its unit of work alone: its final state may wait for the worker's next claim
+        #: (:meth:`TrialGateway.finish_soon`); a fused group's members store theirs one by one, now.
+        self.alone = alone
         self.resources = resources
         self.gateway = gateway
         self.context = context
@@ -215,11 +224,35 @@ class _Trial:
 
     def failed(self, error: str, details: str, state: TrialState = TrialState.ERRORED) -> TrialOutcome:
         """End the trial unscored: ERRORED, or INVALID (its architecture cannot be built)."""
-        self.writer.close()
+        fields = {"error": error, "traceback": details or None, **self._measured(), **self._unsent()}
         with _timed([self], Phase.STORE):
-            status = self.gateway.finish(self.claim, state, error=error, traceback=details or None, **self._measured())
+            status = self._finish(state, fields, lambda _: None)
         gc.collect()  # what a failed template left in reference cycles (a MemoryError's arrays) goes now
         return TrialOutcome(self.claim.trial_id, status, ran=True, error=error, phases=self.phases)
+
+    def _unsent(self) -> dict[str, Any]:
+        """The interim metrics and log lines not stored yet, which the final state carries."""
+        metrics, logs = self.writer.take_rest()
+        return {"metrics": metrics, "logs": logs}
+
+    def _finish(
+        self, state: TrialState, fields: dict[str, Any], on_stored: Callable[[TrialState | None], None]
+    ) -> TrialState | None:
+        """Store the final ``state``, now or, when the trial is its unit alone, with the worker's next claim;
+        the state the trial has now, or the one it is sent with while it waits. ``on_stored`` hears what was
+        stored."""
+        if self.alone:
+            stored: list[TrialState | None] = []
+
+            def heard(status: TrialState | None) -> None:
+                stored.append(status)
+                on_stored(status)
+
+            self.gateway.finish_soon(self.claim, state, heard, **fields)
+            return stored[0] if stored else state
+        status = self.gateway.finish(self.claim, state, **fields)
+        on_stored(status)
+        return status
 
     def _measured(self) -> dict[str, Any]:
         return {} if self.profile is None else {"fusion_profile": self.profile}
@@ -252,29 +285,42 @@ class _Trial:
         except (ArtifactError, OSError) as e:
             logger.exception("trial %d: cannot store its parameters", trial_id)
             return self.failed(f"cannot store the parameters in {artifacts.url}: {e}", "")
-        self.writer.close()
         with _timed([self], Phase.STORE):
             status = self._store(trained, key)
-        score = trained.score if status.is_scored() else None
+        score = trained.score if status is not None and status.is_scored() else None
         return TrialOutcome(trial_id, status, ran=True, score=score, phases=self.phases)
 
-    def _store(self, trained: _Trained, key: str) -> TrialState:
-        """The final state, with the parameters at ``key`` (deleted again when the trial is no longer ours)."""
-        stored = {"score": trained.score, "params_path": key, "architecture": trained.architecture, **self._measured()}
-        if trained.stop_reason is None:
-            status = self.gateway.finish(self.claim, TrialState.COMPLETED, **stored)
-        else:
-            line = f"stopped early: {trained.stop_reason}"
-            status = self.gateway.finish(self.claim, TrialState.STOPPED, **stored, log_line=line)
-        if not status.is_scored():  # cancelled or taken over: keep no orphan
-            self.gateway.artifacts.delete(key)
-            return status
-        self.resources.keep_produced(key, trained.params)
-        if trained.zoo_entry is not None:  # stored: the zoo reads score, parameters and owner from the row
+    def _store(self, trained: _Trained, key: str) -> TrialState | None:
+        """The final state, with the parameters at ``key`` (deleted again when the trial is no longer ours).
+
+        A trial that adds to the zoo stores its state now: the zoo reads score, parameters and
+        owner from the row. Another keeps its parameters in memory for a SHARE_PARAMS trial
+        that follows, as soon as they are sent, and lets them go if the trial was not its own.
+        """
+        fields = {"score": trained.score, "params_path": key, "architecture": trained.architecture}
+        fields.update(self._measured(), **self._unsent())
+        state = TrialState.COMPLETED
+        if trained.stop_reason is not None:
+            state = TrialState.STOPPED
+            fields["log_line"] = f"stopped early: {trained.stop_reason}"
+        if trained.zoo_entry is None:
+            self.resources.keep_produced(key, trained.params)
+            return self._finish(state, fields, functools.partial(self._keep, key))
+        status = self.gateway.finish(self.claim, state, **fields)
+        if self._keep(key, status):
             from baobab.zoo import register_trial_model
 
             register_trial_model(trained.zoo_entry[0], self.claim.trial_id, trained.zoo_entry[1])
         return status
+
+    def _keep(self, key: str, status: TrialState | None) -> bool:
+        """Whether the trial's stored state is its own, scored; if not (cancelled or taken over), its
+        parameters at ``key`` go, from the artifact store and from memory: no orphan is kept."""
+        if status is not None and status.is_scored():
+            return True
+        self.gateway.artifacts.delete(key)
+        self.resources.produced.pop(key, None)
+        return False
 
 
 class _GroupLog:
@@ -732,7 +778,10 @@ def run_trials(
             outcomes[trial_id] = TrialOutcome(trial_id, claim.status, ran=False, retry_after_s=claim.retry_after_s)
             continue
         context = TrialContext() if contexts is None else contexts[index]
-        trials.append(_Trial(claim, resources, gateway, context, time_limit_s=time_limit_s, on_overrun=on_overrun))
+        alone = len(trial_ids) == 1
+        trials.append(
+            _Trial(claim, resources, gateway, context, time_limit_s=time_limit_s, on_overrun=on_overrun, alone=alone)
+        )
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
         for trial in trials:

@@ -45,6 +45,8 @@ def _architecture(*nodes: dict[str, Any]) -> dict[str, Any]:
 
 #: A fusion profile as a worker measures it (baobab.model.FusionProfile.to_json() with the request).
 MEASURED = {"max_group": 64, "samples_per_s": {"1": 900.0, "16": 2100.5}, "best": 16, "seconds": 2.5, "reason": None}
+#: A finish that would be stored.
+DONE = {"attempt": 1, "status": "COMPLETED", "score": 0.5}
 RECORD = _architecture(_node("x", op="placeholder", what="x"), _node("fc", "x", changed=True, mutator="deep"))
 
 
@@ -271,6 +273,19 @@ def test_a_token_opens_its_own_trial_only_and_a_user_token_opens_none(
         ("records", {"logs": [{"line": "x", "time": "yesterday"}]}, "logs[0]", "ISO 8601"),
         ("records", {"logs": [{"line": "x", "time": "2030-01-01T00:00:00"}]}, "logs[0]", "no UTC offset"),
         ("records", {"logs": [{"time": "2030-01-01T00:00:00+00:00"}]}, "logs[0]", "line must be a string"),
+        ("finish", {**DONE, "metrics": [{"step": 1, "metrics": {"a": True}, "time": "2030-01-01T00:00:00+00:00"}]},
+         "metrics[0]", "must map names to numbers"),
+        ("finish", {**DONE, "logs": [{"line": "x", "time": "2030-01-01T00:00:00"}]}, "logs[0]", "no UTC offset"),
+        ("finish", {**DONE, "logs": "x"}, "logs", "must be a list of objects"),
+        ("finish", {**DONE, "next": [1]}, "next", "'next' must be an object"),
+        ("finish", {**DONE, "next": {"trial_id": "2", "token": "t", "worker": "w"}}, "next.trial_id",
+         "must be a positive integer"),
+        ("finish", {**DONE, "next": {"trial_id": True, "token": "t", "worker": "w"}}, "next.trial_id",
+         "must be a positive integer"),
+        ("finish", {**DONE, "next": {"trial_id": 2, "worker": "w"}}, "next.token", "the next trial's token"),
+        ("finish", {**DONE, "next": {"trial_id": 2, "token": "t", "worker": " "}}, "next.worker", "non-blank"),
+        ("finish", {**DONE, "next": {"trial_id": 2, "token": "t", "worker": "w", "attempt": 1}}, "next.attempt",
+         "next: unknown field 'attempt'"),
     ],
 )  # fmt: skip
 def test_bad_worker_requests_are_refused_naming_the_field(
@@ -284,3 +299,101 @@ def test_bad_worker_requests_are_refused_naming_the_field(
     with session_scope(app.extensions["baobab"].engine) as session:
         assert session.scalars(select(InterimMetric.id).where(InterimMetric.trial_id == trial)).first() is None
     assert _row(app, trial).status is (TrialState.PENDING if action == "claim" else TrialState.RUNNING)
+
+
+# -- one request a trial: the finish carries the last records and claims the next trial --------------
+
+
+@pytest.fixture
+def second(app: Flask, trial: int) -> int:
+    """Another PENDING trial of the same sub-job as ``trial``."""
+    engine = app.extensions["baobab"].engine
+    return add_trial(engine, _row(app, trial).sub_job_id, 1, TrialState.PENDING)
+
+
+def _next(app: Flask, trial_id: int, worker: str = "w0@a:1", **extra: Any) -> dict[str, Any]:
+    token = issue_trial_token(app.extensions["baobab"].settings.signing_key(), trial_id)
+    return {"trial_id": trial_id, "token": token, "worker": worker, **extra}
+
+
+def test_a_finish_brings_the_last_records_and_claims_the_workers_next_trial_in_one_transaction(
+    app: Flask, client: FlaskClient, trial: int, second: int
+) -> None:
+    events = app.extensions["baobab"].events.subscribe(EventKind.TRIAL_FINISHED, EventKind.TRIAL_METRICS)
+    assert _post(client, app, trial, "claim", {"worker": "w0@a:1"}).json["claim"]["attempt"] == 1
+    now = datetime.now(UTC).isoformat()
+    body = {**DONE, "params_path": "params/t.safetensors",
+            "metrics": [{"step": 3, "metrics": {"loss": 0.25}, "time": now}],
+            "logs": [{"line": "last epoch", "time": now}], "next": _next(app, second)}  # fmt: skip
+    answer = _post(client, app, trial, "finish", body)
+    assert answer.status_code == 200, answer.json
+    assert answer.json["status"] == "COMPLETED" and answer.json["next"]["refused"] is None
+    claim = answer.json["next"]["claim"]
+    assert claim["trial_id"] == second and claim["attempt"] == 1 and claim["number"] == 1 and claim["template_key"]
+    done, running = _row(app, trial), _row(app, second)
+    assert (done.status, done.score, done.params_path) == (TrialState.COMPLETED, 0.5, "params/t.safetensors")
+    assert running.status is TrialState.RUNNING and running.worker == "w0@a:1"
+    assert done.finished_at == running.started_at  # one transaction, one clock reading
+    with session_scope(app.extensions["baobab"].engine) as session:
+        assert session.scalars(select(InterimMetric.metrics).where(InterimMetric.trial_id == trial)).all() == [
+            {"loss": 0.25}
+        ]
+        assert session.scalars(select(TrialLog.line).where(TrialLog.trial_id == trial)).all() == ["last epoch"]
+    assert {events.get(timeout=5), events.get(timeout=5)} == {
+        Event(EventKind.TRIAL_METRICS, trial),
+        Event(EventKind.TRIAL_FINISHED, trial),
+    }
+
+
+def test_a_finish_and_the_claim_it_carries_keep_each_its_own_rules(
+    app: Flask, client: FlaskClient, trial: int, second: int
+) -> None:
+    timeout = app.extensions["baobab"].settings.heartbeat_timeout_s
+    # The next trial runs on a live worker (a second delivery of its message): refused, to be asked again
+    # later, while the outcome is stored.
+    assert _post(client, app, second, "claim", {"worker": "other"}).status_code == 200
+    assert _post(client, app, trial, "claim", {"worker": "w"}).status_code == 200
+    answer = _post(client, app, trial, "finish", {**DONE, "next": _next(app, second, "w")}).json
+    assert answer["status"] == "COMPLETED" and answer["next"]["claim"] is None
+    refused = answer["next"]["refused"]
+    assert refused["status"] == "RUNNING" and 0 < refused["retry_after_s"] <= timeout
+    assert _row(app, trial).status is TrialState.COMPLETED and _row(app, second).worker == "other"
+
+    # An outcome whose claim is no longer current (the trial was taken over) is not stored; the next trial is
+    # claimed all the same (here: taken over from its silent worker, without a take-over for a group member).
+    third = add_trial(app.extensions["baobab"].engine, _row(app, trial).sub_job_id, 2, TrialState.PENDING)
+    assert _post(client, app, third, "claim", {"worker": "old"}).status_code == 200
+    _go_silent(app, third, timeout + 1)
+    _go_silent(app, second, timeout + 1)
+    assert _post(client, app, third, "claim", {"worker": "new"}).json["claim"]["attempt"] == 2
+    group = _post(client, app, third, "finish", {**DONE, "next": _next(app, second, "old", take_over=False)}).json
+    assert group == {"status": "RUNNING", "next": {"claim": None, "refused": {
+        "status": "RUNNING", "reason": f"trial {second} is RUNNING", "retry_after_s": None}}}  # fmt: skip
+    late = _post(client, app, third, "finish", {**DONE, "next": _next(app, second, "old")}).json
+    assert late["status"] == "RUNNING" and late["next"]["claim"]["attempt"] == 2
+    assert _row(app, third).worker == "new" and _row(app, third).score is None
+    assert _row(app, second).worker == "old"
+
+    # A finished next trial is refused for good.
+    repeated = _post(client, app, trial, "finish", {**DONE, "next": _next(app, trial)}).json
+    assert repeated["next"]["refused"] == {"status": "COMPLETED", "reason": f"trial {trial} is COMPLETED",
+                                           "retry_after_s": None}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("token", "message"),
+    [
+        ("forged.token.here", "'next.token' is not a trial token"),
+        (None, "'next.token' is the token of trial"),
+    ],
+)
+def test_a_next_trial_needs_its_own_token(
+    app: Flask, client: FlaskClient, trial: int, second: int, token: str | None, message: str
+) -> None:
+    assert _post(client, app, trial, "claim", {"worker": "w"}).status_code == 200
+    nxt = _next(app, second) if token is not None else _next(app, trial)  # the finished trial's own token
+    nxt = {**nxt, "trial_id": second} if token is None else {**nxt, "token": token}
+    response = _post(client, app, trial, "finish", {**DONE, "next": nxt})
+    assert response.status_code == 403 and response.json["error"]["field"] == "next.token"
+    assert message in response.json["error"]["message"]
+    assert _row(app, trial).status is TrialState.RUNNING and _row(app, second).status is TrialState.PENDING

@@ -14,6 +14,8 @@ import dataclasses
 import os
 import re
 import signal
+import subprocess
+import sys
 import uuid
 from collections import Counter
 from datetime import UTC, datetime
@@ -338,3 +340,17 @@ def test_a_groups_first_member_measures_before_the_group_trains(platform: Platfo
     assert all(t.fusion_profile is None for t in rest)
     assert all(t.status is TrialState.COMPLETED and t.fused_group == ids[0] for t in [first, *rest])
     assert not [line for i in ids for line in platform.logs(i) if line.startswith("not fused")]
+
+
+def test_a_profile_asked_of_a_template_that_is_no_torch_model_answers_alone_without_importing_torch() -> None:
+    # torch takes seconds to import: a worker of plain templates paid them on every job's first trial.
+    code = """
+import sys
+from baobab.store import TrialClaim
+from baobab.worker._fusion_profile import measure_fusion
+claim = TrialClaim(1, 1, 1, {}, {}, 0, "t", "c", "Plain", {}, "a", "b", "c", "d", fusion_profile={"max_group": 8})
+profile = measure_fusion(claim, None, {}, "", "", None, False)
+assert profile["best"] == 1 and profile["max_group"] == 8 and "not a TorchModel" in profile["reason"], profile
+assert "torch" not in sys.modules, "answering the profile imported torch"
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -25,6 +25,11 @@ one place is what makes the two modes agree on the rules:
   its ``error`` and ``traceback``; CANCELLED is the platform's verdict, never a worker's.
 
 A claim is current while the trial is RUNNING with the ``attempts`` it was claimed with.
+
+A cluster worker sends a trial's outcome with the claim of its next trial, in one
+request and one transaction (:func:`finish_trial_in` then :func:`claim_trial_in` in the
+same session), and the interim metrics and log lines still unsent with the outcome:
+each statement keeps its own rules, and a trial costs one round trip instead of three.
 """
 
 from __future__ import annotations
@@ -35,12 +40,23 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import BindParameter, Engine, and_, bindparam, exists, insert, or_, select, update
+from sqlalchemy.orm import Session
 
 from baobab.enums import TrialState
 from baobab.store._db._engine import session_scope
 from baobab.store._db._tables import Dataset, InterimMetric, ModelTemplate, SubJob, TrainJob, Trial, TrialLog
 
-__all__ = ["ClaimRefused", "TrialClaim", "add_trial_records", "beat_trial", "claim_trial", "finish_trial"]
+__all__ = [
+    "ClaimRefused",
+    "TrialClaim",
+    "add_trial_records",
+    "add_trial_records_in",
+    "beat_trial",
+    "claim_trial",
+    "claim_trial_in",
+    "finish_trial",
+    "finish_trial_in",
+]
 
 
 @dataclass(frozen=True)
@@ -240,30 +256,45 @@ def claim_trial(
             (one machine, where the executor sees its workers die and says so itself).
         max_attempts: a stale trial claimed this many times already ends ERRORED instead.
     """
-    values = {"b_id": trial_id, "b_now": now, "b_worker": worker}
     with session_scope(engine) as session:
-        row = session.execute(_CLAIM, values).first()
+        return claim_trial_in(
+            session, trial_id, worker, now=now, stale_after_s=stale_after_s, max_attempts=max_attempts
+        )
+
+
+def claim_trial_in(
+    session: Session,
+    trial_id: int,
+    worker: str,
+    *,
+    now: datetime,
+    stale_after_s: float | None = None,
+    max_attempts: int = 3,
+) -> TrialClaim | ClaimRefused:
+    """:func:`claim_trial` in the caller's ``session`` (committed by the caller)."""
+    values = {"b_id": trial_id, "b_now": now, "b_worker": worker}
+    row = session.execute(_CLAIM, values).first()
+    if row is None:
+        row = session.execute(_MINE, values).first()
+    if row is None and stale_after_s is not None:
+        stale = now - timedelta(seconds=stale_after_s)
+        row = session.execute(_TAKE_OVER, {**values, "b_stale": stale, "b_max": max_attempts}).first()
         if row is None:
-            row = session.execute(_MINE, values).first()
-        if row is None and stale_after_s is not None:
-            stale = now - timedelta(seconds=stale_after_s)
-            row = session.execute(_TAKE_OVER, {**values, "b_stale": stale, "b_max": max_attempts}).first()
-            if row is None:
-                error = (
-                    f"its worker went silent (no heartbeat for {stale_after_s:g} s) on each of its "
-                    f"{max_attempts} attempts; not run again"
-                )
-                session.execute(_GIVE_UP, {"b_id": trial_id, "b_now": now, "b_stale": stale, "b_error": error})
-        if row is None:
-            state = session.execute(_STATE, {"b_id": trial_id}).first()
-            if state is None:
-                return ClaimRefused(trial_id, None)
-            retry = None
-            if state.status is TrialState.RUNNING and stale_after_s is not None and state.heartbeat_at is not None:
-                retry = max(0.0, stale_after_s - (now - state.heartbeat_at).total_seconds())
-            return ClaimRefused(trial_id, state.status, retry)
-        number, knobs, policies, sub_job_id, attempt, shared_params_path, fusion_profile = row
-        inputs = session.execute(_INPUTS, {"b_sub_job": sub_job_id}).first()
+            error = (
+                f"its worker went silent (no heartbeat for {stale_after_s:g} s) on each of its "
+                f"{max_attempts} attempts; not run again"
+            )
+            session.execute(_GIVE_UP, {"b_id": trial_id, "b_now": now, "b_stale": stale, "b_error": error})
+    if row is None:
+        state = session.execute(_STATE, {"b_id": trial_id}).first()
+        if state is None:
+            return ClaimRefused(trial_id, None)
+        retry = None
+        if state.status is TrialState.RUNNING and stale_after_s is not None and state.heartbeat_at is not None:
+            retry = max(0.0, stale_after_s - (now - state.heartbeat_at).total_seconds())
+        return ClaimRefused(trial_id, state.status, retry)
+    number, knobs, policies, sub_job_id, attempt, shared_params_path, fusion_profile = row
+    inputs = session.execute(_INPUTS, {"b_sub_job": sub_job_id}).first()
     assert inputs is not None  # the foreign keys hold: a trial's sub-job, job, template and datasets exist
     seed, template_key, template_checksum, class_name, train_args, train_key, train_sum, val_key, val_sum = inputs[:9]
     task, scored = inputs[9:]
@@ -325,6 +356,39 @@ def finish_trial(
             scored one without a score, or an unscored one with an architecture (only a
             trial that finished training has one).
     """
+    with session_scope(engine) as session:
+        return finish_trial_in(
+            session,
+            trial_id,
+            attempt,
+            status,
+            now=now,
+            score=score,
+            params_path=params_path,
+            error=error,
+            traceback=traceback,
+            log_line=log_line,
+            architecture=architecture,
+            fusion_profile=fusion_profile,
+        )
+
+
+def finish_trial_in(
+    session: Session,
+    trial_id: int,
+    attempt: int | None,
+    status: TrialState,
+    *,
+    now: datetime,
+    score: float | None = None,
+    params_path: str | None = None,
+    error: str | None = None,
+    traceback: str | None = None,
+    log_line: str | None = None,
+    architecture: Mapping[str, Any] | None = None,
+    fusion_profile: Mapping[str, Any] | None = None,
+) -> TrialState | None:
+    """:func:`finish_trial` in the caller's ``session`` (committed by the caller)."""
     if status not in TrialState.RUN_OUTCOMES:
         outcomes = ", ".join(sorted(TrialState.RUN_OUTCOMES))
         raise ValueError(f"trial {trial_id}: a worker ends its trial {outcomes}, not {status}")
@@ -344,11 +408,10 @@ def finish_trial(
         "b_architecture": None if architecture is None else dict(architecture),
         "b_fusion_profile": None if fusion_profile is None else dict(fusion_profile),
     }
-    with session_scope(engine) as session:
-        if session.execute(_FINISH, values).rowcount != 1:
-            return session.execute(select(_trials.c.status).where(_trials.c.id == trial_id)).scalar()
-        if log_line is not None:
-            session.execute(insert(TrialLog.__table__), [{"trial_id": trial_id, "line": log_line, "time": now}])
+    if session.execute(_FINISH, values).rowcount != 1:
+        return session.execute(select(_trials.c.status).where(_trials.c.id == trial_id)).scalar()
+    if log_line is not None:
+        add_trial_records_in(session, trial_id, (), [{"line": log_line, "time": now}])
     return status
 
 
@@ -356,10 +419,17 @@ def add_trial_records(
     engine: Engine, trial_id: int, metrics: Iterable[Mapping[str, Any]], logs: Iterable[Mapping[str, Any]]
 ) -> None:
     """Insert interim metrics (``step``, ``metrics``, ``time``) and log lines (``line``, ``time``) of one trial."""
+    with session_scope(engine) as session:
+        add_trial_records_in(session, trial_id, metrics, logs)
+
+
+def add_trial_records_in(
+    session: Session, trial_id: int, metrics: Iterable[Mapping[str, Any]], logs: Iterable[Mapping[str, Any]]
+) -> None:
+    """:func:`add_trial_records` in the caller's ``session`` (the rows a finish brings, before its outcome)."""
     metric_rows = [{"trial_id": trial_id, **row} for row in metrics]
     log_rows = [{"trial_id": trial_id, **row} for row in logs]
-    with session_scope(engine) as session:
-        if metric_rows:
-            session.execute(insert(InterimMetric.__table__), metric_rows)
-        if log_rows:
-            session.execute(insert(TrialLog.__table__), log_rows)
+    if metric_rows:
+        session.execute(insert(InterimMetric.__table__), metric_rows)
+    if log_rows:
+        session.execute(insert(TrialLog.__table__), log_rows)

@@ -261,6 +261,15 @@ export interface TrialChanges {
   more: boolean;
 }
 
+/** GET .../trials/sample: the trials the job page's charts draw, as of `last_id`. */
+export interface TrialSample {
+  fields: string[];
+  trials: unknown[][];
+  last_id: number;
+  /** Per template id: its trials with a score that the sample left out. */
+  omitted: Record<string, number>;
+}
+
 export interface MetricRow {
   step: number;
   time: string;

@@ -1,33 +1,13 @@
-import { useEffect, useRef } from "react";
-import { GraphChart, LineChart, ParallelChart, ScatterChart } from "echarts/charts";
-import {
-  DataZoomComponent,
-  GridComponent,
-  LegendComponent,
-  ParallelComponent,
-  TitleComponent,
-  TooltipComponent,
-  VisualMapComponent,
-} from "echarts/components";
-import * as echarts from "echarts/core";
-import { CanvasRenderer } from "echarts/renderers";
+import { useEffect, useRef, useState } from "react";
+import type { ECharts } from "echarts/core";
 
 import type { Built } from "../lib/charts";
 
-echarts.use([
-  GraphChart,
-  LineChart,
-  ScatterChart,
-  ParallelChart,
-  GridComponent,
-  LegendComponent,
-  TooltipComponent,
-  DataZoomComponent,
-  ParallelComponent,
-  TitleComponent,
-  VisualMapComponent,
-  CanvasRenderer,
-]);
+/** The ECharts chunk, asked for once, when the first chart is shown: after the page's first reads have started. */
+const loadECharts = (() => {
+  let loading: Promise<typeof import("./echarts")> | null = null;
+  return () => (loading ??= import("./echarts"));
+})();
 
 interface Props {
   title: string;
@@ -41,24 +21,32 @@ interface Props {
 /** An ECharts chart in a card; the header says when the data was downsampled. */
 export function Chart({ title, built, height = 280, controls, testId }: Props) {
   const element = useRef<HTMLDivElement>(null);
-  const chart = useRef<echarts.ECharts | null>(null);
+  const chart = useRef<ECharts | null>(null);
+  // Set once ECharts is loaded and the chart made, so that the option is set then.
+  const [made, setMade] = useState(false);
 
   useEffect(() => {
-    if (!element.current) return undefined;
-    const instance = echarts.init(element.current, undefined, { renderer: "canvas" });
-    chart.current = instance;
-    const observer = typeof ResizeObserver === "undefined" ? null : new ResizeObserver(() => instance.resize());
-    observer?.observe(element.current);
+    let gone = false;
+    let observer: ResizeObserver | null = null;
+    loadECharts().then(({ echarts }) => {
+      if (gone || !element.current) return;
+      const instance = echarts.init(element.current, undefined, { renderer: "canvas" });
+      chart.current = instance;
+      observer = typeof ResizeObserver === "undefined" ? null : new ResizeObserver(() => instance.resize());
+      observer?.observe(element.current);
+      setMade(true);
+    });
     return () => {
+      gone = true;
       observer?.disconnect();
-      instance.dispose();
+      chart.current?.dispose();
       chart.current = null;
     };
   }, []);
 
   useEffect(() => {
     chart.current?.setOption(built.option, { notMerge: true, lazyUpdate: true });
-  }, [built]);
+  }, [built, made]);
 
   const sampled = built.shown < built.total;
   return (

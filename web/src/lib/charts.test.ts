@@ -5,6 +5,8 @@ import {
   bestSoFar,
   knobAxes,
   metricCurvesOption,
+  PARALLEL_LINES,
+  SCATTER_POINTS,
   parallelOption,
   sampleBest,
   scoreScatterOption,
@@ -176,5 +178,16 @@ describe("metricCurvesOption", () => {
     const built = metricCurvesOption(new Map(), null, new Map());
     expect(built.shown).toBe(0);
     expect(JSON.stringify(built.option)).toContain("no interim metrics");
+  });
+});
+
+describe("trials the server's sample left out", () => {
+  it("count in the totals of the scatter and of parallel coordinates, not in what is drawn", () => {
+    const points = [trial(1, 0.5, 1), trial(2, 0.9, 2)];
+    const scatter = scoreScatterOption(points, SCATTER_POINTS, 98);
+    expect([scatter.shown, scatter.total]).toEqual([2, 100]);
+    const parallel = parallelOption(points, null, PARALLEL_LINES, 8);
+    expect([parallel.shown, parallel.total]).toEqual([2, 10]);
+    expect(scoreScatterOption(points).total).toBe(2);
   });
 });

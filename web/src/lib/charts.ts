@@ -2,7 +2,9 @@
 // tested without a canvas. Large jobs are downsampled here: the best-score line keeps only
 // its steps (exact), scatters keep the best point of each cell of a grid, parallel
 // coordinates keep the best trials and an even sample of the rest, and metric curves use
-// ECharts' own LTTB sampling.
+// ECharts' own LTTB sampling. The server picks the same trials of a large job before
+// sending any (GET .../trials/sample, baobab/admin/_trial_points.py): what it left out is
+// passed in as `omitted`, counted in each chart's total.
 
 import type { KnobSpec, MetricRow, TrialPoint } from "../api/types";
 import { formatScore, formatValue, policyLabel } from "./format";
@@ -19,6 +21,9 @@ export interface Built {
 
 export const PALETTE = ["#2f7d4f", "#d9822b", "#3b6fb6", "#a23b72", "#7a6f2b", "#2b8a8a", "#8a4b2b", "#5b5bb5"];
 export const GRID = { left: 56, right: 24, top: 40, bottom: 48 };
+/** The most points the score scatter draws, and lines parallel coordinates draw (the server samples a large job to these). */
+export const SCATTER_POINTS = 2000;
+export const PARALLEL_LINES = 600;
 /** Above this many points a chart draws at once: entry animations of thousands of points keep the page busy. */
 const ANIMATE_UP_TO = 500;
 
@@ -97,8 +102,11 @@ export function thinScatter<T extends { x: number; y: number }>(points: T[], max
   return [...cells.values()];
 }
 
-/** Every scored trial by finish time, one series (colour) per combination of policies. */
-export function scoreScatterOption(points: TrialPoint[], max = 2000): Built {
+/**
+ * Every scored trial by finish time, one series (colour) per combination of policies.
+ * `omitted`: scored trials not in `points` (the server's sample left them out), counted in the total.
+ */
+export function scoreScatterOption(points: TrialPoint[], max = SCATTER_POINTS, omitted = 0): Built {
   const done = scored(points);
   if (!done.length) return { option: emptyOption("no scored trial yet"), shown: 0, total: 0 };
   const groups = new Map<string, { x: number; y: number; id: number; number: number }[]>();
@@ -139,7 +147,7 @@ export function scoreScatterOption(points: TrialPoint[], max = 2000): Built {
       series,
     },
     shown,
-    total: done.length,
+    total: done.length + omitted,
   };
 }
 
@@ -267,8 +275,13 @@ export function sampleBest<T>(sortedBestFirst: T[], max: number): T[] {
   return [...sortedBestFirst.slice(0, top), ...sample];
 }
 
-/** Parallel coordinates of the knobs against the score, coloured by score. */
-export function parallelOption(points: TrialPoint[], config: Record<string, KnobSpec> | null, max = 600): Built {
+/** Parallel coordinates of the knobs against the score, coloured by score; `omitted` as in scoreScatterOption. */
+export function parallelOption(
+  points: TrialPoint[],
+  config: Record<string, KnobSpec> | null,
+  max = PARALLEL_LINES,
+  omitted = 0,
+): Built {
   const done = points.filter((p) => p.score !== null).sort((a, b) => b.score! - a.score! || a.id - b.id);
   if (!done.length) return { option: emptyOption("no scored trial yet"), shown: 0, total: 0 };
   const axes = knobAxes(done, config);
@@ -320,6 +333,6 @@ export function parallelOption(points: TrialPoint[], config: Record<string, Knob
       ],
     },
     shown: lines.length,
-    total: done.length,
+    total: done.length + omitted,
   };
 }

@@ -2,8 +2,8 @@ import { describe, expect, it } from "vitest";
 
 import type { TrialPoint } from "../api/types";
 import { mockApi } from "../test/api";
-import { changesOf } from "../test/changes";
-import { TrialFeed, pollChanges } from "./trials";
+import { changesOf, sampleOf } from "../test/changes";
+import { TrialFeed, loadSample, pollChanges } from "./trials";
 
 function point(id: number, status: TrialPoint["status"], score: number | null = null): TrialPoint {
   return { id, number: id, model_id: 1, status, score, finished_ms: score === null ? null : 1_900_000_000_123, knobs: {}, policies: {} };
@@ -76,5 +76,33 @@ describe("pollChanges", () => {
       "/train_jobs/my%20app/2/trials/changes?after_id=1&limit=100000",
     ]);
     expect(feed.size).toBe(2);
+  });
+});
+
+describe("loadSample", () => {
+  it("reads the server's sample at the charts' limits, then the changes go on from its last id and its open trials", async () => {
+    const calls = mockApi({
+      "GET /train_jobs/my%20app/2/trials/sample?points=2000&lines=600": [
+        200,
+        sampleOf([point(3, "COMPLETED", 0.9), point(7, "RUNNING")], 9, { 1: 120, 4: 3 }),
+      ],
+    });
+    const feed = new TrialFeed();
+    expect(feed.sampled).toBe(false);
+    await loadSample("my app", 2, feed);
+    expect(calls.map((c) => c.path)).toEqual(["/train_jobs/my%20app/2/trials/sample?points=2000&lines=600"]);
+    expect(feed.sampled).toBe(true);
+    expect(feed.points().map((p) => p.id)).toEqual([3, 7]);
+    expect(feed.revision).toBe(1);
+    expect([...feed.omitted]).toEqual([
+      [1, 120],
+      [4, 3],
+    ]);
+    expect(feed.query()).toBe("after_id=9&limit=100000&open=7");
+
+    // What the changes send is kept whole; what the sample left out stays counted.
+    feed.merge(changesOf([point(7, "COMPLETED", 0.5), point(10, "RUNNING")], 10));
+    expect(feed.points().map((p) => p.id)).toEqual([3, 7, 10]);
+    expect(feed.omitted.get(1)).toBe(120);
   });
 });

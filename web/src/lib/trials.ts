@@ -1,6 +1,7 @@
 import { get } from "../api/client";
-import type { TrialChanges, TrialPoint, TrialStatus } from "../api/types";
+import type { TrialChanges, TrialPoint, TrialSample, TrialStatus } from "../api/types";
 import { isTrialOpen } from "../api/types";
+import { PARALLEL_LINES, SCATTER_POINTS } from "./charts";
 
 /** The most ids one poll names as `open` (the API's limit). */
 export const MAX_OPEN = 1000;
@@ -12,7 +13,7 @@ function same(a: TrialPoint, b: TrialPoint): boolean {
 }
 
 /** The answer's arrays as points, read by the names in `fields`. */
-export function toPoints(changes: TrialChanges): TrialPoint[] {
+export function toPoints(changes: { fields: string[]; trials: unknown[][] }): TrialPoint[] {
   const at = (name: string) => {
     const index = changes.fields.indexOf(name);
     if (index < 0) throw new Error(`trials/changes sent no field ${name}`);
@@ -34,17 +35,34 @@ export function toPoints(changes: TrialChanges): TrialPoint[] {
 }
 
 /**
- * Every trial of one job as the charts need it, kept up to date a poll at a time.
+ * The trials of one job as the charts need them, kept up to date a poll at a time.
  *
- * A finished trial never changes, so a poll asks only for trials above the last id seen and
- * for those it last saw PENDING or RUNNING (GET .../trials/changes).
+ * The first read is the server's sample (GET .../trials/sample): the trials the charts draw,
+ * every open one, and how many scored trials per template it left out. A finished trial
+ * never changes, so each poll then asks only for trials above the last id seen and for
+ * those it last saw PENDING or RUNNING (GET .../trials/changes), and keeps all of them.
  */
 export class TrialFeed {
   private readonly byId = new Map<number, TrialPoint>();
   private sorted: TrialPoint[] | null = [];
   private lastId = 0;
+  private readonly left = new Map<number, number>();
+  /** Whether the first read (the sample) is in. */
+  sampled = false;
   /** Grows with every change, so that React can tell a new state from the same one. */
   revision = 0;
+
+  /** Takes the sample in: its points, where the changes go on from, and what it left out. */
+  mergeSample(sample: TrialSample): void {
+    for (const [model, n] of Object.entries(sample.omitted)) this.left.set(Number(model), n);
+    this.merge({ fields: sample.fields, trials: sample.trials, last_id: sample.last_id, more: false });
+    this.sampled = true;
+  }
+
+  /** Per template id: its scored trials the feed does not hold (the sample left them out); they never change. */
+  get omitted(): ReadonlyMap<number, number> {
+    return this.left;
+  }
 
   /** Takes one answer in; true when anything changed. */
   merge(changes: TrialChanges): boolean {
@@ -86,6 +104,13 @@ export class TrialFeed {
   get size(): number {
     return this.byId.size;
   }
+}
+
+/** The first read of a job's trials into `feed`: the server's sample of them (see TrialFeed), for the charts' limits. */
+export async function loadSample(app: string, version: number, feed: TrialFeed, signal?: AbortSignal): Promise<void> {
+  const query = new URLSearchParams({ points: String(SCATTER_POINTS), lines: String(PARALLEL_LINES) });
+  const base = `/train_jobs/${encodeURIComponent(app)}/${version}/trials/sample`;
+  feed.mergeSample(await get<TrialSample>(`${base}?${query}`, signal));
 }
 
 /** Polls the job's changes into `feed` until the API has nothing more; true when anything changed. */

@@ -4,10 +4,20 @@ import { get } from "../api/client";
 import type { KnobSpec, MetricRow, SubJob, TrialPoint } from "../api/types";
 import { isTrialOpen } from "../api/types";
 import { Chart } from "../components/Chart";
-import { bestScoreOption, metricCurvesOption, metricNames, parallelOption, scoreScatterOption } from "../lib/charts";
+import {
+  PARALLEL_LINES,
+  SCATTER_POINTS,
+  bestScoreOption,
+  metricCurvesOption,
+  metricNames,
+  parallelOption,
+  scoreScatterOption,
+} from "../lib/charts";
 
 interface Props {
   points: TrialPoint[];
+  /** Per template id: scored trials not in `points` (left out by the server's sample). */
+  omitted: ReadonlyMap<number, number>;
   revision: number;
   /** Trials ticked in the table; the best three when none are. */
   selected: number[];
@@ -30,7 +40,7 @@ export function defaultSelection(points: TrialPoint[], n = 3): number[] {
     .map((p) => p.id);
 }
 
-export function JobCharts({ points, revision, selected, subJobs, knobConfigs }: Props) {
+export function JobCharts({ points, omitted, revision, selected, subJobs, knobConfigs }: Props) {
   const compared = useMemo(() => (selected.length ? selected : defaultSelection(points)), [selected, points]);
   const [metrics, setMetrics] = useState<Map<number, MetricRow[]>>(new Map());
   const [metric, setMetric] = useState<string | null>(null);
@@ -63,16 +73,27 @@ export function JobCharts({ points, revision, selected, subJobs, knobConfigs }: 
 
   const names = useMemo(() => metricNames(metrics), [metrics]);
   const shownMetric = metric && names.includes(metric) ? metric : preferredMetric(names);
-  const labels = useMemo(() => new Map(compared.map((id) => [id, `#${byId.get(id)?.number ?? id}`])), [compared, byId]);
+  // A ticked trial the sample left out is named by its id: its number is not at hand.
+  const labels = useMemo(
+    () => new Map(compared.map((id) => [id, byId.has(id) ? `#${byId.get(id)!.number}` : `trial id ${id}`])),
+    [compared, byId],
+  );
   const model = modelId ?? subJobs[0]?.model_id ?? null;
   const modelPoints = useMemo(() => points.filter((p) => p.model_id === model), [points, model]);
 
   const best = useMemo(() => bestScoreOption(points), [points]);
-  const scatter = useMemo(() => scoreScatterOption(points), [points]);
+  const omittedAll = [...omitted.values()].reduce((a, b) => a + b, 0);
+  const scatter = useMemo(() => scoreScatterOption(points, SCATTER_POINTS, omittedAll), [points, omittedAll]);
   const curves = useMemo(() => metricCurvesOption(metrics, shownMetric, labels), [metrics, shownMetric, labels]);
   const parallel = useMemo(
-    () => parallelOption(modelPoints, model !== null ? (knobConfigs.get(model) ?? null) : null),
-    [modelPoints, model, knobConfigs],
+    () =>
+      parallelOption(
+        modelPoints,
+        model !== null ? (knobConfigs.get(model) ?? null) : null,
+        PARALLEL_LINES,
+        model !== null ? (omitted.get(model) ?? 0) : 0,
+      ),
+    [modelPoints, model, knobConfigs, omitted],
   );
 
   return (

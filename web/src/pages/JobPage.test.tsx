@@ -5,7 +5,7 @@ import { describe, expect, it, vi } from "vitest";
 import type { TrialPoint, TrialStatus } from "../api/types";
 import type { Built } from "../lib/charts";
 import { mockApi } from "../test/api";
-import { changesOf } from "../test/changes";
+import { changesOf, sampleOf } from "../test/changes";
 import { renderAt } from "../test/route";
 import { JobPage } from "./JobPage";
 
@@ -62,15 +62,15 @@ function point(id: number, status: TrialStatus, score: number | null): TrialPoin
 }
 
 describe("JobPage", () => {
-  it("shows the budget used, draws the trials, and polls only what changed until the job ends", async () => {
+  it("shows the budget used, draws the server's sample of the trials, then polls only what changed until the job ends", async () => {
     let polls = 0;
     const calls = mockApi({
       "GET /train_jobs/fraud/2": () => [200, polls === 0 ? job("RUNNING", 3) : job("COMPLETED", 3)],
+      // The sample left out 40 scored trials of template 5; trial 2 runs.
+      "GET /train_jobs/fraud/2/trials/sample": [200, sampleOf([point(1, "COMPLETED", 0.8), point(2, "RUNNING", null)], 2, { 5: 40 })],
       "GET /train_jobs/fraud/2/trials/changes": () => {
         polls += 1;
-        return polls === 1
-          ? [200, changesOf([point(1, "COMPLETED", 0.8), point(2, "RUNNING", null)], 2, false)]
-          : [200, changesOf([point(2, "COMPLETED", 0.9)], 2, false)];
+        return [200, changesOf([point(2, "COMPLETED", 0.9)], 2, false)];
       },
       "GET /train_jobs/fraud/2/trials": [200, { trials: [], total: 0, page: 1, per_page: 25 }],
       "GET /models/5": [200, { knob_config: { depth: { type: "IntegerKnob", value_min: 1, value_max: 9, is_exp: false } } }],
@@ -81,7 +81,14 @@ describe("JobPage", () => {
 
     expect(await screen.findByRole("progressbar", { name: "Time" })).toHaveAttribute("aria-valuenow", "33");
     expect(screen.getByRole("progressbar", { name: "Trials" })).toHaveAttribute("aria-valuetext", "3 of 10");
-    expect(screen.getByTestId("chart-scores")).toHaveAttribute("data-shown", "1");
+    await waitFor(() => expect(screen.getByTestId("chart-scores")).toHaveAttribute("data-shown", "1"));
+    // The charts say of how many trials they show a part.
+    expect(screen.getByTestId("chart-scores")).toHaveAttribute("data-total", "41");
+    expect(screen.getByTestId("chart-parallel")).toHaveAttribute("data-total", "41");
+    expect(calls.filter((c) => c.path.includes("/sample")).map((c) => c.path.split("?")[1])).toEqual(["points=2000&lines=600"]);
+    // The table was read alongside the sample: not again for it.
+    const tableReads = () => calls.filter((c) => c.path.startsWith("/train_jobs/fraud/2/trials?")).length;
+    expect(tableReads()).toBe(1);
     expect(screen.getByRole("button", { name: "Stop job" })).toBeInTheDocument();
     expect(screen.getByText(/seed 42/)).toBeInTheDocument(); // shown, so that the job can be repeated
     await waitFor(() => expect(screen.getByTestId("chart-metrics")).toHaveAttribute("data-shown", "1"));
@@ -89,8 +96,13 @@ describe("JobPage", () => {
     // The next poll names the running trial and the last id, and the job ends.
     await waitFor(() => expect(screen.getByTestId("job-page")).toHaveAttribute("data-status", "COMPLETED"), { timeout: 4000 });
     const changes = calls.filter((c) => c.path.includes("/changes")).map((c) => c.path.split("?")[1]);
-    expect(changes).toEqual(["after_id=0&limit=100000", "after_id=2&limit=100000&open=2"]);
+    // The first poll goes on from the sample's last id, naming its running trial; later ones have no open trial.
+    expect(changes[0]).toBe("after_id=2&limit=100000&open=2");
+    expect(new Set(changes.slice(1))).toEqual(new Set(changes.length > 1 ? ["after_id=2&limit=100000"] : []));
     expect(screen.getByTestId("chart-scores")).toHaveAttribute("data-shown", "2");
+    expect(screen.getByTestId("chart-scores")).toHaveAttribute("data-total", "42");
+    // Trial 2 finished: the table is read again.
+    await waitFor(() => expect(tableReads()).toBe(2));
     expect(screen.getByTestId("chart-best")).toHaveAttribute("data-shown", "2");
     expect(screen.queryByRole("button", { name: "Stop job" })).not.toBeInTheDocument();
     // The best trials changed: the metric curves ask for the new one's metrics (after the render).
@@ -102,7 +114,7 @@ describe("JobPage", () => {
 async function showFinished(shown: unknown) {
   mockApi({
     "GET /train_jobs/fraud/2": [200, shown],
-    "GET /train_jobs/fraud/2/trials/changes": [200, changesOf([], 0, false)],
+    "GET /train_jobs/fraud/2/trials/sample": [200, sampleOf([], 0)],
     "GET /train_jobs/fraud/2/trials": [200, { trials: [], total: 0, page: 1, per_page: 25 }],
     "GET /models/5": [200, { knob_config: {} }],
   });
@@ -164,6 +176,7 @@ describe("stopping a job", () => {
   it("asks first, then shows the job as the API answers it", async () => {
     const calls = mockApi({
       "GET /train_jobs/fraud/2": [200, job("RUNNING", 1)],
+      "GET /train_jobs/fraud/2/trials/sample": [200, sampleOf([point(1, "RUNNING", null)], 1)],
       "GET /train_jobs/fraud/2/trials/changes": [200, changesOf([point(1, "RUNNING", null)], 1, false)],
       "GET /train_jobs/fraud/2/trials": [200, { trials: [], total: 0, page: 1, per_page: 25 }],
       "GET /models/5": [200, { knob_config: {} }],

@@ -9,7 +9,7 @@ import { ProgressBar } from "../components/ProgressBar";
 import { StatusBadge } from "../components/StatusBadge";
 import { formatDuration, formatScore, formatTime } from "../lib/format";
 import { usePolling } from "../lib/hooks";
-import { TrialFeed, pollChanges } from "../lib/trials";
+import { TrialFeed, loadSample, pollChanges } from "../lib/trials";
 import { JobCharts } from "./JobCharts";
 import { JobEnasRanking } from "./JobEnasRanking";
 import { JobPlacement } from "./JobPlacement";
@@ -45,6 +45,8 @@ export function JobPage() {
   const [error, setError] = useState<string | null>(null);
   const [actionError, setActionError] = useState<string | null>(null);
   const [revision, setRevision] = useState(0);
+  // The feed's revision once the first read was in: the table, read alongside it, is read again only after.
+  const [firstRevision, setFirstRevision] = useState<number | null>(null);
   const [polled, setPolled] = useState(false);
   const [selected, setSelected] = useState<number[]>([]);
   const [knobConfigs, setKnobConfigs] = useState<Map<number, Record<string, KnobSpec> | null>>(new Map());
@@ -56,6 +58,7 @@ export function JobPage() {
     feed.current = new TrialFeed();
     setJob(null);
     setPolled(false);
+    setFirstRevision(null);
     setDone(false);
     setSelected([]);
   }, [app, version]);
@@ -64,18 +67,21 @@ export function JobPage() {
     async (signal) => {
       try {
         // Both at once; the job is shown as soon as it comes, so the table loads while the points do.
+        // The first read is the server's sample of the trials, then only what changed since.
+        const first = !feed.current.sampled;
         const [current] = await Promise.all([
           get<TrainJob>(`/train_jobs/${encodeURIComponent(app)}/${version}`, signal).then((answer) => {
             setJob(answer);
             return answer;
           }),
-          pollChanges(app, version, feed.current, signal),
+          first ? loadSample(app, version, feed.current, signal) : pollChanges(app, version, feed.current, signal),
         ]);
         // A finished job has no open trial left; one seen open was read before the job finished: read it again.
         if (isFinished(current.status) && feed.current.openIds().length) {
           await pollChanges(app, version, feed.current, signal);
         }
         setRevision(feed.current.revision);
+        if (first) setFirstRevision(feed.current.revision);
         setPolled(true);
         setDone(isFinished(current.status));
         setError(null);
@@ -201,13 +207,20 @@ export function JobPage() {
 
       <JobEnasRanking subJobs={job.sub_jobs} />
 
-      <JobCharts points={points} revision={revision} selected={selected} subJobs={job.sub_jobs} knobConfigs={knobConfigs} />
+      <JobCharts
+        points={points}
+        omitted={feed.current.omitted}
+        revision={revision}
+        selected={selected}
+        subJobs={job.sub_jobs}
+        knobConfigs={knobConfigs}
+      />
 
       <TrialsTable
         app={app}
         version={version}
         subJobs={job.sub_jobs}
-        revision={revision}
+        revision={revision - (firstRevision ?? revision)}
         selected={selected}
         onSelect={setSelected}
         maxSelected={MAX_SELECTED}

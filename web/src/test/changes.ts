@@ -1,4 +1,4 @@
-import type { TrialChanges, TrialPoint } from "../api/types";
+import type { TrialChanges, TrialPoint, TrialSample } from "../api/types";
 
 const FIELDS = ["id", "number", "model_id", "status", "score", "finished_at", "knobs", "policies"];
 
@@ -8,4 +8,10 @@ export function changesOf(points: TrialPoint[], last_id: number, more = false): 
     p.id, p.number, p.model_id, p.status, p.score, p.finished_ms === null ? null : p.finished_ms / 1000, p.knobs, p.policies,
   ]);
   return { fields: FIELDS, trials, last_id, more };
+}
+
+/** An answer of GET .../trials/sample holding `points`, with `omitted` scored trials left out per template id. */
+export function sampleOf(points: TrialPoint[], last_id: number, omitted: Record<string, number> = {}): TrialSample {
+  const { fields, trials } = changesOf(points, last_id);
+  return { fields, trials, last_id, omitted };
 }
