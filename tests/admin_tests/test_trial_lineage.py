@@ -202,10 +202,20 @@ def test_a_trial_started_from_shared_trainings_added_up_names_both(
     assert shown["lineage"] == {
         "from": "shared_params",
         "chain": [
-            _ancestor("shared_params", update, None, None, 1, "train_shared", job, 22, source="merged",
-                      merged_onto={"trial_id": onto, "number": 21}),
+            _ancestor(
+                "shared_params",
+                update,
+                None,
+                None,
+                1,
+                "train_shared",
+                job,
+                22,
+                source="merged",
+                merged_onto={"trial_id": onto, "number": 21},
+            ),
             _ancestor("shared_params", start, None, None, 2, "train_shared", job, 20),
-        ],  # fmt: skip
+        ],
         "inherited_epochs": 1 + 2,
         "truncated": False,
     }
