@@ -1,8 +1,11 @@
 """ENAS against random architecture search, with and without ASHA, on a Fashion-MNIST subset.
 
-All three search ENAS's macro space with the example template ``EnasCnn``
-(``examples/models/enas_cnn.py``: six layers, each one of six operations plus skip
-connections) on a Fashion-MNIST subset (Debian's ``dataset-fashion-mnist``, through
+All three search ENAS's macro space (six layers, each one of six operations plus skip
+connections), with ``--template``: ``space``, the model space ``EnasMacro``
+(``examples/spaces/enas_macro.py``: the base plus its choices; ENAS's shared weights are
+the super-network a ``SpaceModel`` hands from trial to trial), or ``cnn``, the
+hand-written super-network ``EnasCnn`` (``examples/models/enas_cnn.py``), on a
+Fashion-MNIST subset (Debian's ``dataset-fashion-mnist``, through
 ``baobab.store.build_fashion_mnist``), in this process, one trial after the other, no
 platform, and each ends with one full-length training of the architecture it picked
 (from scratch, full width, ``--final-epochs`` epochs), scored on the test set:
@@ -23,6 +26,9 @@ platform, and each ends with one full-length training of the architecture it pic
   where they were); the best of those is the final training's. ``n`` spends the same
   epochs as random's search.
 
+``--peer-enas`` also runs ENAS on the other template, for the same seeds (method
+``enas-cnn`` or ``enas-space``): the two ways of writing the space, compared in one run.
+
 Ranking: for the first 20 architectures random trained alone (one epoch, full width), their
 accuracy on the whole validation set under ENAS's shared weights at the end of its
 search (same seed), against their accuracy trained alone; Kendall's tau of the two.
@@ -33,6 +39,7 @@ of the process; a plot of best accuracy against wall time. Data is decoded once 
 for all.
 
     .venv/bin/python bench/enas_fashion_mnist.py                 # the report: 5 seeds, about 12 minutes on 2 cores
+    .venv/bin/python bench/enas_fashion_mnist.py --peer-enas     # and ENAS on EnasCnn beside it
     .venv/bin/python bench/enas_fashion_mnist.py --tune          # the planner grid on held-back seeds 100-102
     .venv/bin/python bench/enas_fashion_mnist.py --quick         # a smaller run, printed, nothing written
 """
@@ -64,13 +71,18 @@ from baobab.advisor import (
     make_strategy,
     trial_knobs,
 )
-from baobab.model import validate_knob_config
+from baobab.model import searchable_knobs, validate_knob_config
 from baobab.store import build_fashion_mnist
 
 HERE = Path(__file__).parent
-EXAMPLE = HERE.parent / "examples" / "models" / "enas_cnn.py"
+#: The template each --template value searches: its file and class.
+TEMPLATES = {
+    "space": (HERE.parent / "examples" / "spaces" / "enas_macro.py", "EnasMacro"),
+    "cnn": (HERE.parent / "examples" / "models" / "enas_cnn.py", "EnasCnn"),
+}
 RESULTS = HERE / "results"
 METHODS = ("enas", "random", "asha")
+PEERS = ("enas-space", "enas-cnn")
 RANKED = 20  # architectures whose shared-weight and stand-alone accuracies are compared
 ETA = 3
 #: The planner options --tune tries: (train_trials, evaluate_trials, top_k, warmup_fraction).
@@ -78,15 +90,16 @@ GRID = [(1, 4, 3, 0.0), (2, 4, 3, 0.0), (1, 2, 3, 0.0), (1, 4, 3, 0.25), (2, 2, 
 TUNE_SEEDS = (100, 101, 102)
 
 
-def template_class(final_epochs: int) -> type:
-    """EnasCnn with ``final_epochs`` epochs for a full training (``model.epochs_override`` for others),
-    and data decoded once per file."""
-    spec = importlib.util.spec_from_file_location("bench_enas_cnn", EXAMPLE)
+def template_class(kind: str, final_epochs: int) -> type:
+    """The ``kind`` template (:data:`TEMPLATES`) with ``final_epochs`` epochs for a full training
+    (``model.epochs_override`` for others), and data decoded once per file."""
+    path, name = TEMPLATES[kind]
+    spec = importlib.util.spec_from_file_location(f"bench_enas_{kind}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
-    class BenchEnasCnn(module.EnasCnn):  # type: ignore[misc, name-defined]
+    class BenchTemplate(getattr(module, name)):  # type: ignore[misc]
         epochs_override: int | None = None
 
         def epochs(self) -> int:
@@ -97,7 +110,12 @@ def template_class(final_epochs: int) -> type:
                 cache[dataset_path] = super().load_data(dataset_path)
             return cache[dataset_path]
 
-    return BenchEnasCnn
+    return BenchTemplate
+
+
+def architecture(config: dict, knobs: dict[str, Any]) -> dict[str, Any]:
+    """The searched knobs of ``knobs``: EnasCnn's ``arch``, or the space's decisions."""
+    return {name: knobs[name] for name in searchable_knobs(config)}
 
 
 class _Timer:
@@ -108,8 +126,8 @@ class _Timer:
         return time.perf_counter() - self.wall, time.process_time() - self.cpu
 
 
-def _final(template: type, config: dict, arch: Any, data: dict[str, str], seed: int) -> dict[str, float]:
-    model = template(**trial_knobs(config, {"arch": arch}, {}))
+def _final(template: type, config: dict, arch: dict[str, Any], data: dict[str, str], seed: int) -> dict[str, float]:
+    model = template(**trial_knobs(config, arch, {}))
     model.train(data["train"], seed=seed)
     return {"test_accuracy": model.evaluate(data["test"]), "final_val_accuracy": model.evaluate(data["val"])}
 
@@ -134,8 +152,9 @@ def run_enas(
         trial_started = time.perf_counter()
         proposal = strategy.propose_for(step.phase, number)
         if step.phase == "final_train":
-            final = _final(template, config, proposal["arch"], data, seed * 1000 + number)
-            result.update(arch=proposal["arch"], **final)
+            arch = architecture(config, proposal)
+            final = _final(template, config, arch, data, seed * 1000 + number)
+            result.update(arch=arch, **final)
             durations[step.phase].append(time.perf_counter() - trial_started)
             started[step.phase] += 1
             result["curve"].append((timer.read()[0], result["final_val_accuracy"]))
@@ -173,7 +192,8 @@ def run_random(template: type, data: dict[str, str], budget: int, seed: int) -> 
         curve.append((timer.read()[0], max(s for s, _, _ in scored)))
     search_wall = timer.read()[0]
     best_score, _, best = max(scored, key=lambda item: item[:2])
-    final = _final(template, config, best["arch"], data, seed * 1000 + budget - 1)
+    arch = architecture(config, best)
+    final = _final(template, config, arch, data, seed * 1000 + budget - 1)
     wall, cpu = timer.read()
     curve.append((wall, final["final_val_accuracy"]))
     return {
@@ -183,10 +203,10 @@ def run_random(template: type, data: dict[str, str], budget: int, seed: int) -> 
             "search": {"trials": budget - 1, "seconds": search_wall},
             "final_train": {"trials": 1, "seconds": wall - search_wall},
         },
-        "arch": best["arch"],
+        "arch": arch,
         "best_search_val_accuracy": best_score,
         "curve": curve,
-        "alone": [(p["arch"], s) for s, _, p in scored[:RANKED]],
+        "alone": [(architecture(config, p), s) for s, _, p in scored[:RANKED]],
         **final,
     }
 
@@ -215,7 +235,8 @@ def run_asha(template: type, data: dict[str, str], budget: int, seed: int) -> di
         curve.append((timer.read()[0], max(curve[-1][1], max(r[0] for r in rung1))))
     search_wall = timer.read()[0]
     best_score, _, best = max(rung1, key=lambda item: item[:2])
-    final = _final(template, config, best["arch"], data, seed * 1000 + number + 1)
+    arch = architecture(config, best)
+    final = _final(template, config, arch, data, seed * 1000 + number + 1)
     wall, cpu = timer.read()
     curve.append((wall, final["final_val_accuracy"]))
     return {
@@ -226,20 +247,20 @@ def run_asha(template: type, data: dict[str, str], budget: int, seed: int) -> di
             "rung 3 epochs": {"trials": n // ETA, "seconds": None},
             "final_train": {"trials": 1, "seconds": wall - search_wall},
         },
-        "arch": best["arch"],
+        "arch": arch,
         "best_search_val_accuracy": best_score,
         "curve": curve,
         **final,
     }
 
 
-def shared_scores(template: type, data: dict[str, str], shared: Any, archs: list[Any]) -> list[float]:
+def shared_scores(template: type, data: dict[str, str], shared: Any, archs: list[dict[str, Any]]) -> list[float]:
     """Each architecture's accuracy on the whole validation set under the shared weights (as final_evaluate)."""
     config = validate_knob_config(template.get_knob_config())
     policies = {"SHARE_PARAMS": True, "DOWNSCALE": True, "SKIP_TRAIN": True}
     scores = []
     for i, arch in enumerate(archs):
-        model = template(**trial_knobs(config, {"arch": arch}, policies))
+        model = template(**trial_knobs(config, arch, policies))
         model.train(data["train"], shared_params=shared, seed=i)
         scores.append(model.evaluate(data["val"]))
     return scores
@@ -250,8 +271,13 @@ def _spread(values: list[float]) -> dict[str, float]:
     return {"median": float(q[1]), "q25": float(q[0]), "q75": float(q[2]), "min": min(values), "max": max(values)}
 
 
+def _methods(runs: list[dict[str, Any]]) -> list[str]:
+    """The methods the runs hold: the three, and the peer ENAS when it ran."""
+    return [m for m in (*METHODS, *PEERS) if any(r["method"] == m for r in runs)]
+
+
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    by = {m: [r for r in runs if r["method"] == m] for m in METHODS}
+    by = {m: [r for r in runs if r["method"] == m] for m in _methods(runs)}
     summary: dict[str, Any] = {
         m: {
             "test_accuracy": _spread([r["test_accuracy"] for r in group]),
@@ -267,6 +293,9 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     summary["cpu_ratio"] = enas["cpu_seconds"]["median"] / rand["cpu_seconds"]["median"]
     close, fast = summary["accuracy_gap"] >= -0.005, summary["time_ratio"] <= 1 / 3
     summary["aim_met"] = close and fast
+    for peer in set(by) & set(PEERS):
+        summary[f"{peer}_accuracy_gap"] = summary[peer]["test_accuracy"]["median"] - enas["test_accuracy"]["median"]
+        summary[f"{peer}_time_ratio"] = summary[peer]["wall_seconds"]["median"] / enas["wall_seconds"]["median"]
     summary["verdict"] = (
         "yes" if close and fast
         else f"no ({'within' if close else 'more than'} 0.5 points of random's median accuracy, "
@@ -281,9 +310,10 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colours = {"enas": "tab:green", "random": "tab:blue", "asha": "tab:orange"}
+    colours = {"enas": "tab:green", "random": "tab:blue", "asha": "tab:orange", "enas-space": "tab:olive",
+               "enas-cnn": "tab:olive"}  # fmt: skip
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for method in METHODS:
+    for method in _methods(runs):
         group = [r for r in runs if r["method"] == method]
         for run in group:
             t, acc = zip(*run["curve"], strict=True)
@@ -316,7 +346,8 @@ def write_report(result: dict[str, Any]) -> None:
         f"`bench/enas_fashion_mnist.py`, {result['date']}, {result['machine']}, {setup['seeds']} seeds "
         f"({', '.join(map(str, setup['seed_list']))}). Fashion-MNIST: {setup['limit']} images "
         f"({1 - setup['val_fraction']:.0%} train, {setup['val_fraction']:.0%} validation) and {setup['test_images']} "
-        f"test images. `EnasCnn` (examples): 6 layers, 16 channels (8 under DOWNSCALE), Adam 3e-3, batch 64. "
+        f"test images. `{TEMPLATES[setup['template']][1]}` (examples, `--template {setup['template']}`): 6 layers, "
+        "16 channels (8 under DOWNSCALE), Adam 3e-3, batch 64. "
         f"Every method ends with one full-length training ({setup['final_epochs']} epochs, full width, from "
         f"scratch) of the architecture it picked, scored on the test set. ENAS: {setup['budget']} trials, "
         f"{'the planner defaults' if isinstance(opts, str) else f'planner options {opts}'} (cycles of "
@@ -326,6 +357,15 @@ def write_report(result: dict[str, Any]) -> None:
         f"architectures under successive halving (eta {ETA}): {setup['asha_n']} for one epoch, the best "
         f"{setup['asha_n'] // ETA} two epochs more, about random's search epochs. One trial at a time in this "
         "process; wall time of the whole search with its final training, CPU time of the process beside it.",
+        "",
+        *(
+            [
+                f"`--peer-enas`: `{peer}` is ENAS on `{TEMPLATES[peer.removeprefix('enas-')][1]}` for the same seeds "
+                "and options: the same architectures written the other way."
+            ]
+            if (peer := _peer(result["runs"]))
+            else []
+        ),  # fmt: skip
         "",
         "| seed | method | test acc. | wall s | CPU s | final training s | Kendall τ | trials per phase |",
         "|---:|---|---:|---:|---:|---:|---:|---|",
@@ -342,7 +382,7 @@ def write_report(result: dict[str, Any]) -> None:
         "| method | test acc. median | IQR | min–max | wall s median | CPU s median |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for m in METHODS:
+    for m in _methods(result["runs"]):
         a = s[m]["test_accuracy"]
         lines.append(
             f"| {m} | {a['median']:.4f} | {a['q25']:.4f}–{a['q75']:.4f} | {a['min']:.4f}–{a['max']:.4f} "
@@ -362,6 +402,12 @@ def write_report(result: dict[str, Any]) -> None:
         "![best accuracy against wall time](enas_fashion_mnist.png)",
         "",
     ]
+    if peer := _peer(result["runs"]):
+        lines += [
+            f"ENAS on the other template (`{peer}`): median test accuracy **{s[f'{peer}_accuracy_gap'] * 100:+.2f} "
+            f"points** from `enas`'s, in **{s[f'{peer}_time_ratio']:.2f}×** its median wall time.",
+            "",
+        ]
     if not s["aim_met"]:
         lines += [
             "What was tried: shared trainings that add up when they run at once (on the platform; "
@@ -382,6 +428,10 @@ def write_report(result: dict[str, Any]) -> None:
         "",
     ]
     (RESULTS / "enas_fashion_mnist.md").write_text("\n".join(lines))
+
+
+def _peer(runs: list[dict[str, Any]]) -> str | None:
+    return next((m for m in PEERS if any(r["method"] == m for r in runs)), None)
 
 
 def tune(template: type, data: dict[str, str], budget: int) -> list[str]:
@@ -416,6 +466,10 @@ def main() -> None:
     parser.add_argument("--budget", type=int, help="trials per search, final training included")
     parser.add_argument("--final-epochs", type=int, help="epochs of the final training")
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument(
+        "--template", choices=sorted(TEMPLATES), default="space", help="the template all methods search"
+    )
+    parser.add_argument("--peer-enas", action="store_true", help="ENAS on the other template too, for comparison")
     parser.add_argument("--train-trials", type=int, help="ENAS: shared trainings per cycle")
     parser.add_argument("--evaluate-trials", type=int, help="ENAS: evaluations per cycle")
     parser.add_argument("--top-k", type=int, help="ENAS: final evaluations")
@@ -428,7 +482,9 @@ def main() -> None:
     names = ("train_trials", "evaluate_trials", "top_k", "warmup_fraction")
     options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     torch.set_num_threads(2)
-    template = template_class(final_epochs)
+    template = template_class(args.template, final_epochs)
+    other = next(kind for kind in TEMPLATES if kind != args.template)
+    peer = template_class(other, final_epochs) if args.peer_enas else None
     seeds = list(range(args.seeds))
     runs = []
     started = time.perf_counter()
@@ -451,7 +507,12 @@ def main() -> None:
             enas["kendall_tau"] = float(kendalltau(on_shared, alone).statistic)
             enas["ranking"] = {"shared": on_shared, "alone": list(alone)}
             asha = {"method": "asha", "seed": seed, **run_asha(template, data, budget, seed)}
-            for outcome in (enas, rand, asha):
+            outcomes = [enas, rand, asha]
+            if peer is not None:
+                outcomes.append(
+                    {"method": f"enas-{other}", "seed": seed, **run_enas(peer, data, budget, seed, options)[0]}
+                )
+            for outcome in outcomes:
                 runs.append(outcome)
                 print(
                     f"seed {seed} {outcome['method']}: test {outcome['test_accuracy']:.4f}, "
@@ -465,6 +526,7 @@ def main() -> None:
         f"torch {torch.__version__}",
         "setup": {
             "quick": args.quick,
+            "template": args.template,
             "limit": limit,
             "val_fraction": val_fraction,
             "test_images": test_images,

@@ -9,7 +9,8 @@ weights ``W`` and end at ``r1`` and ``r2``. The ways to go on from there:
 - **serial**: no two at once: ``r2`` trained from ``r1``; the other slot idles, so the same
   number of trainings takes twice the wall time.
 
-Setup: ``EnasCnn`` (examples) at half width (DOWNSCALE), one epoch per training
+Setup: the ``--template`` of ``bench/enas_fashion_mnist.py`` (``space``: ``EnasMacro``, whose
+shared weights are the super-network; ``cnn``: ``EnasCnn``) at half width (DOWNSCALE), one epoch per training
 (EARLY_STOP) of an architecture drawn at random, on the Fashion-MNIST subset of
 ``bench/enas_fashion_mnist.py``, in this process. One training from scratch gives the
 first shared weights; then ``--rounds`` rounds of two trainings each. After every round
@@ -36,7 +37,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from enas_fashion_mnist import RESULTS, shared_scores, template_class
+from enas_fashion_mnist import RESULTS, TEMPLATES, architecture, shared_scores, template_class
 
 from baobab.advisor import make_strategy, trial_knobs
 from baobab.advisor.driver._shared_weights import add_update
@@ -46,8 +47,10 @@ from baobab.store import build_fashion_mnist
 METHODS = ("last", "sum", "mean", "serial")
 
 
-def train(template: type, config: dict, arch: Any, data: dict[str, str], shared: Any, seed: int) -> dict[str, Any]:
-    knobs = trial_knobs(config, {"arch": arch}, {"SHARE_PARAMS": True, "DOWNSCALE": True, "EARLY_STOP": True})
+def train(
+    template: type, config: dict, arch: dict[str, Any], data: dict[str, str], shared: Any, seed: int
+) -> dict[str, Any]:
+    knobs = trial_knobs(config, arch, {"SHARE_PARAMS": True, "DOWNSCALE": True, "EARLY_STOP": True})
     model = template(**knobs)
     model.train(data["train"], shared_params=shared, seed=seed)
     return model.dump_parameters()
@@ -61,7 +64,7 @@ def score(template: type, archs: list, data: dict[str, str], shared: Any) -> flo
 def run(template: type, data: dict[str, str], seed: int, rounds: int, n_archs: int) -> dict[str, Any]:
     config = validate_knob_config(template.get_knob_config())
     strategy = make_strategy("random", config, seed=seed)
-    archs = [strategy.propose(i)["arch"] for i in range(2 * rounds + n_archs + 1)]
+    archs = [architecture(config, strategy.propose(i)) for i in range(2 * rounds + n_archs + 1)]
     first, pairs, scored = archs[0], archs[1 : 1 + 2 * rounds], archs[1 + 2 * rounds :]
     start = train(template, config, first, data, None, seed * 1000)
     out: dict[str, Any] = {"seed": seed, "start": score(template, scored, data, start)}
@@ -80,9 +83,10 @@ def run(template: type, data: dict[str, str], seed: int, rounds: int, n_archs: i
                 elif method == "sum":
                     shared = add_update(add_update(shared, shared, r1), shared, r2)
                 else:
-                    half = {k: (v + r2[k]) / 2 if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
-                            for k, v in r1.items()}  # fmt: skip
-                    shared = half
+                    # an entry only one of them holds with that shape (a candidate only it trained): its own
+                    half = {k: (v + r2[k]) / 2 if isinstance(v, np.ndarray) and v.dtype.kind == "f"
+                            and getattr(r2.get(k), "shape", None) == v.shape else v for k, v in r1.items()}  # fmt: skip
+                    shared = {**r2, **half}
             curve.append(score(template, scored, data, shared))
         out[method] = curve
         print(f"seed {seed} {method}: {[round(c, 3) for c in curve]}", flush=True)
@@ -95,9 +99,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--archs", type=int, default=8, help="architectures the shared weights are scored on")
     parser.add_argument("--limit", type=int, default=5000)
+    parser.add_argument("--template", choices=sorted(TEMPLATES), default="space")
     args = parser.parse_args()
     torch.set_num_threads(2)
-    template = template_class(final_epochs=5)
+    template = template_class(args.template, final_epochs=5)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="baobab-bench-") as tmp:
         built = build_fashion_mnist(Path(tmp), limit=args.limit, val_fraction=0.2, seed=0)
@@ -121,7 +126,8 @@ def main() -> None:
         "# Concurrent shared-weight trainings: last wins, sum, mean, serial",
         "",
         f"`bench/enas_shared_updates.py`, {result['date']}, {result['machine']}. {args.seeds} seeds; Fashion-MNIST "
-        f"subset of {args.limit} images (80% train). `EnasCnn` half width, one epoch per training of a random "
+        f"subset of {args.limit} images (80% train). `{TEMPLATES[args.template][1]}` half width, one epoch per "
+        "training of a random "
         f"architecture; shared weights scored by the mean whole-validation accuracy of {args.archs} fixed random "
         "architectures on them (batch norm re-estimated). One training from scratch first (its score: "
         f"{statistics.fmean(r['start'] for r in runs):.3f}), then rounds of two trainings. A *round* is one training "

@@ -4,7 +4,9 @@ The chain may pass through other users' PUBLIC zoo models and so through their t
 An ancestor the caller may not see (by the rules of :mod:`baobab.admin._access`) shows
 as ``{"hidden": true}``; its epochs still count in ``inherited_epochs``, so the total
 says how much training the model carries even where the caller cannot follow it. Only
-``GET /trials/<id>`` answers with a lineage: it costs a recursive query per trial.
+``GET /trials/<id>`` answers with a lineage: it costs a recursive query per trial (two more
+per merge of shared trainings on the chain, which the driver's key format names:
+:func:`baobab.advisor.merged_from`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from baobab.admin._access import may_see_shared
 from baobab.admin._openapi import register_schema
+from baobab.advisor import merged_from
 from baobab.store import User
 from baobab.zoo import MAX_DEPTH, Ancestor, trial_lineage
 
@@ -24,7 +27,7 @@ _ANCESTOR = {
     "type": "object",
     "required": [
         "via", "source", "trial_id", "number", "train_job_id", "app", "app_version", "zoo_model_id", "similarity",
-        "epochs", "phase",
+        "epochs", "phase", "merged_onto",
     ],
     "additionalProperties": False,
     "properties": {
@@ -33,8 +36,11 @@ _ANCESTOR = {
             "description": "how its child started from it: a zoo model, or shared parameters (SHARE_PARAMS)",
         },
         "source": {
-            "enum": ["trial", "upload", "removed"],
-            "description": "a trial's model; a zoo model uploaded outside a job; or one gone since",
+            "enum": ["trial", "upload", "removed", "merged"],
+            "description": (
+                "a trial's model; a zoo model uploaded outside a job; one gone since; or shared weights that "
+                "hold this trial's update added onto those merged_onto left (shared trainings that ran at once)"
+            ),
         },
         "trial_id": {"type": ["integer", "null"]},
         "number": {"type": ["integer", "null"], "description": "the trial's number in its job"},
@@ -45,6 +51,16 @@ _ANCESTOR = {
         "similarity": {"type": ["number", "null"], "description": "of the child to this zoo model"},
         "epochs": {"type": ["integer", "null"], "minimum": 0, "description": "null when unknown (not a trial)"},
         "phase": {"type": ["string", "null"], "description": "the search phase the ancestor ran in"},
+        "merged_onto": {
+            "type": ["object", "null"],
+            "required": ["trial_id", "number"],
+            "additionalProperties": False,
+            "properties": {
+                "trial_id": {"type": ["integer", "null"], "description": "null when that trial is gone"},
+                "number": {"type": "integer", "description": "its number in the merged trial's sub-job"},
+            },
+            "description": "a merge only: the trial whose shared weights this trial's update was added onto",
+        },
     },
 }  # fmt: skip
 
@@ -78,7 +94,10 @@ LINEAGE_SCHEMA = register_schema(
             "inherited_epochs": {
                 "type": "integer",
                 "minimum": 0,
-                "description": "epochs trained up the chain (hidden ancestors included, unknown ones as 0)",
+                "description": (
+                    "epochs trained up the chain (hidden ancestors included, unknown ones as 0, a merge's "
+                    "merged_onto trial not counted)"
+                ),
             },
             "truncated": {"type": "boolean", "description": f"the chain goes on past {MAX_DEPTH} ancestors"},
         },
@@ -88,7 +107,7 @@ LINEAGE_SCHEMA = register_schema(
 
 def lineage_json(session: Session, trial_id: int, user: User) -> dict[str, Any]:
     """The lineage of trial ``trial_id`` (which ``user`` may see), its ancestors shown as far as ``user`` may."""
-    lineage = trial_lineage(session, trial_id)
+    lineage = trial_lineage(session, trial_id, merged_from=merged_from)
     chain: list[dict[str, Any]] = []
     child_seen = True  # the trial itself
     for ancestor in lineage.chain:
@@ -117,4 +136,7 @@ def _ancestor_json(ancestor: Ancestor) -> dict[str, Any]:
         "similarity": ancestor.similarity,
         "epochs": ancestor.epochs,
         "phase": ancestor.phase,
+        "merged_onto": None
+        if ancestor.merged_onto_number is None
+        else {"trial_id": ancestor.merged_onto, "number": ancestor.merged_onto_number},
     }

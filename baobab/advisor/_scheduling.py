@@ -37,6 +37,7 @@ __all__ = [
     "pick_next",
     "record_finished",
     "record_for",
+    "merged_from",
     "shared_key",
 ]
 
@@ -64,11 +65,27 @@ def first_line(text: str | None, limit: int = _ERROR_CHARS) -> str:
     return ""
 
 
-def shared_key(params: str) -> str:
-    """The artifact key of the shared weights after the trial whose own parameters are at ``params``:
-    beside them, ``params/trial-7.safetensors`` to ``params/trial-7-shared.safetensors``."""
+def shared_key(params: str, onto: int) -> str:
+    """The artifact key of the shared weights that add the update of the trial whose own parameters are at
+    ``params`` onto those shared on after trial number ``onto`` of its sub-job: beside its parameters,
+    ``params/trial-7.safetensors`` to ``params/trial-7-shared-onto-5.safetensors``. The key says what the
+    weights hold (:func:`merged_from` reads it back), which is how a trial's lineage names both trials."""
     stem, dot, ext = params.rpartition(".")
-    return f"{stem}-shared.{ext}" if dot and "/" not in ext else f"{params}-shared"
+    return f"{stem}{_ONTO}{onto}.{ext}" if dot and "/" not in ext else f"{params}{_ONTO}{onto}"
+
+
+def merged_from(key: str) -> tuple[str, int] | None:
+    """What the shared weights at ``key`` (a :func:`shared_key`) hold: the parameters key of the trial whose
+    update was added, and the number of the trial onto whose shared weights; None for any other key."""
+    head, sep, tail = key.rpartition(_ONTO)
+    number, dot, ext = tail.partition(".")
+    if not sep or not number.isdigit() or "/" in tail:
+        return None
+    return (f"{head}.{ext}" if dot else head), int(number)
+
+
+#: What a :func:`shared_key` adds to the trial's parameters key, before the number of the trial merged onto.
+_ONTO = "-shared-onto-"
 
 
 @dataclass(frozen=True)
@@ -350,11 +367,13 @@ class SubJobState:
         """The parameters to share on after ``trial`` ended with ``params``: those themselves, or, when
         the plan adds updates up and another trial's parameters were shared on since ``trial`` started,
         the key of the latest ones plus ``trial``'s update (an :class:`SharedUpdate` the driver writes)."""
-        latest = self.shared[-1][2] if self.shared else None
         adds = self.plan is not None and self.plan.adds_updates
-        if not adds or trial.shared_from is None or latest is None or latest == trial.shared_from:
+        if not adds or trial.shared_from is None or not self.shared:
             return params
-        update = SharedUpdate(trial.id, shared_key(params), latest, trial.shared_from, params)
+        _, onto, latest = self.shared[-1]
+        if latest == trial.shared_from:
+            return params
+        update = SharedUpdate(trial.id, shared_key(params, onto), latest, trial.shared_from, params)
         self.updates.append(update)
         return update.key
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from baobab.model import KnobConfig, Params, TorchModel, module_state
+from baobab.model import KnobConfig, Params, Policy, TorchModel, module_state
 from baobab.space._errors import SpaceError
 from baobab.space._record import MutationRecord
 from baobab.space._space import ModelSpace
@@ -23,7 +23,7 @@ __all__ = ["SpaceModel"]
 
 #: The parameter entry holding the instance's choices: what a child trial rebuilds its parent's record from.
 CHOICES_PARAM = "space.choices"
-#: Parameter entries of the super-network: weights of candidates this instance does not use, by operator key.
+#: Parameter entries of the super-network: the weights of every candidate trained so far, by operator key.
 SUPERNET_PREFIX = "supernet."
 
 
@@ -40,6 +40,17 @@ class SpaceModel(TorchModel):
     module the two mutation records say is the same (:func:`baobab.space.inherit`), and the
     weights of every candidate some earlier trial trained: the parameters carry a
     super-network, one set of weights per candidate (what ENAS shares), kept across trials.
+    The super-network holds the trial's own candidates too, under the same names as the
+    others (``supernet.<operator key>.<name>``): one candidate has one name in every trial's
+    parameters, whatever architecture wrote them, so the driver can add up the updates of
+    trainings that ran at once entry by entry (ENAS's concurrent shared trainings). The
+    module's own entries (``module.<name>``) stay as every TorchModel writes them, for
+    :meth:`load_parameters`.
+
+    A trial scored on shared weights without training (``SHARE_PARAMS`` and ``SKIP_TRAIN``,
+    ENAS's evaluations) first re-estimates its batch-norm statistics on
+    :attr:`recalibration_batches` training batches: those that came with the shared weights
+    were gathered under other architectures.
 
     Example::
 
@@ -57,12 +68,16 @@ class SpaceModel(TorchModel):
     """
 
     _spaces: ClassVar[dict[type, ModelSpace]] = {}
+    #: Training batches that re-estimate the batch-norm statistics of an instance scored on shared
+    #: weights untrained; 0 keeps the statistics that came with them.
+    recalibration_batches: int = 8
 
     def __init__(self, **knobs: Any) -> None:
         super().__init__(**knobs)
         #: The mutation record of the instance this model built (None before it built one).
         self.record: MutationRecord | None = None
-        #: Weights of the candidates this instance does not use, handed on under SHARE_PARAMS.
+        #: The super-network this trial started from (every candidate's weights by operator key), handed
+        #: on with this instance's own trained entries replacing theirs.
         self._supernet: dict[str, torch.Tensor] = {}
 
     @classmethod
@@ -115,25 +130,52 @@ class SpaceModel(TorchModel):
         parent_choices = shared_params.get(CHOICES_PARAM)
         if not isinstance(parent_choices, str) or self.record is None:
             return super().load_shared(module, shared_params)
-        parent = self.model_space().instantiate(json.loads(parent_choices), args=self.base_args(), device="meta")
         sources = {
             key[len(SUPERNET_PREFIX) :]: torch.from_numpy(np.array(value))
             for key, value in shared_params.items()
             if key.startswith(SUPERNET_PREFIX) and isinstance(value, np.ndarray)
         }
-        sources.update(keyed_state(parent.record, module_state(shared_params)))
-        copied = transfer(module, self.record, sources)
         own = keyed_state(self.record, module.state_dict())
-        self._supernet = {key: tensor for key, tensor in sources.items() if key not in own}
-        same = len(self.record.shared_modules(parent.record))
+        if sources:  # every candidate by operator key: the parent's record need not be rebuilt (a trace)
+            how = "from the super-network"
+        else:  # written by a trial that held no super-network: its module's weights, by its mutation record
+            parent = self.model_space().instantiate(json.loads(parent_choices), args=self.base_args(), device="meta")
+            sources = keyed_state(parent.record, module_state(shared_params))
+            same = len(self.record.shared_modules(parent.record))
+            how = f"by mutation record ({same} modules the same as the parent trial's)"
+        copied = transfer(module, self.record, sources)
+        self._supernet = sources
+        others = sum(key not in own for key in sources)
         return (
-            f"inherited {len(copied)} of {len(own)} tensors by mutation record ({same} modules the same as "
-            f"the parent trial's); the super-network keeps {len(self._supernet)} tensors of other candidates"
+            f"inherited {len(copied)} of {len(own)} tensors {how}; the super-network keeps {others} tensors of "
+            "other candidates"
         )
 
+    def fit_module(self, module: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> None:
+        if not (self.policy(Policy.SHARE_PARAMS) and self.policy(Policy.SKIP_TRAIN)) or not self.recalibration_batches:
+            return
+        norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+        if not norms:
+            return
+        momenta = [norm.momentum for norm in norms]
+        for norm in norms:
+            norm.reset_running_stats()
+            norm.momentum = None  # a plain average over the batches below
+        rows = torch.randperm(len(inputs), generator=torch.Generator().manual_seed(self.seed))
+        module.train()
+        with torch.no_grad():
+            for batch in torch.split(rows[: self.recalibration_batches * self.batch_size()], self.batch_size()):
+                module(inputs[batch].to(self.device))
+        for norm, momentum in zip(norms, momenta, strict=True):
+            norm.momentum = momentum
+
     def dump_parameters(self) -> Params:
+        """The TorchModel's parameters and the choices; under ``SHARE_PARAMS``, or after starting from shared
+        parameters, the whole super-network too, this instance's trained candidates included."""
         params = super().dump_parameters()
         params[CHOICES_PARAM] = json.dumps(self.choices(), sort_keys=True)
-        for key, tensor in self._supernet.items():
-            params[SUPERNET_PREFIX + key] = tensor.detach().cpu().numpy().copy()
+        if self.record is not None and (self._supernet or self.policy(Policy.SHARE_PARAMS)):
+            supernet = {**self._supernet, **keyed_state(self.record, self._require_module().state_dict())}
+            for key, tensor in supernet.items():
+                params[SUPERNET_PREFIX + key] = tensor.detach().cpu().numpy().copy()
         return params

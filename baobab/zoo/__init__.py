@@ -10,7 +10,8 @@
   API; :func:`make_warm_starter` and :func:`register_trial_model` are what a worker
   calls around a trial, :func:`warm_start` and :func:`register_model` what a script
   calls with a :class:`baobab.sdk.Client`; retention keeps the most valuable models within a budget;
-- :func:`trial_lineage` reads a trial's chain of parents (zoo models, shared parameters) in one query.
+- :func:`trial_lineage` reads a trial's chain of parents (zoo models, shared parameters, merges of shared
+  trainings) in one query, plus two per merge.
 
 Names are imported on first use: the admin API (no torch in its image) needs only the
 graph, matching and database parts, and a trial process none of the database's.

@@ -7,8 +7,19 @@ have a parent of its own) or shared parameters (``trials.shared_params_path``, a
 trial's parameters under ``SHARE_PARAMS``). The recorded zoo parent wins over shared
 parameters: the runner warm-starts from the zoo only when no shared parameters were loaded.
 
-The chain is read with one recursive query, however long it is, and cut at
-``max_depth`` ancestors (:data:`MAX_DEPTH` unless told), saying so in ``truncated``.
+Shared parameters may be no trial's own: when shared trainings that ran at once add up
+(ENAS's, :mod:`baobab.advisor.driver._shared_weights`), a trial starts from one trial's
+update added onto the shared weights another trial left. The caller's ``merged_from``
+reads such a key (the driver's format: :func:`baobab.advisor.merged_from`); the chain then
+lists a "merged" ancestor, the trial whose update the weights hold, naming in
+``merged_onto`` the trial whose shared weights it was added onto, and goes on up the
+merged trial's own start. The trial merged onto is named, not walked: its own lineage
+says where its weights came from, and its epochs are not in ``inherited_epochs``, which
+is then a lower bound.
+
+The chain is read with one recursive query, however long it is, plus two for each merge
+on it, and cut at ``max_depth`` ancestors (:data:`MAX_DEPTH` unless told), saying so in
+``truncated``.
 Epochs are counted as the distinct steps a trial reported (TorchModel reports one step
 per epoch); a zoo model uploaded outside a job, or one evicted from the zoo, ends the
 chain with its epochs unknown. Who may see which ancestor is the caller's business:
@@ -17,7 +28,7 @@ each :class:`Ancestor` carries its owner and access for that.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,7 +37,7 @@ from sqlalchemy.orm import Session, aliased
 
 from baobab.store import InterimMetric, ModelAccess, SubJob, TrainJob, Trial, ZooModel
 
-__all__ = ["MAX_DEPTH", "Ancestor", "Lineage", "trial_lineage"]
+__all__ = ["MAX_DEPTH", "Ancestor", "Lineage", "MergedFrom", "trial_lineage"]
 
 #: How many ancestors a lineage lists at most; a longer chain is cut and marked truncated.
 MAX_DEPTH = 50
@@ -35,7 +46,10 @@ MAX_DEPTH = 50
 _NO_TRIAL = (None, None, None, None, None)
 
 Via = Literal["zoo", "shared_params"]
-Source = Literal["trial", "upload", "removed"]
+Source = Literal["trial", "upload", "removed", "merged"]
+#: Reads shared parameters no trial wrote: the parameters key of the trial whose update they hold and the
+#: number, in that trial's sub-job, of the trial onto whose shared weights it was added; None for another key.
+MergedFrom = Callable[[str], "tuple[str, int] | None"]
 
 
 @dataclass
@@ -43,7 +57,9 @@ class Ancestor:
     """One step up the chain: the ancestor, and the link its child started through.
 
     ``source`` is "trial" for a trial's model, "upload" for a zoo model trained outside a job
-    (``trial_id`` None), "removed" when the zoo model or the sharing trial no longer exists.
+    (``trial_id`` None), "removed" when the zoo model or the sharing trial no longer exists,
+    "merged" for shared weights that hold this trial's update added onto the shared weights
+    trial ``merged_onto`` (an id; ``merged_onto_number`` its number) left; None when that one is gone.
     ``owner_id`` and ``access`` say who may see it (a trial's job owner, PRIVATE; an upload's
     zoo owner and access; None for a removed one, which shows no more than its child's row).
     """
@@ -61,6 +77,8 @@ class Ancestor:
     phase: str | None
     owner_id: int | None
     access: ModelAccess | None
+    merged_onto: int | None = None
+    merged_onto_number: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,8 +94,42 @@ class Lineage:
         return sum(ancestor.epochs or 0 for ancestor in self.chain)
 
 
-def trial_lineage(session: Session, trial_id: int, *, max_depth: int = MAX_DEPTH) -> Lineage:
-    """The lineage of trial ``trial_id`` (an empty, "scratch" one when there is no such trial), in one query."""
+def trial_lineage(
+    session: Session, trial_id: int, *, max_depth: int = MAX_DEPTH, merged_from: MergedFrom | None = None
+) -> Lineage:
+    """The lineage of trial ``trial_id`` (an empty, "scratch" one when there is no such trial).
+
+    ``merged_from`` recognises shared weights that added updates up (see the module's docstring); without
+    it such a link ends the chain as "removed".
+    """
+    rows = _chain(session, trial_id, max_depth)
+    if not rows:
+        return Lineage("scratch", [], False)
+    found: list[Ancestor] = []
+    truncated = False
+    while True:
+        found += [_ancestor(child_row, row) for child_row, row in zip(rows, rows[1:], strict=False)]
+        last = rows[-1]
+        if last[2] is None and last[3] is None:
+            break
+        if len(found) >= max_depth:
+            truncated = True
+            break
+        merge = merged_from(last[3]) if last[2] is None and merged_from is not None else None
+        update = _merged_update(session, *merge) if merge is not None else None
+        if update is None:  # the chain ends in something other than a trial
+            found.append(_end_of_chain(last))
+            break
+        update_id, onto_id, onto_number = update
+        rows = _chain(session, update_id, max_depth - len(found) - 1)
+        found.append(_ancestor(last, rows[0], source="merged", onto=(onto_id, onto_number)))
+    if not found:
+        return Lineage("scratch", [], False)
+    return Lineage("zoo" if found[0].via == "zoo" else "shared_params", found, truncated)
+
+
+def _chain(session: Session, trial_id: int, max_depth: int) -> Sequence[Any]:
+    """Trial ``trial_id``'s row and its trial ancestors' (up to ``max_depth``), nearest first, in one query."""
     parent_zoo = aliased(ZooModel)
     child = aliased(Trial)
     parent = aliased(Trial)
@@ -103,7 +155,7 @@ def trial_lineage(session: Session, trial_id: int, *, max_depth: int = MAX_DEPTH
         .where(InterimMetric.trial_id == Trial.id)
         .scalar_subquery()
     )
-    rows: Sequence[Any] = session.execute(
+    return session.execute(
         select(
             chain.c.depth,
             Trial.id,
@@ -129,36 +181,47 @@ def trial_lineage(session: Session, trial_id: int, *, max_depth: int = MAX_DEPTH
         .outerjoin(ZooModel, ZooModel.id == Trial.parent_zoo_model_id)
         .order_by(chain.c.depth)
     ).all()
-    if not rows:
-        return Lineage("scratch", [], False)
-    found: list[Ancestor] = []
-    for child_row, row in zip(rows, rows[1:], strict=False):
-        via: Via = "zoo" if child_row[2] is not None else "shared_params"
-        found.append(
-            Ancestor(
-                via=via,
-                source="trial",
-                trial_id=row[1],
-                number=row[13],
-                train_job_id=row[6],
-                app=row[14],
-                app_version=row[15],
-                zoo_model_id=child_row[2],
-                similarity=child_row[4] if via == "zoo" else None,
-                epochs=int(row[8]),
-                phase=row[5],
-                owner_id=row[7],
-                access=ModelAccess.PRIVATE,
-            )
-        )
-    last = rows[-1]
-    has_parent = last[2] is not None or last[3] is not None
-    truncated = has_parent and last[0] >= max_depth
-    if has_parent and not truncated:  # the chain ends in something other than a trial
-        found.append(_end_of_chain(last))
-    if not found and not truncated:
-        return Lineage("scratch", [], False)
-    return Lineage("zoo" if rows[0][2] is not None else "shared_params", found, truncated)
+
+
+def _merged_update(session: Session, params_path: str, onto: int) -> tuple[int, int | None, int] | None:
+    """The id of the trial whose parameters are at ``params_path``, and the id (None when gone) and number of
+    trial number ``onto`` of its sub-job; None when no trial wrote those parameters."""
+    onto_trial = aliased(Trial)
+    row = session.execute(
+        select(Trial.id, onto_trial.id)
+        .outerjoin(onto_trial, and_(onto_trial.sub_job_id == Trial.sub_job_id, onto_trial.number == onto))
+        .where(Trial.params_path == params_path)
+        .limit(1)
+    ).first()
+    return None if row is None else (row[0], row[1], onto)
+
+
+def _ancestor(
+    child_row: Sequence[Any],
+    row: Sequence[Any],
+    *,
+    source: Source = "trial",
+    onto: tuple[int | None, int] | None = None,
+) -> Ancestor:
+    """The trial of ``row``, the parent of the trial of ``child_row``."""
+    via: Via = "zoo" if child_row[2] is not None else "shared_params"
+    return Ancestor(
+        via=via,
+        source=source,
+        trial_id=row[1],
+        number=row[13],
+        train_job_id=row[6],
+        app=row[14],
+        app_version=row[15],
+        zoo_model_id=child_row[2],
+        similarity=child_row[4] if via == "zoo" else None,
+        epochs=int(row[8]),
+        phase=row[5],
+        owner_id=row[7],
+        access=ModelAccess.PRIVATE,
+        merged_onto=None if onto is None else onto[0],
+        merged_onto_number=None if onto is None else onto[1],
+    )
 
 
 def _end_of_chain(last: Sequence[Any]) -> Ancestor:

@@ -21,7 +21,14 @@ choose none. A layer sums its skips onto its output (``enas_cnn.py`` averages th
 ENAS's code batch-normalises the sum, which scored lower here: 0.78 and 0.82 validation
 accuracy against 0.85 and 0.84 without it, for the base on 1,800 Fashion-MNIST images,
 two seeds). ``DOWNSCALE`` halves the channels; ``SHARE_PARAMS`` starts a trial from its
-parent trial's weights for every module the two architectures have in common.
+parent trial's weights for every module the two architectures have in common, and from the
+super-network's weights for every other operation some earlier trial trained.
+
+Search it with the ``enas`` strategy as ``enas_cnn.py``: the controller chooses each decision
+in turn (``op0``, ``op1``, ``skip1_0``, ...), the shared weights are the super-network that
+:class:`~baobab.space.SpaceModel` hands from trial to trial, and an evaluation
+(``SHARE_PARAMS`` and ``SKIP_TRAIN``) re-estimates its batch-norm statistics first.
+``EARLY_STOP`` trains one epoch: a shared training is a short turn of one architecture.
 """
 
 from __future__ import annotations
@@ -150,7 +157,12 @@ class EnasMacro(SpaceModel):
             "quick_eval": PolicyKnob("QUICK_EVAL"),
             "downscale": PolicyKnob("DOWNSCALE"),
             "share_params": PolicyKnob("SHARE_PARAMS"),
+            "skip_train": PolicyKnob("SKIP_TRAIN"),
         }
+
+    def early_stop_epochs(self) -> int:
+        """One epoch: a shared-weight training is a short turn of one architecture (as ``enas_cnn.py``'s)."""
+        return 1
 
     def base_args(self) -> dict[str, int]:
         in_channels, height, width = self.input_shape

@@ -17,6 +17,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine, event
 from train_job_world import add_model, add_trial, job_body, upload_dataset
 
+from baobab.advisor._scheduling import shared_key
 from baobab.model import Task
 from baobab.store import InterimMetric, ModelAccess, TrialState, UserRole, ZooModel, session_scope
 from baobab.zoo import MAX_DEPTH
@@ -85,11 +86,12 @@ def _lineage(client: FlaskClient, trial_id: int, headers: Headers) -> dict[str, 
 
 def _ancestor(via: str, trial_id: int | None, zoo_id: int | None, similarity: float | None, epochs: int | None,
               phase: str | None = None, job: int | None = None, number: int | None = None,
-              source: str = "trial") -> dict[str, Any]:  # fmt: skip
+              source: str = "trial", merged_onto: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     app, version = ("mine", 1) if job is not None else (None, None)
     return {
         "via": via, "source": source, "trial_id": trial_id, "number": number, "train_job_id": job, "app": app,
         "app_version": version, "zoo_model_id": zoo_id, "similarity": similarity, "epochs": epochs, "phase": phase,
+        "merged_onto": merged_onto,
     }  # fmt: skip
 
 
@@ -180,3 +182,49 @@ def test_a_long_chain_is_cut_and_read_in_a_bounded_number_of_queries(
     assert sum(bool(re.search(r"\bwith recursive\b", s)) for s in long) == 1
     exact = _lineage(client, trials[MAX_DEPTH], c["alice"])["lineage"]  # exactly MAX_DEPTH ancestors: not cut
     assert (len(exact["chain"]), exact["truncated"]) == (MAX_DEPTH, False)
+
+
+def test_a_trial_started_from_shared_trainings_added_up_names_both(
+    app: Flask, client: FlaskClient, chain: dict[str, Any]
+) -> None:
+    """Trials 21 and 22 trained from 20's shared weights at once; 21 finished first and shared its own, then 22's
+    update was added onto them (the driver's key says so). Trial 23 started from the sum: its lineage lists 22's
+    update, merged onto 21's weights, then 22's own start, 20."""
+    c = chain
+    engine = app.extensions["baobab"].engine
+    path = f"params/{c['mine']}"
+    start = _trained(engine, c["mine"], 20, 2, phase="train_shared")
+    onto = _trained(engine, c["mine"], 21, 1, shared_params_path=f"{path}-20", phase="train_shared")
+    update = _trained(engine, c["mine"], 22, 1, shared_params_path=f"{path}-20", phase="train_shared")
+    child = _trained(engine, c["mine"], 23, 0, shared_params_path=shared_key(f"{path}-22", 21), phase="evaluate")
+    shown = _lineage(client, child, c["alice"])
+    job = shown["train_job_id"]
+    assert shown["lineage"] == {
+        "from": "shared_params",
+        "chain": [
+            _ancestor(
+                "shared_params",
+                update,
+                None,
+                None,
+                1,
+                "train_shared",
+                job,
+                22,
+                source="merged",
+                merged_onto={"trial_id": onto, "number": 21},
+            ),
+            _ancestor("shared_params", start, None, None, 2, "train_shared", job, 20),
+        ],
+        "inherited_epochs": 1 + 2,
+        "truncated": False,
+    }
+    assert [a["trial_id"] for a in _lineage(client, onto, c["alice"])["lineage"]["chain"]] == [start]
+    # The trial merged onto is gone: named by its number only. The merged trial is gone: the link ends there.
+    gone_onto = _trained(engine, c["mine"], 24, 0, shared_params_path=shared_key(f"{path}-22", 99))
+    (merged, _) = _lineage(client, gone_onto, c["alice"])["lineage"]["chain"]
+    assert (merged["trial_id"], merged["merged_onto"]) == (update, {"trial_id": None, "number": 99})
+    gone = _trained(engine, c["mine"], 25, 0, shared_params_path=shared_key(f"{path}-77", 21))
+    assert _lineage(client, gone, c["alice"])["lineage"]["chain"] == [
+        _ancestor("shared_params", None, None, None, None, source="removed")
+    ]

@@ -9,7 +9,14 @@ import pytest
 
 from baobab.advisor import EnasPlanner
 from baobab.advisor._plans import EnasPlan
-from baobab.advisor._scheduling import ActiveTrial, JobState, SubJobState, record_finished, shared_key
+from baobab.advisor._scheduling import (
+    ActiveTrial,
+    JobState,
+    SubJobState,
+    merged_from,
+    record_finished,
+    shared_key,
+)
 from baobab.advisor.driver._shared_weights import add_update, write_updates
 from baobab.enums import TrialState
 from baobab.model import ArchKnob, PolicyKnob
@@ -29,6 +36,20 @@ def test_an_update_is_added_onto_the_latest_weights() -> None:
     np.testing.assert_array_equal(merged["extra"], np.zeros(2))  # the others lack it: the trial's own
     shaped = add_update({"w": np.zeros(3)}, start, result)  # another shape in latest: the trial's own
     np.testing.assert_array_equal(shaped["w"], result["w"])
+    # An entry only the latest weights hold (another trial added it meanwhile, a super-network's new
+    # candidate) is kept; one the trial started with and dropped is not brought back.
+    dropped = {"dropped": np.ones(1)}
+    added = add_update({**latest, **dropped, "new": np.ones(2)}, {**start, **dropped}, result)
+    np.testing.assert_array_equal(added["new"], np.ones(2))
+    assert "dropped" not in added
+
+
+def test_a_shared_key_says_whose_update_it_holds_and_onto_what() -> None:
+    assert shared_key("params/trial-7.safetensors", 5) == "params/trial-7-shared-onto-5.safetensors"
+    assert merged_from("params/trial-7-shared-onto-5.safetensors") == ("params/trial-7.safetensors", 5)
+    assert merged_from(shared_key("a/b.c/params", 12)) == ("a/b.c/params", 12)
+    for key in ("params/trial-7.safetensors", "params/trial-7-shared-onto-x.safetensors", "a-shared-onto-1/b"):
+        assert merged_from(key) is None
 
 
 def _sub() -> SubJobState:
@@ -57,7 +78,8 @@ def test_two_trainings_from_the_same_weights_both_reach_the_shared_weights(tmp_p
     assert sub.shared_params() == "params/trial-2.safetensors"
     _finish(job, sub, 3, "params/trial-1.safetensors", store)  # ran beside 2: added onto 2's weights
     key = sub.shared_params()
-    assert key == shared_key("params/trial-3.safetensors") == "params/trial-3-shared.safetensors"
+    assert key == shared_key("params/trial-3.safetensors", 2) == "params/trial-3-shared-onto-2.safetensors"
+    assert merged_from(key) == ("params/trial-3.safetensors", 2)  # 3's update onto what 2 shared on
     np.testing.assert_array_equal(params_from_bytes(store.get_bytes(key))["w"], [2.0, 3.0])
     assert not sub.updates
 
@@ -87,7 +109,7 @@ def test_an_update_that_cannot_be_written_hands_on_the_trials_own_parameters(
     sub.shared.append((0.5, 2, "params/trial-2.safetensors"))
     _finish(job, sub, 3, "params/trial-1.safetensors", store)
     assert sub.shared_params() == "params/trial-3.safetensors"
-    assert not store.exists("params/trial-3-shared.safetensors")
+    assert not store.exists("params/trial-3-shared-onto-2.safetensors")
     assert "trial 3's update could not be added onto the shared weights params/trial-2.safetensors" in caplog.text
 
 

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from baobab.advisor import PHASE_POLICIES, EnasPhase
-from baobab.store import build_fashion_mnist
+from baobab.advisor import PHASE_POLICIES, EnasPhase, merged_from
+from baobab.store import build_fashion_mnist, params_from_bytes
 
 pytest.importorskip("torch")
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "models"
+SPACES = Path(__file__).parents[2] / "examples" / "spaces"
 TEMPLATES = Path(__file__).parent / "templates"
 TRIALS = 10  # one shared training, four evaluations, three final evaluations, the final training, and one more
 
@@ -103,7 +106,62 @@ def test_shared_trainings_that_run_at_once_both_add_to_the_shared_weights(
     # not the two that handing on the last one to finish would have kept.
     finals = [t for t in trials if phases[t["id"]] == "final_evaluate"]
     assert [t["score"] for t in finals] == [3.0, 3.0, 3.0]
-    assert all(starts[t["id"]].endswith("-shared.safetensors") for t in finals), starts
+    assert all(merged_from(starts[t["id"]]) is not None for t in finals), starts
+
+
+def test_an_enas_job_searches_a_model_space_on_its_super_network(
+    start_platform: Callable[[], Any], fashion: Path, tmp_path: Path
+) -> None:
+    """ENAS over the macro space written as base plus mutators (EnasMacro): the controller chooses the space's
+    decisions, the shared weights are the super-network SpaceModel hands on, and two shared trainings per cycle
+    on two slots run at once, so some add up. The job ends with one training from scratch at full size."""
+    client = start_platform().client
+    train = client.create_dataset("fm train", fashion / "train.zip", format="IMAGE_FILES")
+    val = client.create_dataset("fm val", fashion / "val.zip", format="IMAGE_FILES")
+    model = client.create_model(SPACES / "enas_macro.py", task="IMAGE_CLASSIFICATION", class_name="EnasMacro")
+    job = client.create_train_job(
+        "macro",
+        "IMAGE_CLASSIFICATION",
+        train_dataset_id=train["id"],
+        val_dataset_id=val["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": 14, "GPU_COUNT": 0},
+        strategy="enas",
+        train_args={"enas": {"train_trials": 2, "evaluate_trials": 2, "top_k": 2}},
+    )
+    job = client.wait_for_train_job("macro", job["app_version"], timeout=300, progress=False)
+    assert job["status"] == "COMPLETED", job
+    trials = sorted(client.get_trials("macro", job["app_version"])["trials"], key=lambda t: t["number"])
+    assert all(t["status"] == "COMPLETED" for t in trials), [(t["number"], t["status"], t["error"]) for t in trials]
+    phases = {t["id"]: client.get_trial(t["id"])["phase"] for t in trials}
+    decisions = {name for name in trials[0]["knobs"] if re.fullmatch(r"op\d|skip\d_\d", name)}
+    assert len(decisions) == 21  # six operations, fifteen skips: the controller chose each
+    # The super-network grows and is carried: the last shared weights hold every candidate the first training
+    # trained (trained on since), and more; the final evaluations start from them.
+    shared = [t for t in trials if phases[t["id"]] == "train_shared"]
+    finals = [t for t in trials if phases[t["id"]] == "final_evaluate"]
+    first, last = (_supernet(client, t["id"], tmp_path) for t in (shared[0], shared[-1]))
+    assert set(first) < set(last)
+    assert any(not np.array_equal(first[key], last[key]) for key in first if first[key].dtype.kind == "f")
+    logs = {t["id"]: "\n".join(line["line"] for line in client.get_trial_logs(t["id"])) for t in trials}
+    assert all("the super-network keeps" in logs[t["id"]] for t in trials[1:-1]), logs
+    starts = {t["id"]: _shared_start(client, t["id"]) for t in trials}
+    assert all(starts[t["id"]] is not None for t in finals)
+    # Shared trainings that ran at once added up: some trial started from one's update added onto another's.
+    merged = [merged_from(key) for key in starts.values() if key is not None and merged_from(key) is not None]
+    assert merged, starts
+    final = trials[-1]
+    assert phases[final["id"]] == "final_train" and starts[final["id"]] is None
+    assert "super-network" not in logs[final["id"]] and final["score"] > 0.3
+    (sub_job,) = client.get_train_job("macro", job["app_version"])["sub_jobs"]
+    (paired,) = [e for e in sub_job["final_ranking"] if e["standalone_trial_id"] is not None]
+    assert paired["knobs"] == {name: final["knobs"][name] for name in decisions}
+    assert client.get_trial_architecture(final["id"])["choices"] == paired["knobs"]
+
+
+def _supernet(client: Any, trial_id: int, folder: Path) -> dict[str, Any]:
+    params = params_from_bytes(client.download_trial_params(trial_id, folder).read_bytes())
+    return {key: value for key, value in params.items() if key.startswith("supernet.")}
 
 
 def _shared_start(client: Any, trial_id: int) -> str | None:

@@ -64,9 +64,21 @@ def blobs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def train(path: Path, shared: dict | None = None, **choices: object) -> tuple[Searched, TrialContext]:
-    knobs = {**Searched.model_space().defaults(), "epochs": 3, "learning_rate": 0.05, "skip_train": False, **choices}
-    model = Searched(**knobs)
+class Sharing(Searched):
+    """Searched with SHARE_PARAMS declared (on in its trials): its parameters carry the whole super-network."""
+
+    @staticmethod
+    def training_knobs():
+        return {**Searched.training_knobs(), "share_params": PolicyKnob("SHARE_PARAMS")}
+
+
+def train(
+    path: Path, shared: dict | None = None, template: type[Searched] = Searched, **choices: object
+) -> tuple[Searched, TrialContext]:
+    knobs = {**template.model_space().defaults(), "epochs": 3, "learning_rate": 0.05, "skip_train": False, **choices}
+    if template is not Searched:
+        knobs.setdefault("share_params", True)
+    model = template(**knobs)
     context = TrialContext()
     with trial_context(context):
         model.train(str(path), shared)
@@ -127,3 +139,60 @@ def test_the_super_network_keeps_every_candidate_trained_once(blobs: Path) -> No
 
 def params(model: Searched) -> dict:
     return params_from_bytes(params_to_bytes(model.dump_parameters()))
+
+
+def test_concurrent_trainings_on_the_super_network_both_add_up(blobs: Path) -> None:
+    """Two trainings of different architectures start from one trial's super-network at once; adding the second's
+    update onto the first's result (what the driver does) keeps both updates of a candidate both trained, and the
+    candidate only the first trained, which the second never held."""
+    from baobab.advisor.driver._shared_weights import add_update
+
+    start = params(train(blobs, template=Sharing)[0])
+    first = params(train(blobs, start, Sharing, deep_fc2="deeper")[0])
+    second = params(train(blobs, start, Sharing, act_relu="tanh")[0])
+    merged = add_update(first, start, second)
+    supernet = {key for key in start if key.startswith("supernet.")}
+    # The start trial's own candidates are in its super-network, under the names every other trial uses.
+    assert supernet and supernet < {key for key in first if key.startswith("supernet.")}
+    fc1 = next(key for key in supernet if start[key].shape == (16, 5))
+    assert not np.array_equal(first[fc1], start[fc1]) and not np.array_equal(second[fc1], start[fc1])
+    np.testing.assert_allclose(
+        merged[fc1], start[fc1] + (first[fc1] - start[fc1]) + (second[fc1] - start[fc1]), atol=1e-6
+    )
+    deeper = {key for key in first if key.startswith("supernet.")} - set(second)
+    assert deeper and all(np.array_equal(merged[key], first[key]) for key in deeper)
+    # A trial handed the merged weights starts from them.
+    child, _ = train(blobs, merged, Sharing, skip_train=True)
+    np.testing.assert_allclose(child.module.fc1.weight.detach().numpy(), merged[fc1])
+
+
+class NormedMlp(Mlp):
+    def __init__(self, features: int = 4, classes: int = 3) -> None:
+        super().__init__(features, classes)
+        self.norm = nn.BatchNorm1d(16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.norm(self.fc1(x)))
+        return self.out(torch.relu(self.fc2(h)))
+
+
+class Normed(Sharing):
+    @classmethod
+    def space(cls) -> ModelSpace:
+        return ModelSpace(NormedMlp, [OperatorMutator("act", "relu*", {"relu": None, "tanh": lambda _: nn.Tanh()})])
+
+
+def test_a_trial_scored_on_shared_weights_reestimates_its_batch_norm_statistics(blobs: Path) -> None:
+    """The statistics that came with the shared weights were gathered under other architectures (here: set to
+    100); an evaluation re-estimates them on training batches, unless told to keep them."""
+    state = params(train(blobs, template=Normed)[0])
+    (mean,) = [key for key in state if key.startswith("supernet.") and key.endswith("norm.running_mean")]
+    state[mean] = np.full_like(state[mean], 100.0)
+    scored, _ = train(blobs, state, Normed, skip_train=True)
+    assert float(scored.module.norm.running_mean.abs().max()) < 10
+    Normed.recalibration_batches = 0
+    try:
+        kept, _ = train(blobs, state, Normed, skip_train=True)
+    finally:
+        del Normed.recalibration_batches
+    assert torch.equal(kept.module.norm.running_mean, torch.full((16,), 100.0))

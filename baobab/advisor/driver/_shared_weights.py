@@ -7,8 +7,10 @@ throw the other's training away. Instead, when a trial ends after another one's
 weights were shared on since it started (:meth:`SubJobState._shared_after
 <baobab.advisor._scheduling.SubJobState>` decides, purely), its update is added onto
 them: ``latest + (result - start)`` for every numeric array the three hold with one
-shape, the trial's own value for anything else (its scalars, a tensor the others lack).
-Concurrent updates therefore sum, as asynchronous SGD's do. On ENAS's Fashion-MNIST
+shape, the trial's own value for anything else (its scalars, a tensor the others lack), and
+the latest value of an entry the trial neither started from nor wrote: another trial added
+it meanwhile (a super-network entry for a candidate only that trial trained, see
+:class:`~baobab.space.SpaceModel`). Concurrent updates therefore sum, as asynchronous SGD's do. On ENAS's Fashion-MNIST
 super-network (``bench/enas_shared_updates.py``, ``bench/results/enas_shared_updates.md``,
 3 seeds), summing two concurrent one-epoch trainings per round scored about as well as
 running them one after the other (0.341 against 0.345 after eight trainings), which
@@ -17,7 +19,7 @@ the seeds disagree on the order, so the measurement says little more than that s
 loses nothing.
 
 Batch-norm statistics are arrays like the others and add up the same way; a template
-that scores architectures on shared weights re-estimates them anyway (``EnasCnn`` does).
+that scores architectures on shared weights re-estimates them anyway (``SpaceModel`` does, and ``EnasCnn``).
 
 The merged weights are written beside the trial's own parameters
 (:func:`~baobab.advisor._scheduling.shared_key`), once: a driver that replays the job
@@ -41,8 +43,10 @@ logger = logging.getLogger(__name__)
 
 
 def add_update(latest: dict[str, Any], start: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-    """``latest + (result - start)`` for the numeric arrays all three hold with one shape, else ``result``'s."""
-    merged = dict(result)
+    """``latest + (result - start)`` for the numeric arrays all three hold with one shape, else ``result``'s;
+    and ``latest``'s entries that neither ``start`` nor ``result`` holds."""
+    merged = {name: value for name, value in latest.items() if name not in start and name not in result}
+    merged.update(result)
     for name, value in result.items():
         before, now = start.get(name), latest.get(name)
         if all(_numeric(a) and a.shape == value.shape for a in (value, before, now)):

@@ -207,8 +207,9 @@ export type Ancestor =
   | {
       /** How its child started from it: a zoo model, or shared parameters (SHARE_PARAMS). */
       via: "zoo" | "shared_params";
-      /** A trial's model, a zoo model uploaded outside a job, or one gone since. */
-      source: "trial" | "upload" | "removed";
+      /** A trial's model, a zoo model uploaded outside a job, one gone since, or shared weights holding
+       * this trial's update added onto those `merged_onto` left (shared trainings that ran at once). */
+      source: "trial" | "upload" | "removed" | "merged";
       trial_id: number | null;
       number: number | null;
       train_job_id: number | null;
@@ -219,6 +220,8 @@ export type Ancestor =
       /** Null when unknown (not a trial). */
       epochs: number | null;
       phase: string | null;
+      /** A merge only: the trial (null: gone since) whose shared weights this trial's update was added onto. */
+      merged_onto: { trial_id: number | null; number: number } | null;
     };
 
 export interface Lineage {

@@ -25,15 +25,35 @@ function AncestorLine({ ancestor }: { ancestor: Exclude<Ancestor, { hidden: true
         }`;
   if (ancestor.source === "upload") return <>{via}: uploaded outside a job, epochs unknown</>;
   if (ancestor.source === "removed") return <>{via}: gone since, epochs unknown</>;
-  const name = `trial #${ancestor.number}`;
-  const where = `/jobs/${encodeURIComponent(ancestor.app ?? "")}/${ancestor.app_version}/trials/${ancestor.trial_id}`;
+  const job = `/jobs/${encodeURIComponent(ancestor.app ?? "")}/${ancestor.app_version}/trials`;
+  const link = (
+    <Link to={`${job}/${ancestor.trial_id}`}>
+      {ancestor.app} v{ancestor.app_version} trial #{ancestor.number}
+    </Link>
+  );
+  const phase = ancestor.phase ? ` (${ancestor.phase} phase)` : "";
+  const onto = ancestor.merged_onto;
+  if (ancestor.source === "merged" && onto) {
+    const ontoName = `trial #${onto.number}`;
+    return (
+      <>
+        {via}: the update of {link}
+        {phase}, {epochs(ancestor.epochs ?? 0)}, added onto the shared weights{" "}
+        {onto.trial_id === null ? (
+          `${ontoName} left (gone since)`
+        ) : (
+          <>
+            <Link to={`${job}/${onto.trial_id}`}>{ontoName}</Link> left
+          </>
+        )}
+        ; it had trained from the next ancestor
+      </>
+    );
+  }
   return (
     <>
-      <Link to={where}>
-        {ancestor.app} v{ancestor.app_version} {name}
-      </Link>{" "}
-      via {via}; {epochs(ancestor.epochs ?? 0)}
-      {ancestor.phase ? ` (${ancestor.phase} phase)` : ""}
+      {link} via {via}; {epochs(ancestor.epochs ?? 0)}
+      {phase}
     </>
   );
 }

@@ -119,6 +119,7 @@ describe("TrialPage lineage", () => {
     similarity: 0.9,
     epochs: 3,
     phase: null,
+    merged_onto: null,
   };
 
   it("says a final retrain trained from scratch", async () => {
@@ -190,6 +191,50 @@ describe("TrialPage lineage", () => {
     );
     expect(screen.queryByTestId("final-retrain")).toBeNull();
     expect(screen.getByText("… and more (only the nearest are listed)")).toBeInTheDocument();
+  });
+});
+
+describe("TrialPage lineage of shared trainings added up", () => {
+  it("names the trial whose update the weights hold and the one whose weights it was added onto", async () => {
+    const shared = {
+      via: "shared_params" as const,
+      source: "trial" as const,
+      trial_id: 20,
+      number: 3,
+      train_job_id: 1,
+      app: "enas",
+      app_version: 1,
+      zoo_model_id: null,
+      similarity: null,
+      epochs: 1,
+      phase: "train_shared",
+      merged_onto: null,
+    };
+    renderTrial(
+      trial({
+        phase: "evaluate",
+        lineage: {
+          from: "shared_params",
+          chain: [
+            { ...shared, source: "merged", trial_id: 22, number: 5, merged_onto: { trial_id: 21, number: 4 } },
+            shared,
+          ],
+          inherited_epochs: 2,
+          truncated: false,
+        },
+      }),
+    );
+    expect(await screen.findByTestId("lineage-summary")).toHaveTextContent(
+      "Trained from shared parameters: 2 epochs inherited along a chain of 2 ancestors.",
+    );
+    const items = screen.getAllByRole("listitem").map((item) => item.textContent);
+    expect(items).toEqual([
+      "shared parameters: the update of enas v1 trial #5 (train_shared phase), 1 epoch, added onto the shared " +
+        "weights trial #4 left; it had trained from the next ancestor",
+      "enas v1 trial #3 via shared parameters; 1 epoch (train_shared phase)",
+    ]);
+    expect(screen.getByRole("link", { name: "trial #4" })).toHaveAttribute("href", "/jobs/enas/1/trials/21");
+    expect(screen.getByRole("link", { name: "enas v1 trial #5" })).toHaveAttribute("href", "/jobs/enas/1/trials/22");
   });
 });
 
