@@ -19,7 +19,6 @@ from baobab.store import (
     build_fashion_mnist,
     params_from_bytes,
     params_to_bytes,
-    write_image_files,
 )
 
 torch = pytest.importorskip("torch")
@@ -42,23 +41,6 @@ def example() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture(scope="module")
-def image_sets(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    """12x12 images of three classes (a bright bar at the top, middle or bottom): 120 to train, 40 to score."""
-    rng = np.random.default_rng(0)
-    folder = tmp_path_factory.mktemp("bars")
-
-    def bars(count: int) -> tuple[np.ndarray, np.ndarray]:
-        labels = rng.integers(0, 3, count)
-        images = rng.integers(0, 60, (count, 12, 12))
-        for image, label in zip(images, labels, strict=True):
-            image[4 * label : 4 * label + 4] += 180
-        return images.astype(np.uint8), labels
-
-    train = write_image_files(folder / "train.zip", *bars(120))
-    return str(train), str(write_image_files(folder / "val.zip", *bars(40)))
 
 
 def architecture(example: ModuleType, ops: list[str], skip: bool = False) -> list[Any]:

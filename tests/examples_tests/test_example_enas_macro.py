@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import numpy as np
 import pytest
 
 from baobab.advisor import EnasPlanner, EnasProgress, EnasStrategy, TrialRecord, TrialStatus, trial_knobs
@@ -20,20 +18,14 @@ from baobab.store import (
     build_fashion_mnist,
     params_from_bytes,
     params_to_bytes,
-    write_image_files,
 )
 
 torch = pytest.importorskip("torch")
 
+# One torch thread, as the ENAS example's tests (image_sets, the bar images, is in conftest).
+from test_example_enas import one_torch_thread  # noqa: E402, F401
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spaces" / "enas_macro.py"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -43,23 +35,6 @@ def example() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture(scope="module")
-def image_sets(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    """12x12 images of three classes (a bright bar at the top, middle or bottom): 120 to train, 40 to score."""
-    rng = np.random.default_rng(0)
-    folder = tmp_path_factory.mktemp("bars")
-
-    def bars(count: int) -> tuple[np.ndarray, np.ndarray]:
-        labels = rng.integers(0, 3, count)
-        images = rng.integers(0, 60, (count, 12, 12))
-        for image, label in zip(images, labels, strict=True):
-            image[4 * label : 4 * label + 4] += 180
-        return images.astype(np.uint8), labels
-
-    train = write_image_files(folder / "train.zip", *bars(120))
-    return str(train), str(write_image_files(folder / "val.zip", *bars(40)))
 
 
 def architecture(example: ModuleType, ops: list[str], skip: bool = False) -> dict[str, str]:
