@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from baobab.advisor import EnasPlanner, EnasProgress, EnasStrategy, TrialRecord, TrialStatus, trial_knobs
+from baobab.advisor import EnasPlanner, EnasStrategy, trial_knobs
 from baobab.model import CategoricalKnob, TrialContext, trial_context, validate_knob_config
 from baobab.store import (
     FASHION_MNIST_SOURCE,
@@ -21,6 +21,8 @@ from baobab.store import (
 )
 
 torch = pytest.importorskip("torch")
+
+from enas_cycle import PHASES, run_cycle  # noqa: E402
 
 # One torch thread, as the ENAS example's tests (image_sets, the bar images, is in conftest).
 from test_example_enas import one_torch_thread  # noqa: E402, F401
@@ -151,29 +153,8 @@ def test_an_enas_search_on_fashion_mnist(example: ModuleType, tmp_path: Path) ->
         def epochs(self) -> int:
             return 2
 
-    config = validate_knob_config(Quick.get_knob_config())
-    strategy = EnasStrategy(config, seed=0)
-    planner = EnasPlanner(config, trial_budget=9, train_trials=1, evaluate_trials=4, top_k=3)
-    started: dict = {}
-    shared = None
-    scores = {}
-    for trial_id in range(9):
-        step = planner.next(EnasProgress(started=started, finished=started))
-        assert step.phase is not None
-        proposal = strategy.propose_for(step.phase, trial_id)
-        model = Quick(**trial_knobs(config, proposal, step.policies))
-        model.train(built["train"], shared_params=shared if step.policies.get("SHARE_PARAMS") else None, seed=trial_id)
-        scores[trial_id] = (step.phase.value, model.evaluate(built["val"]))
-        if step.phase == "train_shared":
-            shared = model.dump_parameters()
-        started[step.phase] = started.get(step.phase, 0) + 1
-        record = TrialRecord(
-            trial_id, proposal, TrialStatus.COMPLETED, scores[trial_id][1], {"phase": step.phase.value}
-        )
-        strategy.observe(record)
-    phases = [phase for phase, _ in scores.values()]
-    assert phases == ["train_shared"] + ["evaluate"] * 4 + ["final_evaluate"] * 3 + ["final_train"]
-    assert planner.next(EnasProgress(started=started, finished=started)).done
+    strategy, _, scores = run_cycle(Quick, built["train"], built["val"])
+    assert [phase for phase, _ in scores.values()] == PHASES
     finals = {i: s for i, (phase, s) in scores.items() if phase == "final_evaluate"}
     best = max(finals, key=lambda i: (finals[i], -i))
     assert strategy.best_architecture() == strategy.history[best].knobs
