@@ -31,7 +31,7 @@ trials through the real HTTP API). Each writes its own results; ``scale.md`` hol
 driver's and embeds the latest full report of the other two, each with its own date, so
 one part can be rerun alone.
 
-    .venv/bin/python bench/scale.py                       # every part, full size (about an hour)
+    .venv/bin/python bench/scale.py                       # every part, full size (about 80 minutes on 2 busy cores)
     .venv/bin/python bench/scale.py --parts driver        # one part
     .venv/bin/python bench/scale.py --quick               # 10 jobs, 10,000 trials, 100 slots; small parts
 
