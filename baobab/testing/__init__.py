@@ -1,5 +1,5 @@
-"""Test helpers for Baobab and its plugins: contract suites, synthetic objectives, a platform to drive, waiting,
-reading ``/metrics``."""
+"""Test helpers for Baobab and its plugins: contract suites, synthetic objectives, a platform to drive, a simulated
+cluster for the job driver, waiting, reading ``/metrics``."""
 
 from baobab.testing._cluster import LocalCluster, Service
 from baobab.testing._local_platform import LocalPlatform
