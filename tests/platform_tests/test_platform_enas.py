@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -114,7 +115,7 @@ def test_an_enas_job_searches_a_model_space_on_its_super_network(
 ) -> None:
     """ENAS over the macro space written as base plus mutators (EnasMacro): the controller chooses the space's
     decisions, the shared weights are the super-network SpaceModel hands on, and two shared trainings per cycle
-    on two slots run at once, so some add up. The job ends with one training from scratch at full size."""
+    on two slots that run at once add up. The job ends with one training from scratch at full size."""
     client = start_platform().client
     train = client.create_dataset("fm train", fashion / "train.zip", format="IMAGE_FILES")
     val = client.create_dataset("fm val", fashion / "val.zip", format="IMAGE_FILES")
@@ -147,9 +148,17 @@ def test_an_enas_job_searches_a_model_space_on_its_super_network(
     assert all("the super-network keeps" in logs[t["id"]] for t in trials[1:-1]), logs
     starts = {t["id"]: _shared_start(client, t["id"]) for t in trials}
     assert all(starts[t["id"]] is not None for t in finals)
-    # Shared trainings that ran at once added up: some trial started from one's update added onto another's.
+    # Shared trainings that ran at once from the same weights added up: later trials start from one's update added
+    # onto the other's. On two slots they usually overlap, but not always (one may end before the next starts).
+    overlapped = [
+        (a["number"], b["number"])
+        for a, b in itertools.combinations(shared, 2)
+        if starts[a["id"]] == starts[b["id"]]
+        and b["started_at"] < a["finished_at"]
+        and a["started_at"] < b["finished_at"]
+    ]
     merged = [merged_from(key) for key in starts.values() if key is not None and merged_from(key) is not None]
-    assert merged, starts
+    assert bool(merged) or not overlapped, (overlapped, starts)
     final = trials[-1]
     assert phases[final["id"]] == "final_train" and starts[final["id"]] is None
     assert "super-network" not in logs[final["id"]] and final["score"] > 0.3
