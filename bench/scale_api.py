@@ -573,10 +573,11 @@ def main() -> None:
     import argparse
     import os
     import platform
-    import uuid
+    import sys
     from pathlib import Path
 
-    from sqlalchemy import create_engine
+    sys.path.insert(0, str(Path(__file__).parent))  # the sibling benchmark, whichever way this one is loaded
+    from overhead import postgres_database
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -588,18 +589,8 @@ def main() -> None:
     parser.add_argument("--no-save", action="store_true", help="print the results only")
     args = parser.parse_args()
     counts = (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000)
-    admin = create_engine(args.server_url, isolation_level="AUTOCOMMIT")
-    name = f"baobab_scale_api_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as connection:
-        connection.execute(text(f"CREATE DATABASE {name}"))
-    try:
-        result = measure(
-            admin.url.set(database=name).render_as_string(hide_password=False), counts, repeats=5 if args.quick else 20
-        )
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
-        admin.dispose()
+    with postgres_database(args.server_url) as url:
+        result = measure(url, counts, repeats=5 if args.quick else 20)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     result = {
         "date": datetime.date.today().isoformat(),

@@ -47,15 +47,12 @@ import platform
 import sys
 import time
 import tracemalloc
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import optuna
-import sqlalchemy
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
@@ -63,6 +60,7 @@ from baobab.advisor import FlatPoint, TrialRecord, TrialStatus, make_strategy
 from baobab.model import ArchKnob, CategoricalKnob, FloatKnob, IntegerKnob, KnobConfig, Knobs
 
 sys.path.insert(0, str(Path(__file__).parent))  # the sibling benchmark, whichever way this one is loaded
+from overhead import postgres_database  # noqa: E402
 from strategies import optuna_knobs  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -254,21 +252,6 @@ def measure(
 
 
 # --- the peer: Optuna's ask/tell ------------------------------------------------------
-
-
-@contextmanager
-def postgres_database(server_url: str) -> Iterator[str]:
-    """A fresh database on the server of ``server_url``, dropped on the way out; yields its URL."""
-    name = f"baobab_scale_proposals_{uuid.uuid4().hex[:8]}"
-    admin = sqlalchemy.create_engine(server_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield sqlalchemy.make_url(server_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def _optuna_distributions(config: KnobConfig) -> dict[str, BaseDistribution]:
