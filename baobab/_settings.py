@@ -67,10 +67,10 @@ class Executor(StrEnum):
 class Placement(StrEnum):
     """How the job driver decides which job's trials start next and how many run fused together.
 
-    ``rules``: the fixed rules (the job with the fewest running trials; groups sized by the
-    job's fusion option). The others ask the placement planner
-    (:mod:`baobab.advisor.placement`): ``search`` its search, or one of the baselines the
-    search starts from, for comparison.
+    ``search``, the default, asks the placement planner (:mod:`baobab.advisor.placement`) for
+    its searched plan, and the fixed rules decide where it has nothing to weigh yet;
+    ``rules``: the fixed rules alone (the job with the fewest running trials; groups sized by
+    the job's fusion option); the baselines the search starts from are there for comparison.
     """
 
     RULES = "rules"
@@ -220,8 +220,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "placement",
         Placement,
-        Placement.RULES,
-        "how the driver places trials: rules (fixed), search (the placement planner), or a planner baseline",
+        Placement.SEARCH,
+        "how the driver places trials: search (the placement planner), rules (fixed), or a planner baseline",
     ),
     Setting("api_url", str, None, "URL of the admin API that cluster workers report to; required by baobab worker"),
     Setting("heartbeat_s", float, 5.0, "seconds between the heartbeats of a cluster worker's trial", minimum=0.01),

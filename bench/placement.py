@@ -18,7 +18,8 @@ after another. For each job:
   unseen), which is what the driver's planner would see once the trials are proposed;
 - **measured**: the job's first trial start to its last trial end.
 
-Errors are ``|predicted - measured| / measured``; the aim is a median error of at most 15%.
+Errors are ``|predicted - measured| / measured``; the aim is a median error of at most 15%. The
+predicted-against-measured chart is ``placement_fidelity.png``.
 What the setup favours: one job at a time on a quiet machine, every template measured
 before it is forecast (the warm-up), and fusion and early stopping off; ASHA's stops and
 fused groups are not in it yet, nor are concurrent jobs.
@@ -27,9 +28,10 @@ Part 2, **gain**: three jobs at once on the same 2 slots (the MLP, the CNN and t
 logistic regression as above, ``--gain-trials`` trials each), once a way, each way on a fresh
 platform with ``BAOBAB_PLACEMENT`` set: ``fcfs`` (one trial per slot, first come first
 served; the jobs' fusion off, so that no trial spends time measuring a fusion profile
-that fcfs would not use), ``rules`` (the driver's default: the fixed rules, with groups
-sized by each structure's profile), ``largest_first`` (groups of the profiled best size,
-longest first) and ``search``; all but fcfs with fusion ``auto``. Reported: trials
+that fcfs would not use), ``rules`` (the fixed rules, with groups sized by each
+structure's profile), ``largest_first`` (groups of the profiled best size, longest first)
+and ``search`` (the driver's default); all but fcfs with fusion ``auto``. In a repeat every
+way's jobs have the same seeds, so that they propose the same first trials. Reported: trials
 completed per hour (completed trials over the time from the first start to the last end)
 and each job's best validation score over time. The aim is ``search`` at 1.5 times
 ``fcfs``'s trials per hour. The planner decides only once every job has a completed trial
@@ -164,8 +166,11 @@ class Platform:
     def __exit__(self, *exc: object) -> None:
         self.local.__exit__(*exc)
 
-    def spec(self, app: str, keys: list[str], kind: str, trials: int, fusion: str = "off") -> dict[str, Any]:
+    def spec(
+        self, app: str, keys: list[str], kind: str, trials: int, fusion: str = "off", seed: int | None = None
+    ) -> dict[str, Any]:
         return {
+            "seed": seed,
             "app": app,
             "task": TEMPLATES[keys[0]][2],
             "train_dataset_id": self.datasets[kind, "train"],
@@ -228,12 +233,18 @@ def gain(data: dict[str, dict[str, Path]], folder: Path, args: argparse.Namespac
     """Part 2: the same three jobs at once under each placement, the ways in turn ``--repeats`` times; trials
     per hour (the median repeat's) and best scores over time (the first repeat's)."""
     ways: dict[str, dict[str, Any]] = {}
+    rng = random.Random(args.seed)
+    # Every way of a repeat searches from the same seeds: one trial at a time, the same knobs (fused groups
+    # and the order trials end in still change what the strategies see).
+    seeds = {(app, repeat): rng.randrange(2**31) for repeat in range(args.repeats) for app, _, _ in GAIN_JOBS}
     for repeat, way in itertools.product(range(args.repeats), GPU_WAYS if args.gpu else GAIN_WAYS):
         print(f"gain: {way}, repeat {repeat + 1}", flush=True)
         home = folder / f"gain-{way}-{repeat}"
         with Platform(home, data, way, gpus=int(args.gpu), more=args.setting) as bench:
             jobs = {
-                app: bench.client.create_train_job(**bench.spec(app, keys, kind, args.gain_trials, fusion=FUSION[way]))
+                app: bench.client.create_train_job(
+                    **bench.spec(app, keys, kind, args.gain_trials, fusion=FUSION[way], seed=seeds[app, repeat])
+                )
                 for app, keys, kind in (GPU_JOBS if args.gpu else GAIN_JOBS)
             }
             finished = {app: bench.wait(job) for app, job in jobs.items()}
@@ -336,7 +347,10 @@ def write(rows: list[dict[str, Any]], ways: dict[str, dict[str, Any]], args: arg
                 f"| {r['job']} | {r['templates']} | {r['trials']} | {r['measured_s']:.1f} | "
                 f"{r['forecast_s'] or '—'} | {fe} | {r['replay_s'] or '—'} | {re_} |"
             )
+        fidelity_chart(rows, args.out / f"{stem}_fidelity.png")
         lines += [
+            "",
+            f"![predicted against measured]({stem}_fidelity.png)",
             "",
             "Median error (aim: at most 15%): " + ", ".join(f"{k} {v:.0%}" for k, v in medians.items()) + ". "
             "*forecast*: before the job is created, its trials taken to be like the measured ones; "
@@ -376,6 +390,27 @@ def gpu_name() -> str:
         return "CPU, no GPU (a check of the script)"
     props = torch.cuda.get_device_properties(0)
     return f"{props.name} ({props.total_memory / 2**30:.0f} GiB)"
+
+
+def fidelity_chart(rows: list[dict[str, Any]], path: Path) -> None:
+    """Each job's predicted makespan (forecast and replay) against the measured one, with the 15% band."""
+    matplotlib.use("Agg")
+    fig, ax = plt.subplots(figsize=(4.8, 4.2))
+    top = max([r["measured_s"] for r in rows] + [r[k] or 0.0 for r in rows for k in ("forecast_s", "replay_s")]) * 1.1
+    ax.plot([0, top], [0, top], color="grey", linewidth=1, label="predicted = measured")
+    ax.fill_between([0, top], [0, 0.85 * top], [0, 1.15 * top], color="grey", alpha=0.15, label="within 15%")
+    for key, marker in (("forecast_s", "o"), ("replay_s", "x")):
+        points = [(r["measured_s"], r[key]) for r in rows if r[key] is not None]
+        ax.scatter([m for m, _ in points], [p for _, p in points], marker=marker, label=key.removesuffix("_s"))
+    ax.set_xlabel("measured makespan (s)")
+    ax.set_ylabel("predicted makespan (s)")
+    ax.set_title("the simulator: predicted against measured")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def chart(ways: dict[str, dict[str, Any]], path: Path) -> None:

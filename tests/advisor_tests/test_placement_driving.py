@@ -6,7 +6,7 @@ import pytest
 
 from baobab.advisor._job_options import parse_job_options
 from baobab.advisor._scheduling import ActiveTrial, JobState, SubJobState, record_finished
-from baobab.advisor.placement import Planner
+from baobab.advisor.placement import MOST_PER_SUB_JOB, SPARE_JOBS, Planner, fair_shares
 from baobab.store import TrialState
 
 NOW = 1_000_000.0
@@ -120,3 +120,59 @@ def test_under_asha_the_forecast_trials_run_their_expected_share() -> None:
     shares = {p.job: p.fraction for p in pending}
     assert shares[1] == 1.0
     assert shares[2] == pytest.approx((2 + 2 / 3 + 6 / 9) / 10)  # steps 0-1 all, 2-3 a third, 4-9 a ninth
+
+
+def test_fair_shares_split_the_slots_a_unit_at_a_time_to_the_job_with_the_fewest() -> None:
+    old, new, done = _job(1, created_at=1.0), _job(2, created_at=2.0), _job(3, created_at=3.0)
+    demands = {old: 10, new: 10, done: 1}  # done wants no more: its demand is what it runs
+    assert fair_shares(demands, 5) == {1: 2, 2: 2, 3: 1}
+    assert fair_shares(demands, 6) == {1: 3, 2: 2, 3: 1}  # the oldest gets what does not split evenly
+    assert fair_shares(demands, 100) == {1: 10, 2: 10, 3: 1}  # no job is given more than it asks
+
+
+def test_the_plan_keeps_each_job_within_its_fair_share_however_short_the_others_trials() -> None:
+    """A slot frees from the job of short trials while the job of long ones runs below its share: the
+    long job gets it, as under the fixed rules, though starting the short ones first would end more
+    trials sooner."""
+    long, short = _job(1, created_at=1.0), _job(2, created_at=2.0)
+    _completed(long, 100.0)
+    _completed(short, 1.0)
+    (long_sub,) = long.sub_jobs.values()
+    (short_sub,) = short.sub_jobs.values()
+    long_sub.active[90] = ActiveTrial(90, 90, {})
+    short_sub.active.update({91: ActiveTrial(91, 91, {}), 92: ActiveTrial(92, 92, {})})
+    long.cap = short.cap = 4
+    (decision,) = Planner("search").decide([long, short], NOW, free=1, slots=4)
+    assert decision.job is long
+    long_sub.trial_count = long_sub.trials  # it wants no more: its share is open to the other job
+    (decision,) = Planner("search").decide([long, short], NOW, free=1, slots=4)
+    assert decision.job is short
+
+
+def test_a_decision_weighs_the_jobs_the_fair_rule_would_serve_next_and_no_more() -> None:
+    jobs = [_job(n, cap=10, count=1000, created_at=float(n)) for n in range(1, 101)]
+    for job in jobs:
+        _completed(job, 60.0)
+    planner = Planner("search")
+    (decision,) = planner.decide(jobs, NOW, free=1, slots=1000)
+    assert sorted(planner.outlooks) == list(range(1, 2 + SPARE_JOBS))  # the oldest, as none runs anything
+    assert decision.job is jobs[0]
+    assert planner.last is not None
+    assert sum(len(launch.trials) for launch in planner.last.plan) == (1 + SPARE_JOBS) * MOST_PER_SUB_JOB
+
+
+@pytest.mark.parametrize(
+    ("slots", "seconds", "free", "bound"),
+    [
+        (2, 1.0, 1, 0.01),  # a hundredth of the slot-second it places
+        (1000, 60.0, 1, 0.0012),  # a fiftieth of the driver's time between decisions
+        (2, 600.0, 2, 0.05),  # never more than the planner's own bound
+    ],
+)
+def test_a_decisions_time_bound_is_a_small_share_of_the_work_it_places(
+    slots: int, seconds: float, free: int, bound: float
+) -> None:
+    job = _job(1, cap=slots, count=1000)
+    _completed(job, seconds)
+    (sub,) = job.sub_jobs.values()
+    assert Planner("search")._budget([(job, slots, [sub])], free, slots) == pytest.approx(bound)

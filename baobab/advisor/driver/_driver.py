@@ -248,7 +248,9 @@ class JobDriver(StoreSync):
         or where there is no planner or it has nothing to weigh yet, the fixed rules."""
         if self.planner is not None:
             if not planned:
-                planned.extend(self.planner.decide(self._jobs.values(), now, free=free, ahead=ahead))
+                planned.extend(
+                    self.planner.decide(self._jobs.values(), now, free=free, ahead=ahead, slots=self.executor.slots)
+                )
                 self._safely(self._record_outlooks, now)
             while planned:
                 decision = planned.pop(0)

@@ -2,7 +2,16 @@
 plays a plan forward, and a search over plans from greedy baselines. Pure: no store, no IO."""
 
 from baobab.advisor.placement._cost import CostModel
-from baobab.advisor.placement._driving import Decision, Outlook, Planner
+from baobab.advisor.placement._driving import (
+    DRIVER_SHARE,
+    MOST_PER_SUB_JOB,
+    SPARE_JOBS,
+    WORK_SHARE,
+    Decision,
+    Outlook,
+    Planner,
+    fair_shares,
+)
 from baobab.advisor.placement._forecast import MAX_FORECAST_TRIALS, Forecast, Measured, forecast_job, stopped_share
 from baobab.advisor.placement._search import BASELINES, METHODS, Choice, choose_plan, estimator
 from baobab.advisor.placement._simulator import Outcome, simulate
@@ -10,8 +19,12 @@ from baobab.advisor.placement._work import Estimate, Job, Launch, Machine, Pendi
 
 __all__ = [
     "BASELINES",
+    "DRIVER_SHARE",
     "MAX_FORECAST_TRIALS",
     "METHODS",
+    "MOST_PER_SUB_JOB",
+    "SPARE_JOBS",
+    "WORK_SHARE",
     "Choice",
     "CostModel",
     "Decision",
@@ -28,6 +41,7 @@ __all__ = [
     "Plan",
     "choose_plan",
     "estimator",
+    "fair_shares",
     "forecast_job",
     "simulate",
     "stopped_share",
