@@ -169,8 +169,9 @@ class Platform:
     def spec(
         self, app: str, keys: list[str], kind: str, trials: int, fusion: str = "off", seed: int | None = None
     ) -> dict[str, Any]:
+        seeded = {} if seed is None else {"seed": seed}
         return {
-            "seed": seed,
+            **seeded,
             "app": app,
             "task": TEMPLATES[keys[0]][2],
             "train_dataset_id": self.datasets[kind, "train"],
