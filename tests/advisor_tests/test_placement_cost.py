@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import random
+import statistics
 
 import pytest
 
@@ -87,3 +89,16 @@ def test_a_forecast_runs_each_trial_for_its_expected_share() -> None:
     early = {f.method: f for f in stopped}["fcfs"]
     assert fcfs.makespan == pytest.approx(30.0, rel=0.05)
     assert early.makespan == pytest.approx(10.0, rel=0.05)
+
+
+def test_a_noisy_kind_is_expected_to_take_its_mean_time_not_its_median() -> None:
+    """Times spread log-normally: a plan adds them up, so what it needs of one is their mean."""
+    rng = random.Random(3)
+    times = [10.0 * math.exp(rng.gauss(0.0, 0.8)) for _ in range(200)]
+    cost = CostModel()
+    for seconds in times:
+        cost.observe("k", "", {"epochs": 5}, seconds=seconds)
+    estimate = cost.estimate("k", "", {"epochs": 5})
+    assert estimate is not None
+    assert estimate.seconds == pytest.approx(statistics.mean(times), rel=0.1)
+    assert estimate.seconds > 1.2 * statistics.median(times)
