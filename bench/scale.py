@@ -147,6 +147,7 @@ def run_driver(*, jobs: int, trials: int, slots: int, gpus: int, median_s: float
         "gpu_count": gpus,
         "median_trial_s": median_s,
         "strategies": sorted(set(strategies)),
+        "placement": str(settings.placement),
         "outcomes": {str(k): v for k, v in report.outcomes.items()},
         "each_trial_once": set(report.ended.values()) == {1},
         "utilisation": report.utilisation,
@@ -197,6 +198,13 @@ def _ms(d: dict[str, Any], key: str) -> str:
     return f"{d[key]:.2f} ms" if key in d else "not recorded in this run"
 
 
+def _placed(d: dict[str, Any]) -> str:
+    """Who placed the part's trials: the settings' default when it ran (parts from before it was
+    recorded ran on the fixed rules, the default then)."""
+    placement = d.get("placement", "rules")
+    return f"placement `{placement}`" + (" (the planner)" if placement == "search" else " (the fixed rules)")
+
+
 def _demoted(markdown: str) -> str:
     return "\n".join("#" + line if line.startswith("#") else line for line in markdown.splitlines())
 
@@ -222,7 +230,7 @@ def _render_short(d: dict[str, Any]) -> list[str]:
         f"{rate:,.0f} trials a second, which the driver must turn into new ones as fast. Slot utilisation while "
         f"work waited {100 * d['utilisation_while_waiting']:.2f}% (the issue's aim: 98%); driver "
         f"{d['driver_cpu_ms_per_trial']:.2f} ms CPU and {d['driver_wall_ms_per_trial']:.2f} ms wall a trial; "
-        f"each trial once: {'yes' if d['each_trial_once'] else '**no**'}.",
+        f"each trial once: {'yes' if d['each_trial_once'] else '**no**'}; {_placed(d)}.",
         "",
     ]
 
@@ -234,7 +242,7 @@ def _render_long(d: dict[str, Any]) -> list[str]:
         f"What the driver holds of one long job (random search, no early stopping, {d['slots']} slots): "
         f"each trial once: {'yes' if d['each_trial_once'] else '**no**'}; driver CPU "
         f"{d['driver_cpu_ms_per_trial']:.2f} ms a trial; utilisation while work waited "
-        f"{100 * d['utilisation_while_waiting']:.2f}%.",
+        f"{100 * d['utilisation_while_waiting']:.2f}%; {_placed(d)}.",
         "",
         *_render_memory(d),
     ]
@@ -247,7 +255,7 @@ def _render_driver(d: dict[str, Any]) -> list[str]:
         f"{d['jobs']} jobs of {d['trials'] // d['jobs']:,} trials each ({d['trials']:,} in all), GPU_COUNT="
         f"{d['gpu_count']} each, strategies {', '.join(d['strategies'])} in turn, ASHA on a third of the jobs; "
         f"trials of {d['median_trial_s']:g} s (median, log-normal) with three interim reports, on PostgreSQL. "
-        "The driver's wall time is charged to the virtual clock (the cluster waits while it decides).",
+        f"The driver's wall time is charged to the virtual clock (the cluster waits while it decides); {_placed(d)}.",
         "",
         "| measure | value | aim |",
         "|---|---|---|",

@@ -70,11 +70,11 @@ def test_nobody_wanting_a_slot_or_no_slot_free_is_no_decision() -> None:
     _completed(other, 10.0)
     assert planner.decide([full, other], NOW, free=0) == []
     (decision,) = planner.decide([full, other], NOW, free=1)
-    assert decision.job is other and decision.size == 1
+    assert decision.job is other and decision.size is None  # its fusion option ("off") sizes its units
 
 
 def test_the_plan_fuses_where_the_measured_profile_pays() -> None:
-    job = _job(1, fusion={"max_group": 8})
+    job = _job(1, fusion="auto")
     (sub,) = job.sub_jobs.values()
     sub.profiles["{}"] = (8, {1: 100.0, 2: 190.0, 4: 350.0, 8: 600.0})
     _completed(job, 10.0)
@@ -85,7 +85,10 @@ def test_the_plan_fuses_where_the_measured_profile_pays() -> None:
     off = _job(2, fusion="off")
     off.sub_jobs[20].profiles["{}"] = sub.profiles["{}"]
     _completed(off, 10.0)
-    assert [d.size for d in Planner("search").decide([off], NOW, free=2)] == [1, 1]  # the option forbids groups
+    assert [d.size for d in Planner("search").decide([off], NOW, free=2)] == [None, None]  # the option's: alone
+    fixed = _job(3, fusion={"max_group": 3})  # the option's K, though no profile says that fusing pays
+    _completed(fixed, 10.0)
+    assert [d.size for d in Planner("search").decide([fixed], NOW, free=2)] == [None, None]
 
 
 def test_fused_trials_teach_the_cost_of_one_alone() -> None:

@@ -80,11 +80,14 @@ class Outlook:
 
 @dataclass(frozen=True)
 class Decision:
-    """Start a unit of ``sub``'s trials (of ``job``) of at most ``size`` trials; ``choice`` is the plan."""
+    """Start a unit of ``sub``'s trials (of ``job``) of at most ``size`` trials; ``choice`` is the plan.
+    ``size`` is None where the job's fusion option fixes it (``max_group``'s K, or 1 when ``off``): a
+    user who asked for groups of K gets them, whatever the cost model, which without a profile takes
+    fusing to gain nothing."""
 
     job: JobState
     sub: SubJobState
-    size: int
+    size: int | None
     choice: Choice
 
 
@@ -167,7 +170,12 @@ class Planner:
             for job, _, subs in wanting
         }
         now_launches = [launch for launch, start in zip(choice.plan, outcome.starts, strict=True) if start == 0.0]
-        return [Decision(*owners[launch.trials[0]], len(launch.trials), choice) for launch in now_launches[:free]]
+        decisions = []
+        for launch in now_launches[:free]:
+            job, sub = owners[launch.trials[0]]
+            size = len(launch.trials) if sub.options.fusion == "auto" else None  # else the option's K, or 1
+            decisions.append(Decision(job, sub, size, choice))
+        return decisions
 
     def _budget(self, wanting: list[tuple[JobState, int, list[SubJobState]]], free: int, slots: int) -> float:
         """The search's time bound for this decision (see the module docstring)."""
