@@ -3,14 +3,16 @@ many of them run fused.
 
 The driver knows units of work and slots, not where they run, so the planner plays the
 slots free now as one machine, each job limited to the units it may still start: its
-share of the slots as the fixed rules split them (:func:`fair_shares`), within its cap, less
-those it runs. So the plan decides the order, sub-jobs and fused groups of each job's trials,
-and gives a job's slots to another only where it wants none. What the jobs will run is forecast from what they ran: each
-sub-job wanting trials brings its next ones (a few per slot of its job, or those left
-of its trial count), each like one of its latest completed trials in turn, with the
-fusion profile it measured, and under early stopping for the share of its epochs the
-rule is expected to let run. The plan's launches that start at once are the answer, in
-its order: each one's job, sub-job, and size as the limit of the group the driver forms. A sub-job with no
+share of the slots as the fixed rules split them (:func:`fair_shares`), within its cap,
+less those it runs. So the plan decides the order, sub-jobs and fused groups of each
+job's trials, and gives a job's slots to another only where it wants none.
+
+What the jobs will run is forecast from what they ran: each sub-job wanting trials
+brings its next ones (a few per slot of its job, or those left of its trial count), each
+like one of its latest completed trials in turn, with the fusion profile it measured,
+and under early stopping for the share of its epochs the rule is expected to let run.
+The plan's launches that start at once are the answer, in its order: each one's job,
+sub-job, and size as the limit of the group the driver forms. A sub-job with no
 completed trial yet is taken to run trials as long as the median of the others', alone
 (the job's placement says so); where no sub-job that wants trials has one, the planner
 has nothing to weigh and answers None, so the driver's fixed rules decide.
