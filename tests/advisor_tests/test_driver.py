@@ -439,7 +439,8 @@ def test_the_placement_planner_places_the_trials_once_it_has_measurements(
         for job_id in (first, second):
             assert wait_finished(engine, job_id).status is JobStatus.COMPLETED
         assert driver.planner is not None and driver.planner.last is not None  # it planned
-        assert driver.planner.last.method == "search" and driver.planner.last.outcome is not None
+        # the last decision, with one job left to serve, may have had nothing to search: fcfs's plan then
+        assert driver.planner.last.method in {"search", "fcfs"} and driver.planner.last.outcome is not None
     for job_id in (first, second):  # each job keeps what the planner predicted for it
         placement = job_row(engine, job_id).placement
         assert placement is not None and placement["method"] == "search"

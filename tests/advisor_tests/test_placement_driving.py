@@ -179,3 +179,17 @@ def test_a_decisions_time_bound_is_a_small_share_of_the_work_it_places(
     _completed(job, seconds)
     (sub,) = job.sub_jobs.values()
     assert Planner("search")._budget([(job, slots, [sub])], free, slots) == pytest.approx(bound)
+
+
+def test_where_every_plan_starts_the_same_units_no_search_is_paid_for() -> None:
+    alone = _job(1, cap=4, count=100)
+    _completed(alone, 30.0)
+    planner = Planner("search")
+    (decision,) = planner.decide([alone], NOW, free=1, slots=4)
+    assert decision.job is alone
+    assert planner.last is not None and (planner.last.method, planner.last.steps) == ("fcfs", 1)
+    assert planner.outlooks[1].finish_in_s is not None  # the outlook is still played
+    other = _job(2, cap=4, count=100)
+    _completed(other, 30.0)
+    planner.decide([alone, other], NOW, free=1, slots=4)  # two jobs, one slot: the plan orders them
+    assert planner.last is not None and planner.last.method == "search" and planner.last.steps > 1

@@ -25,7 +25,9 @@ bound, :data:`WORK_SHARE` of the slot-seconds it places (the free slots times th
 and a share of the driver's thread (:data:`DRIVER_SHARE` of the time between decisions, which
 come about as often as the median trial ends on one of the ``slots``). On 2 slots of one-second
 trials that is 10 ms a decision; on 100 slots of one-minute trials, 12 ms; on 1,000, 1.2 ms,
-about what playing its baselines takes.
+about what playing its baselines takes. Where every plan would start the same units now (no
+more jobs to serve than free slots, one sub-job wanting in each, no groups to form), no search
+is run: the fixed rule's plan is played, for the outlook it gives.
 """
 
 from __future__ import annotations
@@ -152,12 +154,15 @@ class Planner:
             for job, room, subs in wanting
         }
         machines = [Machine("slots", cores=free, slots=free)]
+        # With one job to serve per free slot, one sub-job each and no groups to form, every plan starts
+        # the same units now: the fixed rule's is played for the outlook alone, and no search is paid for.
+        choosing = len(wanting) > free or any(len(subs) > 1 or limits[job.id].max_group > 1 for job, _, subs in wanting)
         choice = choose_plan(
             pending,
             machines=machines,
             jobs=limits,
             cost=self.cost,
-            method=self.method,
+            method=self.method if choosing else "fcfs",
             budget_s=self._budget(wanting, free, free if slots is None else slots),
         )
         self.last = choice
