@@ -102,3 +102,18 @@ def test_a_noisy_kind_is_expected_to_take_its_mean_time_not_its_median() -> None
     assert estimate is not None
     assert estimate.seconds == pytest.approx(statistics.mean(times), rel=0.1)
     assert estimate.seconds > 1.2 * statistics.median(times)
+
+
+def test_a_kind_is_refitted_once_its_new_samples_are_a_tenth_of_the_rest() -> None:
+    """The driver asks at every trial's end; one more sample of a hundred is not worth a refit."""
+    cost = CostModel()
+    for _ in range(100):
+        cost.observe("k", "", {"epochs": 5}, seconds=10.0)
+    before = cost.estimate("k", "", {"epochs": 5})
+    for _ in range(9):
+        cost.observe("k", "", {"epochs": 5}, seconds=100.0)
+    unchanged = cost.estimate("k", "", {"epochs": 5})
+    cost.observe("k", "", {"epochs": 5}, seconds=100.0)  # the tenth
+    after = cost.estimate("k", "", {"epochs": 5})
+    assert before is not None and unchanged is not None and after is not None
+    assert unchanged.seconds == before.seconds < after.seconds

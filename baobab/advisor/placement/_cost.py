@@ -32,6 +32,8 @@ __all__ = ["CostModel"]
 
 #: Finished trials a kind's regression keeps (the latest): a bound on memory and refitting time.
 HISTORY = 200
+#: A kind's regression is fitted again once the samples since its fit are 1/REFIT_EVERY of those it was fitted on.
+REFIT_EVERY = 10
 
 
 @dataclass
@@ -47,6 +49,7 @@ class _Kind:
     most_threads: int = 1
     most_devices: int = 0
     fitted: tuple[BayesianRidge, list[str]] | None = None
+    unfitted: int = 0  # samples observed since the fit
 
 
 def _features(knobs: Mapping[str, Any], threads: int, devices: int) -> dict[str, float]:
@@ -96,7 +99,7 @@ class CostModel:
         target = math.log(alone * _width(threads, devices))
         entry.samples.append((_features(knobs, threads, devices), target))
         entry.most_threads, entry.most_devices = max(entry.most_threads, threads), max(entry.most_devices, devices)
-        entry.fitted = None
+        entry.unfitted += 1
         if memory is not None and memory > 0:
             entry.member_memory = max(entry.member_memory, memory / group)
 
@@ -166,7 +169,9 @@ class CostModel:
 
     @staticmethod
     def _fit(entry: _Kind) -> tuple[BayesianRidge, list[str]]:
-        if entry.fitted is None:
+        # Refitted once the samples since the fit are a tenth of those it was fitted on (each of the first
+        # ten at once): the driver asks at every trial's end, and one more of 200 samples moves little.
+        if entry.fitted is None or entry.unfitted >= max(1, (len(entry.samples) - entry.unfitted) // REFIT_EVERY):
             names = sorted({name for features, _ in entry.samples for name in features})
             x = np.array([[features.get(name, 0.0) for name in names] for features, _ in entry.samples])
             y = np.array([target for _, target in entry.samples])
@@ -174,7 +179,7 @@ class CostModel:
             if len(y) == 1:  # one trial: its time, with the spread of a guess
                 x, y = np.vstack([x, x]), np.concatenate([y, y])
             model.fit(x, y)
-            entry.fitted = (model, names)
+            entry.fitted, entry.unfitted = (model, names), 0
         return entry.fitted
 
 
