@@ -1,6 +1,6 @@
-"""A time-budgeted AutoML job on the full Fashion-MNIST: Baobab with fusion, Baobab without, and Optuna.
+"""A time-budgeted AutoML job on the full Fashion-MNIST: Baobab with fusion, without, without warm start, and Optuna.
 
-Three ways, one after another in the same run, each with the same wall-clock budget
+Four ways, one after another in the same run, each with the same wall-clock budget
 (``--minutes``, 15 by default), the same CPU slots (``--slots``, the usable cores by
 default; each trial process gets ``cores // slots`` torch threads, one when slots =
 cores, as Baobab's local workers give theirs) and the same two templates,
@@ -18,8 +18,12 @@ images kept for the served model.
    ``train_args.fusion`` = ``--fusion``; the platform shares its slots between them. No
    policies, no early stopping: the driver's defaults (strategy ``auto``).
 2. **Baobab without fusion**: the same, ``fusion: "off"``, in another fresh home (so no
-   zoo model of the first way warm-starts the second).
-3. **Optuna**: one study per template (Optuna's default TPE sampler) on a journal file,
+   zoo model of the first way warm-starts the second). Both ways warm-start (the
+   default): a trial may start from the weights of an earlier trial of the same job.
+3. **Baobab cold**: fusion off and ``warm_start: false``, so every trial trains from
+   scratch as Optuna's do: the difference to way 2 is what warm start adds, the
+   difference to Optuna what the platform adds.
+4. **Optuna**: one study per template (Optuna's default TPE sampler) on a journal file,
    optimised by SLOTS processes (half the slots for each template, as the platform's
    driver splits them between the two jobs); each trial builds the template from knobs
    suggested over its knob config (policies off, as the jobs have them), calls
@@ -38,7 +42,7 @@ stopped one only where no trial completed): for Baobab, an inference job of that
 does; for Optuna, that trial's saved parameters loaded into a fresh model and its
 ``predict()`` called on the same queries.
 
-    .venv/bin/python bench/automl_budget.py                  # 15 minutes a way: about 50 minutes in all
+    .venv/bin/python bench/automl_budget.py                  # 15 minutes a way: about 65 minutes in all
     .venv/bin/python bench/automl_budget.py --minutes 1 --out /tmp/automl   # a smoke run
 """
 
@@ -51,6 +55,7 @@ import functools
 import json
 import os
 import platform
+import subprocess
 import tempfile
 import threading
 import time
@@ -66,6 +71,7 @@ import torch
 from shared_data import build_datasets
 from strategies import optuna_knobs, plt
 
+from baobab import Settings
 from baobab.advisor import trial_knobs
 from baobab.model import TorchModel, TrialContext, load_template, searchable_knobs, trial_context
 from baobab.sdk import Client
@@ -76,7 +82,7 @@ HERE = Path(__file__).parent
 RESULTS = HERE / "results"
 EXAMPLES = HERE.parent / "examples" / "models"
 EMAIL, PASSWORD = "bench@example.com", "bench-password"
-WAYS = ("baobab-fusion", "baobab-off", "optuna")
+WAYS = ("baobab-fusion", "baobab-off", "baobab-cold", "optuna")
 BATCH = 100  # test queries per predict request
 SCORED = ("COMPLETED", "STOPPED")
 
@@ -156,7 +162,7 @@ def accuracy(predictions: list[Any], labels: np.ndarray) -> int:
 # -- Baobab --------------------------------------------------------------------------------------
 
 
-def run_baobab(name: str, fusion: Any, data: Data, args: argparse.Namespace, folder: Path) -> Way:
+def run_baobab(name: str, train_args: dict[str, Any], data: Data, args: argparse.Namespace, folder: Path) -> Way:
     """One way through the platform: upload, two train jobs at once, serve the best trial, predict the test set."""
     started = time.perf_counter()
     settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD, "BAOBAB_CPU_SLOTS": str(args.slots)}
@@ -181,7 +187,7 @@ def run_baobab(name: str, fusion: Any, data: Data, args: argparse.Namespace, fol
                 val_dataset_id=datasets[t.split, "val"],
                 model_ids=[model["id"]],
                 budget=budget,
-                train_args={"fusion": fusion},
+                train_args=train_args,
             )
         names = ", ".join(f"{job['app']} v{job['app_version']}" for job in jobs.values())
         print(f"{name}: train jobs {names}", flush=True)
@@ -218,7 +224,7 @@ def run_baobab(name: str, fusion: Any, data: Data, args: argparse.Namespace, fol
         f"inference job and its predictor"
     )
     last = max((t.end_s for t in trials if t.end_s is not None), default=0.0)
-    return Way(name, json.dumps(fusion), trials, what, correct / len(queries), last, time.perf_counter() - started)
+    return Way(name, json.dumps(train_args), trials, what, correct / len(queries), last, time.perf_counter() - started)
 
 
 def _time(value: str) -> datetime.datetime:
@@ -477,7 +483,10 @@ The served model, in each way the best completed trial over both templates by va
 
 ## What the setup favours
 
-- Both Baobab ways pay the platform: the job driver, a trial row and a worker process per trial,
+- The Baobab ways other than `baobab-cold` warm-start by default: a trial may start from the weights of
+  an earlier trial of the same job (or the zoo), while every Optuna trial and every `baobab-cold` trial
+  trains from scratch. `baobab-off` against `baobab-cold` is what warm start adds.
+- The Baobab ways pay the platform: the job driver, a trial row and a worker process per trial,
   parameters written to the artifact store, and data uploaded and decoded by the platform; the Optuna
   processes call the templates directly. Data loading is shared in both: Baobab's workers map each
   decoded dataset from one shared cache, each Optuna process keeps its own copy in memory.
@@ -551,8 +560,10 @@ def main() -> None:
                 (folder / name).mkdir()
                 way = run_optuna(data, args, folder / name)
             else:
-                fusion = args.fusion if name == "baobab-fusion" else "off"
-                way = run_baobab(name, fusion, data, args, folder)
+                train_args = {"fusion": args.fusion if name == "baobab-fusion" else "off"}
+                if name == "baobab-cold":
+                    train_args["warm_start"] = False
+                way = run_baobab(name, train_args, data, args, folder)
             ways.append(way)
             score, template = way.best
             print(
@@ -567,6 +578,11 @@ def main() -> None:
         "threads": max(1, len(os.sched_getaffinity(0)) // args.slots),
         "budget_minutes": args.minutes,
         "fusion": args.fusion,
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=False
+        ).stdout.strip(),
+        "placement": os.environ.get("BAOBAB_PLACEMENT") or Settings.from_env().placement.value,
+        "warm_start": {name: name != "baobab-cold" for name in args.ways if name != "optuna"},
         "torch": torch.__version__,
         "optuna": optuna.__version__,
         "niceness": os.nice(0),
