@@ -16,7 +16,10 @@ variables, and confines itself with :func:`confine` before it starts any thread:
   (``pthread_setname_np`` opens ``task/<tid>/comm`` to write and truncate), and without
   it ``cuInit`` fails with "OS call failed" (error 304), seen on an H200;
 - Landlock also keeps it from tracing processes outside its sandbox, which is what
-  reading another process's ``/proc/<pid>/environ`` or memory takes.
+  reading another process's ``/proc/<pid>/environ`` or memory takes, and from
+  mounting or unmounting anything (the ``/proc`` of its PID namespace stays);
+- which processes it can see and signal, and how its tree ends with it, is the
+  business of :mod:`baobab._contained`, which starts every template process.
 
 This uses Landlock (Linux 5.13 and later, the PyPI package ``landlock``). Where the
 kernel has none, :func:`confine` logs that the disk is not confined and returns
@@ -185,7 +188,9 @@ def confine(confinement: Confinement) -> bool:
     if confinement.private is not None:
         _allow(ruleset, Path(os.path.realpath(confinement.private)), everything)
     # its own threads' names (see the module docstring): no other process's, nor its other files
-    _allow(ruleset, Path(f"/proc/{os.getpid()}/task"), (FSAccess.WRITE_FILE | FSAccess.TRUNCATE) & everything)
+    # (/proc/self, not /proc/<getpid()>: in a PID namespace whose /proc was not mounted anew the two differ)
+    own_tasks = Path(os.path.realpath("/proc/self")) / "task"
+    _allow(ruleset, own_tasks, (FSAccess.WRITE_FILE | FSAccess.TRUNCATE) & everything)
     ruleset.apply()
     return True
 

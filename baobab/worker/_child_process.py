@@ -6,7 +6,6 @@ See :mod:`baobab.worker._trial_process` for the child's side and the messages.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from baobab._contained import TemplateProcess
 from baobab.worker._trial_process import TrialSpec
 
 __all__ = ["ChildOutcome", "run_child"]
@@ -49,15 +49,6 @@ def _pump(stream: IO[bytes], messages: queue.Queue[dict[str, Any] | None]) -> No
     messages.put(None)
 
 
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    """Kill the child and whatever it started (data loader workers), then reap the child."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
-
-
 def _log_tail(log_path: Path) -> str:
     lines = log_path.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
     return "\n".join(lines)
@@ -82,7 +73,7 @@ def run_child(
     stop_at: float | None = None,
     on_event: Callable[[dict[str, Any]], None] = lambda event: None,
 ) -> ChildOutcome:
-    """Run ``spec`` in a new Python process and wait for its result.
+    """Run ``spec`` in a new Python process (a :class:`~baobab._contained.TemplateProcess`) and wait for its result.
 
     Args:
         spec: what to run; written to ``spec_path`` (the child's only argument).
@@ -93,12 +84,11 @@ def run_child(
     """
     spec_path.write_text(spec.to_json())
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
+        process = TemplateProcess(
             [sys.executable, "-m", "baobab.worker._trial_process", str(spec_path)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,
-            start_new_session=True,  # its own process group, killed as one
         )
     assert process.stdin is not None and process.stdout is not None
     messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -132,10 +122,10 @@ def run_child(
                 on_event(message)
     finally:
         # The pipe is closed (the child is exiting), or it timed out, or this process is
-        # interrupted: kill what is left of the child's process group (leaked helpers too)
-        # while the unreaped child still holds the group's id. Its own session keeps it
-        # out of reach of the terminal's Ctrl-C, so this is the only way it ends.
-        _kill(process)
+        # interrupted: end the child with all it started (leaked helpers and daemons too).
+        # Its own session keeps it out of reach of the terminal's Ctrl-C, so this is the
+        # only way it ends.
+        process.end()
         reader.join()
         process.stdin.close()
         process.stdout.close()

@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from baobab._contained import TemplateProcess
 from baobab._sandbox import THREAD_VARIABLES, Confinement, confine, template_env
 from baobab.exceptions import BaobabError
 
@@ -127,7 +128,7 @@ class InferenceProcess:
         self.log_path = Path(log_path)
         self._module = module
         self._confinement = confinement
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: TemplateProcess | None = None
         self._messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._reader: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -161,13 +162,12 @@ class InferenceProcess:
             with self._lock:
                 if self._closed:
                     raise InferenceWorkerError(f"{self.name}: the worker was closed", fatal=True)
-                self._process = subprocess.Popen(
+                self._process = TemplateProcess(
                     [sys.executable, "-m", self._module],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=log,
                     env=env,
-                    start_new_session=True,  # its own process group, killed as one
                 )
         self._reader = threading.Thread(target=self._pump, name=f"inference {self.name}", daemon=True)
         self._reader.start()
@@ -204,12 +204,7 @@ class InferenceProcess:
             process = self._process
         if process is None:
             return
-        if process.returncode is None:  # not reaped yet: the group id is still its own
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        process.wait()
+        process.end()
         for stream in (process.stdin, process.stdout):
             if stream is not None:
                 try:

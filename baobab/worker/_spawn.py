@@ -1,9 +1,10 @@
 """One worker process as the local executor sees it: start, talk, kill, and say how it died.
 
 The process is ``python -m baobab.worker._process`` (see there for the messages),
-started fresh (no fork of the executor's threads), in a process group of its own so
-that killing it also kills whatever it started (data loader workers, a template's
-subprocesses). Its stdout and stderr go to ``logs/worker-<index>.log``; a crash
+started fresh (no fork of the executor's threads), as a
+:class:`~baobab._contained.TemplateProcess`: in a PID namespace of its own, so that
+killing it also kills whatever it started (data loader workers, a template's
+subprocesses and daemons). Its stdout and stderr go to ``logs/worker-<index>.log``; a crash
 report quotes the lines it wrote since its current trial started.
 
 Its death is noticed without polling: the executor waits on the reply pipe (end of
@@ -25,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from baobab._contained import TemplateProcess
 
 __all__ = ["WorkerProcess"]
 
@@ -79,13 +82,12 @@ class WorkerProcess:
             with open(log_path, "ab") as log:
                 log.write(f"--- worker {index} starting at {datetime.now(UTC).isoformat()} ---\n".encode())
                 log.flush()
-                self.process = subprocess.Popen(
+                self.process = TemplateProcess(
                     command,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     pass_fds=(commands_r.fileno(), replies_w.fileno()),
-                    start_new_session=True,  # its own process group, killed as one
                     env=dict(env),
                 )
         except BaseException:
@@ -144,7 +146,7 @@ class WorkerProcess:
 
     def _exited(self, timeout: float) -> bool:
         # Without reaping it: until kill() reaps it, its pid (and so its process group's id)
-        # cannot be given to another process, which killpg() would then hit.
+        # cannot be given to another process, which TemplateProcess.kill() would then hit.
         if self.pidfd is not None:
             return bool(select.select([self.pidfd], [], [], timeout)[0])
         try:
@@ -162,11 +164,7 @@ class WorkerProcess:
         """
         if grace:
             self._exited(grace)
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.process.wait()
+        self.process.end()
         self.commands.close()
         self.replies.close()
         if self.pidfd is not None:
