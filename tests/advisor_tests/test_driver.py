@@ -9,6 +9,12 @@ ERRORED or CANCELLED, each final write conditional on the trial not having ended
 and only then publishes TRIAL_FINISHED. Its trials either last ``duration`` seconds
 or, with ``hold=True``, run until the test releases them, so that tests decide when
 slots free up instead of guessing at timings.
+
+Tests of deadlines, grace periods and leases run the driver on a
+:class:`~baobab.testing.VirtualClock` (the driver's ``clock``, and the stand-in's for the
+times it writes), its loop turned by the test (:class:`Turns`): time moves only when
+the test moves it, so each test checks what happens just before and at the second a
+timer falls due, whatever the load of the machine.
 """
 
 from __future__ import annotations
@@ -60,7 +66,7 @@ from baobab.store import (
     session_scope,
     upgrade_database,
 )
-from baobab.testing import Scrape, wait_until
+from baobab.testing import Scrape, VirtualClock, wait_until
 
 CONFIG: KnobConfig = {"x": FloatKnob(0.0, 1.0), "epochs": FixedKnob(3), "early": PolicyKnob("EARLY_STOP")}
 BROKEN: KnobConfig = {"x": FloatKnob(0.0, 1.0), "broken": FixedKnob(True)}
@@ -112,8 +118,10 @@ class StandInExecutor:
         outcome: Callable[[int, dict[str, Any]], tuple[TrialState, float | None, str | None]] = default_outcome,
         publish: Callable[[int], bool] = lambda number: True,
         track_jobs: bool = True,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.engine = engine
+        self.clock = clock  # epoch seconds of the times written to the store and recorded below
         self.events = events
         self._slots = slots
         self.duration = duration
@@ -158,7 +166,7 @@ class StandInExecutor:
 
     def request_stop(self, trial_id: int, reason: str) -> None:
         with self.lock:
-            self.stop_requests.append((trial_id, reason, time.time()))
+            self.stop_requests.append((trial_id, reason, self.clock()))
             run = self.runs.get(trial_id)
         if run is not None:
             run.stop_reason = reason
@@ -166,7 +174,7 @@ class StandInExecutor:
 
     def cancel(self, trial_id: int, reason: str) -> None:
         with self.lock:
-            self.cancels.append((trial_id, reason, time.time()))
+            self.cancels.append((trial_id, reason, self.clock()))
             run = self.runs.get(trial_id)
         if run is not None:
             run.cancel_reason = reason
@@ -213,6 +221,9 @@ class StandInExecutor:
 
     # -- the "worker"
 
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock(), UTC)
+
     def _run(self, run: _Run) -> None:
         try:
             self._work(run)
@@ -225,7 +236,9 @@ class StandInExecutor:
             session.execute(
                 update(Trial)
                 .where(Trial.id == run.trial_id, Trial.status == TrialState.PENDING)
-                .values(status=TrialState.RUNNING, started_at=now(), worker="stand-in", attempts=Trial.attempts + 1)
+                .values(
+                    status=TrialState.RUNNING, started_at=self._now(), worker="stand-in", attempts=Trial.attempts + 1
+                )
             )
         run.started.set()
         end = time.monotonic() + self.duration
@@ -253,7 +266,7 @@ class StandInExecutor:
                     score=score,
                     error=error,
                     traceback=error,
-                    finished_at=now(),
+                    finished_at=self._now(),
                     params_path=None if score is None else f"params/trial-{run.trial_id}.safetensors",
                 )
             )
@@ -397,6 +410,49 @@ def running(
         assert not executor.errors, executor.errors
 
 
+class Turns:
+    """The driver's loop (:meth:`JobDriver.run`: fire what is due and fill free slots, then handle the
+    events that came) turned by the test, on the driver's clock; see the module docstring."""
+
+    def __init__(self, driver: JobDriver, events: LocalEventChannel) -> None:
+        self.driver = driver
+        self.subscription = events.subscribe()  # every kind: those the driver does not handle it ignores
+
+    def turn(self) -> None:
+        """One pass of the loop, at the clock's time."""
+        self.driver.step()
+        while (event := self.subscription.get(timeout=0)) is not None:
+            self.driver.handle(event)
+        self.driver.step()
+
+    def until(self, predicate: Callable[[], Any], what: str = "the condition") -> Any:
+        """Turn the loop, the clock standing still, until ``predicate`` is true (its value)."""
+        return wait_until(lambda: self.turn() or predicate(), what=what)
+
+
+@contextmanager
+def turned(
+    engine: Engine, executor: StandInExecutor, events: LocalEventChannel, settings: Settings, **options: Any
+) -> Iterator[Turns]:
+    """A driver on ``executor.clock`` (a :class:`VirtualClock`) whose loop the test turns; the executor is
+    closed afterwards (and must have raised nothing)."""
+    driver = JobDriver(engine, executor, events, settings, clock=executor.clock, **options)
+    turns = Turns(driver, events)
+    try:
+        yield turns
+    finally:
+        turns.subscription.close()
+        driver.release_leases()
+        executor.close()
+        assert not executor.errors, executor.errors
+
+
+def finished(engine: Engine, job_id: int) -> TrainJob | None:
+    """The job's row once it has finished."""
+    job = job_row(engine, job_id)
+    return job if job.status.is_finished() else None
+
+
 # -- budgets -------------------------------------------------------------------------------------
 
 
@@ -476,22 +532,25 @@ def test_gpu_count_and_cpu_slots_cap_concurrency(engine: Engine, events: LocalEv
 
 
 def test_two_jobs_share_the_slots_fairly(engine: Engine, events: LocalEventChannel, settings: Settings) -> None:
-    executor = StandInExecutor(engine, events, slots=4, hold=True)
+    executor = StandInExecutor(engine, events, slots=4, hold=True, clock=VirtualClock())
     budget = {"MODEL_TRIAL_COUNT": 50, "GPU_COUNT": 4}
-    with running(engine, executor, events, settings):
+    with turned(engine, executor, events, settings) as loop:
         first = make_job(engine, events, budget)
-        wait_until(lambda: len(executor.held(first)) == 4, what="the first job to take every slot")
+        loop.until(lambda: len(executor.held(first)) == 4, "the first job to take every slot")
         second = make_job(engine, events, budget)
-        time.sleep(0.2)
-        assert len(executor.held(second)) == 0  # no slot is free: running trials are never preempted
+        loop.until(lambda: second in loop.driver.jobs, "the second job to be taken up")
+        loop.turn()
+        assert executor.max_by_job[second] == 0  # no slot is free: running trials are never preempted
 
         def release(*job_ids: int) -> tuple[int, int]:
             """Let the oldest trial of each job end; the split of the slots once they are all taken again."""
             released = [executor.held(job_id)[0] for job_id in job_ids]
             for trial_id in released:
                 executor.release(trial_id)
-            wait_until(lambda: not set(released) & executor.active(), what="the released trials to end")
-            wait_until(lambda: len(executor.held()) == 4, what="every slot taken again")
+            loop.until(
+                lambda: not set(released) & executor.active() and len(executor.held()) == 4,
+                "the released trials to end and every slot to be taken again",
+            )
             return len(executor.held(first)), len(executor.held(second))
 
         assert release(first) == (3, 1)  # the freed slot goes to the job with the fewest running trials
@@ -505,44 +564,61 @@ def test_two_jobs_share_the_slots_fairly(engine: Engine, events: LocalEventChann
 def test_a_time_budget_starts_no_trial_that_cannot_end_in_time(
     engine: Engine, events: LocalEventChannel, settings: Settings
 ) -> None:
-    executor = StandInExecutor(engine, events, slots=1, duration=0.3)
-    # Room for ten trials of 0.3 s, not eleven: a busy machine may start the first one late (with room
-    # for three, one once started alone).
-    hours = 3.05 / 3600
-    with running(engine, executor, events, settings, grace_s=0.2):
+    clock = VirtualClock()
+    executor = StandInExecutor(engine, events, slots=1, hold=True, clock=clock)
+    hours = 0.01  # 36 s: room for four trials of 8 s, with 4 s left over
+    with turned(engine, executor, events, settings, grace_s=0.2) as loop:
         job_id = make_job(engine, events, {"TIME_HOURS": hours, "GPU_COUNT": 1})
-        job = wait_finished(engine, job_id)
+        ran: list[int] = []
+        for _ in range(4):
+            trial_id = loop.until(lambda: next(iter(set(executor.held(job_id)) - set(ran)), None), "the next trial")
+            ran.append(trial_id)
+            clock.advance(clock() + 8.0)
+            executor.release(trial_id)
+        # At 32 s a trial of the median 8 s would end after the deadline: none starts, and the job ends.
+        job = loop.until(lambda: finished(engine, job_id), "the job to end")
     assert job.status is JobStatus.COMPLETED
     deadline = job.started_at + timedelta(hours=hours)
+    assert job.finished_at == deadline - timedelta(seconds=4)  # at once, not at the deadline
     rows = trials(engine, job_id)
-    assert len(rows) >= 2
-    assert all(t.status in (TrialState.COMPLETED, TrialState.STOPPED) for t in rows)
-    # Every trial lasts at least 0.3 s, so the median does too: none may be created closer to the deadline.
-    assert all(t.created_at <= deadline - timedelta(seconds=0.3) for t in rows), (deadline, rows)
-    assert job.finished_at <= deadline + timedelta(seconds=1.0)
+    assert [t.id for t in rows] == ran and executor.submitted == ran
+    assert all(t.status is TrialState.COMPLETED for t in rows)
+    assert all(t.submitted_at <= deadline - timedelta(seconds=8) for t in rows), (deadline, rows)
 
 
 def test_at_the_deadline_trials_are_asked_to_stop_then_cancelled(
     engine: Engine, events: LocalEventChannel, settings: Settings
 ) -> None:
     # Trial 0 stops when asked (its score counts); trial 1 ignores the request and is cancelled after the grace.
-    executor = StandInExecutor(engine, events, slots=4, hold=True, honour_stop=lambda number: number == 0)
-    # The job is STOPPING for the grace only: a grace of a few seconds lets a busy machine's poll see it.
-    hours, grace = 0.8 / 3600, 3.0
-    with running(engine, executor, events, settings, grace_s=grace):
+    clock = VirtualClock()
+    executor = StandInExecutor(engine, events, slots=4, hold=True, honour_stop=lambda number: number == 0, clock=clock)
+    hours, grace = 0.01, 3.0
+    with turned(engine, executor, events, settings, grace_s=grace) as loop:
         job_id = make_job(engine, events, {"TIME_HOURS": hours, "GPU_COUNT": 2})
-        wait_until(lambda: job_row(engine, job_id).status is JobStatus.STOPPING, what="STOPPING at the deadline")
-        job = wait_finished(engine, job_id)
+        loop.until(lambda: len(executor.held(job_id)) == 2, "two trials running")
+        deadline = job_row(engine, job_id).started_at.timestamp() + hours * 3600
+        clock.advance(deadline - 0.001)
+        loop.turn()
+        assert executor.stop_requests == [] and job_row(engine, job_id).status is JobStatus.RUNNING
+        clock.advance(deadline)
+        loop.turn()
+        assert job_row(engine, job_id).status is JobStatus.STOPPING
+        rows = trials(engine, job_id)
+        assert sorted(i for i, _, _ in executor.stop_requests) == [rows[0].id, rows[1].id]
+        assert all(at == deadline and "time budget" in reason for _, reason, at in executor.stop_requests)
+        loop.until(lambda: trials(engine, job_id)[0].status is TrialState.STOPPED, "trial 0 to stop")
+        clock.advance(deadline + grace - 0.001)
+        loop.turn()
+        assert executor.cancels == []
+        clock.advance(deadline + grace)
+        loop.turn()
+        assert [(i, at) for i, _, at in executor.cancels] == [(rows[1].id, deadline + grace)]
+        job = loop.until(lambda: finished(engine, job_id), "the job to end")
     assert job.status is JobStatus.COMPLETED
-    deadline = (job.started_at + timedelta(hours=hours)).timestamp()
     rows = trials(engine, job_id)
     assert [(t.number, t.status) for t in rows] == [(0, TrialState.STOPPED), (1, TrialState.CANCELLED)]
     assert rows[0].score is not None
-    assert sorted(i for i, _, _ in executor.stop_requests) == [rows[0].id, rows[1].id]
-    assert all(at >= deadline - 0.01 and "time budget" in reason for _, reason, at in executor.stop_requests)
-    assert [i for i, _, _ in executor.cancels] == [rows[1].id]
-    _, reason, cancelled_at = executor.cancels[0]
-    assert cancelled_at >= deadline + grace - 0.01
+    reason = executor.cancels[0][1]
     assert "time budget" in reason and "3 s later" in reason
     assert rows[1].error == reason
     assert [s.status for s in sub_jobs(engine, job_id)] == [JobStatus.COMPLETED]
@@ -551,26 +627,35 @@ def test_at_the_deadline_trials_are_asked_to_stop_then_cancelled(
 def test_a_user_stop_stops_then_cancels_and_ends_the_job_stopped(
     engine: Engine, events: LocalEventChannel, settings: Settings
 ) -> None:
-    executor = StandInExecutor(engine, events, slots=4, hold=True, honour_stop=lambda number: number == 0)
-    with running(engine, executor, events, settings, grace_s=0.3):
+    clock = VirtualClock()
+    executor = StandInExecutor(engine, events, slots=4, hold=True, honour_stop=lambda number: number == 0, clock=clock)
+    grace = 0.3
+    with turned(engine, executor, events, settings, grace_s=grace) as loop:
         job_id = make_job(engine, events, {"MODEL_TRIAL_COUNT": 10})
-        wait_until(lambda: len(executor.held(job_id)) == 2)
+        loop.until(lambda: len(executor.held(job_id)) == 2, "two trials running")
+        clock.advance(clock() + 5.0)
         with session_scope(engine) as session:  # what POST .../stop does
             session.execute(update(TrainJob).where(TrainJob.id == job_id).values(status=JobStatus.STOPPING))
-        asked = time.time()
+        asked = clock()
         events.publish(Event(EventKind.JOB_STOPPED, job_id))
         # A job stopped before the driver took it up ends at once, with no trial.
         early = make_job(engine, None, {"MODEL_TRIAL_COUNT": 10}, status=JobStatus.STOPPING)
         events.publish(Event(EventKind.JOB_STOPPED, early))
-        job = wait_finished(engine, job_id)
-        assert wait_finished(engine, early).status is JobStatus.STOPPED
+        loop.turn()
+        assert len(executor.stop_requests) == 2  # at once
+        assert all(at == asked and reason == "a user stopped the job" for _, reason, at in executor.stop_requests)
+        assert loop.until(lambda: finished(engine, early), "the early job to end").status is JobStatus.STOPPED
+        loop.until(lambda: trials(engine, job_id)[0].status is TrialState.STOPPED, "trial 0 to stop")
+        clock.advance(asked + grace - 0.001)
+        loop.turn()
+        assert executor.cancels == []
+        clock.advance(asked + grace)
+        loop.turn()
+        job = loop.until(lambda: finished(engine, job_id), "the job to end")
     assert job.status is JobStatus.STOPPED
     rows = trials(engine, job_id)
     assert [(t.number, t.status) for t in rows] == [(0, TrialState.STOPPED), (1, TrialState.CANCELLED)]
-    assert len(executor.stop_requests) == 2
-    assert all(at - asked < 1.0 and reason == "a user stopped the job" for _, reason, at in executor.stop_requests)
-    assert [i for i, _, _ in executor.cancels] == [rows[1].id]
-    assert executor.cancels[0][2] - asked >= 0.3 - 0.01
+    assert [(i, at) for i, _, at in executor.cancels] == [(rows[1].id, asked + grace)]
     assert [s.status for s in sub_jobs(engine, job_id)] == [JobStatus.STOPPED]
     assert trials(engine, early) == [] and [s.status for s in sub_jobs(engine, early)] == [JobStatus.STOPPED]
 
@@ -808,17 +893,29 @@ def test_the_driver_wakes_on_events_and_is_idle_otherwise(
     statements: list[str] = []
     event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
     executor = StandInExecutor(engine, events, slots=2)
-    with running(engine, executor, events, settings, rescan_s=600):
+    with running(engine, executor, events, settings, rescan_s=600) as driver:
         wait_finished(engine, make_job(engine, events, {"MODEL_TRIAL_COUNT": 1}))
-        time.sleep(0.1)
+        wakeups = count_calls(driver, "wait_s")  # once per pass of the loop, before it waits again
+        wait_until(lambda: wakeups[0] >= 2, what="the driver to wait again")
         statements.clear()
-        time.sleep(0.5)  # ten wake-ups of the stop check, and no query
-        assert statements == []
-        created = time.monotonic()
+        began = wakeups[0]
+        wait_until(lambda: wakeups[0] >= began + 10, what="ten wake-ups of the stop check")
+        assert statements == []  # and no query
+        # The next rescan is ten minutes away: only the event takes the new job up.
         job_id = make_job(engine, events, {"MODEL_TRIAL_COUNT": 1})
-        wait_until(lambda: trials(engine, job_id), timeout=2.0)
-        assert time.monotonic() - created < 0.5
         wait_finished(engine, job_id)
+
+
+def count_calls(obj: Any, name: str) -> list[int]:
+    """Count the calls of ``obj``'s method ``name`` from now on (the count is the list's only item)."""
+    calls, method = [0], getattr(obj, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return method(*args, **kwargs)
+
+    setattr(obj, name, counted)
+    return calls
 
 
 def test_the_rescan_catches_lost_events(engine: Engine, events: LocalEventChannel, settings: Settings) -> None:
@@ -861,11 +958,13 @@ class InstantExecutor:
 
 def test_the_driver_costs_one_insert_and_one_read_per_trial(engine: Engine, settings: Settings) -> None:
     """The driver's share of a trial is two statements, and the placement planner's outlook of the job is
-    stored at most once per ``PLACEMENT_RECORD_S``; how long they take, ``bench/scale.py`` measures (a
-    timed assertion here failed whenever the machine was busy)."""
+    stored at most once per ``PLACEMENT_RECORD_S`` of the driver's clock (here a virtual one, moved 0.1 s
+    per trial); how long they take, ``bench/scale.py`` measures (a timed assertion here failed whenever the
+    machine was busy)."""
     n = 200
     executor = InstantExecutor()
-    driver = JobDriver(engine, executor, LocalEventChannel(), settings)
+    clock = VirtualClock()
+    driver = JobDriver(engine, executor, LocalEventChannel(), settings, clock=clock)
     job_id = make_job(engine, None, {"MODEL_TRIAL_COUNT": n})
     driver.step()  # the first rescan takes the job up and fills both slots
     statements: list[str] = []
@@ -877,8 +976,9 @@ def test_the_driver_costs_one_insert_and_one_read_per_trial(engine: Engine, sett
             statements.append(f"{statement.split(None, 1)[0]} {table and table.group(1)}")
 
     event.listen(engine, "before_cursor_execute", count)
-    began = time.monotonic()
+    began = clock()
     while executor.queue:
+        clock.advance(clock() + 0.1)
         trial_id = executor.queue.pop(0)
         with session_scope(engine) as session:  # the worker's part, not counted
             session.execute(
@@ -890,10 +990,9 @@ def test_the_driver_costs_one_insert_and_one_read_per_trial(engine: Engine, sett
         driver.handle(Event(EventKind.TRIAL_FINISHED, trial_id))
         driver.step()
         timing = False
-    elapsed = time.monotonic() - began
     counted = Counter(statements)
     outlooks = counted.pop("SELECT train_jobs", 0)  # each a read and an update of the job's placement
-    assert 1 <= outlooks <= 1 + elapsed / PLACEMENT_RECORD_S
+    assert 1 <= outlooks <= 1 + (clock() - began) / PLACEMENT_RECORD_S
     # Per trial: the read of its row when it finished, the insert of the next one; then the end of the job.
     assert counted == {
         "SELECT trials": n,
@@ -931,18 +1030,23 @@ def test_two_drivers_with_leases_drive_each_job_once(
 def test_a_lapsed_lease_is_taken_over_and_a_clean_stop_hands_jobs_over_at_once(
     engine: Engine, events: LocalEventChannel, settings: Settings
 ) -> None:
+    clock = VirtualClock()
     job_id = make_job(engine, events, {"MODEL_TRIAL_COUNT": 4})
+    lapses = clock() + 1.0
     with session_scope(engine) as session:  # a driver that died holding it, its lease running out soon
         session.execute(
             update(TrainJob)
             .where(TrainJob.id == job_id)
-            .values(driver="dead", lease_expires_at=now() + timedelta(seconds=1))
+            .values(driver="dead", lease_expires_at=datetime.fromtimestamp(lapses, UTC))
         )
-    executor = StandInExecutor(engine, events, slots=2, hold=True)
-    with running(engine, executor, events, settings, lease_s=2.0, name="heir", rescan_s=0.2) as heir:
-        assert not executor.held(job_id)  # not before the lease lapses
-        wait_until(lambda: len(executor.held(job_id)) == 2, timeout=10, what="the heir to take the job up")
-        assert job_row(engine, job_id).driver == "heir" and job_id in heir.jobs
+    executor = StandInExecutor(engine, events, slots=2, hold=True, clock=clock)
+    with turned(engine, executor, events, settings, lease_s=2.0, name="heir", rescan_s=0.2) as loop:
+        clock.advance(lapses - 0.001)
+        loop.turn()  # the first rescan finds the job, its lease not lapsed yet
+        assert executor.submitted == [] and job_id not in loop.driver.jobs  # not before the lease lapses
+        clock.advance(lapses + 0.2)  # the next rescan is due, the lease lapsed
+        loop.until(lambda: len(executor.held(job_id)) == 2, "the heir to take the job up")
+        assert job_row(engine, job_id).driver == "heir" and job_id in loop.driver.jobs
     # The heir stopped cleanly: the job is free for the next driver at once.
     row = job_row(engine, job_id)
     assert row.driver is None and row.lease_expires_at is None and row.status is JobStatus.RUNNING
@@ -951,13 +1055,16 @@ def test_a_lapsed_lease_is_taken_over_and_a_clean_stop_hands_jobs_over_at_once(
 def test_a_driver_that_lost_its_lease_lets_the_job_go(
     engine: Engine, events: LocalEventChannel, settings: Settings
 ) -> None:
-    executor = StandInExecutor(engine, events, slots=2, hold=True)
-    with running(engine, executor, events, settings, lease_s=0.6, name="slow") as driver:
+    clock = VirtualClock()
+    executor = StandInExecutor(engine, events, slots=2, hold=True, clock=clock)
+    with turned(engine, executor, events, settings, lease_s=0.6, name="slow") as loop:
         job_id = make_job(engine, events, {"MODEL_TRIAL_COUNT": 4})
-        wait_until(lambda: job_id in driver.jobs, what="the job to be taken up")
+        loop.until(lambda: job_id in loop.driver.jobs, "the job to be taken up")
         with session_scope(engine) as session:  # another advisor took it after our lease lapsed
             session.execute(update(TrainJob).where(TrainJob.id == job_id).values(driver="other"))
-        wait_until(lambda: job_id not in driver.jobs, timeout=5, what="the driver to let the job go")
+        clock.advance(clock() + 0.2)  # the next renewal, a third of the lease later
+        loop.turn()
+        assert job_id not in loop.driver.jobs  # let go at that renewal
         assert job_row(engine, job_id).driver == "other"
 
 
