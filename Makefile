@@ -44,6 +44,17 @@ lint: $(STAMP)
 	$(BIN)/ruff check baobab tests examples bench
 	$(BIN)/lint-imports
 
+# The documentation site (MkDocs, Material, mkdocstrings) into site/; --strict fails on any warning.
+# Its reference pages are generated from the code by docs/_gen/reference.py.
+.PHONY: docs
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): pyproject.toml | $(STAMP)
+	$(BIN)/pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(STAMP) $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict --site-dir site
+
 # The main job: start the platform, upload, train for a few minutes, serve the best two, predict the test set.
 demo: $(STAMP) fashion-mnist
 	$(BIN)/python examples/demo.py
@@ -141,4 +152,4 @@ bench-serving-fused: $(STAMP) fashion-mnist
 	$(BIN)/python bench/serving_fused.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info data web/node_modules baobab/admin/web_dist test-artifacts
+	rm -rf $(VENV) build *.egg-info data web/node_modules baobab/admin/web_dist test-artifacts site
