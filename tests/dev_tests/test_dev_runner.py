@@ -109,8 +109,9 @@ def test_an_endless_trial_is_killed_at_the_trial_timeout(iris: tuple[Path, Path]
     train_args = {"fail_marker": str(tmp_path / "failed-once"), "fail_how": "hang"}
     result = dev(iris, tmp_path, trials=2, train_args=train_args, trial_timeout=2.0)
     hung, completed = result.trials
+    # Killed by the timeout (its reason), not before it; had nothing killed it, it would hang the test.
     assert hung.status is TrialStatus.FAILED and hung.error == "timed out after 2 s; killed"
-    assert 2.0 <= hung.duration_s < 5.0
+    assert hung.duration_s >= 2.0
     assert completed.status is TrialStatus.COMPLETED and result.ok
 
 
@@ -188,7 +189,8 @@ def test_the_time_budget_asks_the_running_trial_to_stop(iris: tuple[Path, Path],
     train_args = {"fail_marker": str(tmp_path / "once"), "fail_how": "wait_for_stop"}
     result = dev(iris, tmp_path, trials=None, time_hours=1 / 3600, train_args=train_args)
     (trial,) = result.trials  # no trial starts once the budget is spent
-    assert trial.status is TrialStatus.COMPLETED and 1.0 <= trial.duration_s < 3.0
+    # It waits for the request to stop: had none come, it would have been killed 30 s (the grace) later.
+    assert trial.status is TrialStatus.COMPLETED and trial.duration_s >= 1.0
     assert result.ok
 
 
