@@ -7,7 +7,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -183,10 +182,9 @@ def test_an_unreachable_server(closed_port: int) -> None:
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
-        started = time.monotonic()
+        # It never answers: only the client's timeout ends the call (which would otherwise hang the test).
         with pytest.raises(ServerUnreachableError, match=r"did not answer within 0\.3 s"):
             Client(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout=0.3).list_models()
-        assert time.monotonic() - started < 5
 
     for bad in ("127.0.0.1:8100", "ftp://host/", "http://"):
         with pytest.raises(ValueError, match="is not an http:// or https:// URL; expected e.g. http://127.0.0.1:8100"):
