@@ -30,6 +30,7 @@ from baobab import Settings
 from baobab.admin import _models, create_app
 from baobab.model import DatasetFormat, Task
 from baobab.store import Dataset, SubJob, TrainJob, UserRole, session_scope
+from baobab.testing import wait_until
 
 Headers = dict[str, str]
 AddUser = Callable[[UserRole], tuple[dict[str, Any], Headers]]
@@ -290,13 +291,10 @@ def test_a_template_that_never_loads_is_stopped_with_what_it_started(
     assert error["message"].startswith(
         "spin.py: loading the template took longer than 3 s, the limit of the upload check, and was stopped"
     ), error["message"]
-    assert 3 <= elapsed < 20, elapsed
+    assert elapsed >= 3, elapsed  # not stopped before its limit; it never ends by itself
     assert "spinning now" in error["message"]  # its output, which the helper was started before
     helper = int(pid_file.read_text())
-    deadline = time.monotonic() + 10
-    while _alive(helper) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not _alive(helper), "the helper the template started outlived the check"
+    wait_until(lambda: not _alive(helper), timeout=10, what="the helper the template started to be gone")
     assert stored_files(settings) == []
 
 
