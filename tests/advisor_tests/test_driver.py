@@ -962,6 +962,7 @@ def test_the_driver_costs_one_insert_and_one_read_per_trial(engine: Engine, sett
     per trial); how long they take, ``bench/scale.py`` measures (a timed assertion here failed whenever the
     machine was busy)."""
     n = 200
+    settings = Settings.from_env(environ={}, home=settings.home, cpu_slots=2, placement="search")  # outlooks
     executor = InstantExecutor()
     clock = VirtualClock()
     driver = JobDriver(engine, executor, LocalEventChannel(), settings, clock=clock)
