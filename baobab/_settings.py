@@ -67,10 +67,13 @@ class Executor(StrEnum):
 class Placement(StrEnum):
     """How the job driver decides which job's trials start next and how many run fused together.
 
-    ``search``, the default, asks the placement planner (:mod:`baobab.advisor.placement`) for
-    its searched plan, and the fixed rules decide where it has nothing to weigh yet;
-    ``rules``: the fixed rules alone (the job with the fewest running trials; groups sized by
-    the job's fusion option); the baselines the search starts from are there for comparison.
+    ``rules``, the default: the fixed rules (the job with the fewest running trials; groups
+    sized by the job's fusion option). ``search``, experimental, asks the placement planner
+    (:mod:`baobab.advisor.placement`) for its searched plan, and the fixed rules decide where it
+    has nothing to weigh yet; the baselines the search starts from are there for comparison.
+    ``search`` is not the default because no benchmark has shown it at least as good as the
+    rules (bench/results/placement.md: 1.05x fcfs against the rules' 1.08x on CPU slots, and
+    fcfs ahead of both on the GPU); bench/user_job.py measures it against the default.
     """
 
     RULES = "rules"
@@ -198,6 +201,34 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("admin_password", str, None, "password of the superadmin created on first start", secret=True),
     Setting("max_upload_mb", int, 512, "largest accepted upload, in MiB", minimum=1),
     Setting("max_json_kb", int, 1024, "largest accepted JSON request body, in KiB", minimum=1),
+    Setting(
+        "max_predict_mb",
+        int,
+        16,
+        "largest predict request body, in MiB: a predictor's POST /predict and the API's relay to it (413 beyond)",
+        minimum=1,
+    ),
+    Setting(
+        "login_failures_per_account",
+        int,
+        10,
+        "failed logins an account may have in a window of login_failure_window_s; more are answered 429",
+        minimum=1,
+    ),
+    Setting(
+        "login_failures_per_address",
+        int,
+        50,
+        "failed logins one client address may have in a window of login_failure_window_s; more are answered 429",
+        minimum=1,
+    ),
+    Setting(
+        "login_failure_window_s",
+        float,
+        300.0,
+        "seconds over which failed logins are counted; the window starts at the first failure",
+        minimum=0.01,
+    ),
     Setting("zip_member_mb", int, 256, "largest inflated member or decoded image of an uploaded zip (MiB)", minimum=1),
     Setting("zip_total_mb", int, 4096, "largest inflated size or decoded images of an uploaded zip (MiB)", minimum=1),
     Setting("zip_max_ratio", float, 200.0, "largest compression ratio of a zip member of 1 MiB or more", minimum=1),
@@ -220,8 +251,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "placement",
         Placement,
-        Placement.SEARCH,
-        "how the driver places trials: search (the placement planner), rules (fixed), or a planner baseline",
+        Placement.RULES,
+        "how the driver places trials: rules (fixed; the default), search (the placement planner; experimental), "
+        "or a planner baseline",
     ),
     Setting("api_url", str, None, "URL of the admin API that cluster workers report to; required by baobab worker"),
     Setting("heartbeat_s", float, 5.0, "seconds between the heartbeats of a cluster worker's trial", minimum=0.01),
@@ -274,6 +306,30 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("docker_scope", str, "baobab", "label value naming this platform's containers on a shared Docker host"),
     Setting("docker_cpus_per_slot", float, 1.0, "CPUs a worker container gets per trial slot", minimum=0.01),
     Setting("docker_memory_per_slot", str, "4g", "memory a container gets per trial slot (Docker size: 512m, 4g)"),
+    # The kubernetes executor's pool; the Helm chart gives them to the advisor from its values.
+    Setting("k8s_namespace", str, "default", "namespace of the Helm release the advisor scales (kubernetes executor)"),
+    Setting(
+        "k8s_release", str, "baobab", "the chart's full name: worker Deployments are <release>-worker-cpu and -gpu"
+    ),
+    Setting("k8s_gpus_per_pod", int, 1, "GPUs each GPU worker pod has (kubernetes executor)", minimum=1),
+    Setting("k8s_slots_per_pod", int, 2, "trial slots each CPU worker pod has (kubernetes executor)", minimum=1),
+    Setting("k8s_max_gpu_pods", int, 64, "most GPU worker pods the advisor scales to (kubernetes executor)", minimum=0),
+    Setting("k8s_max_cpu_pods", int, 64, "most CPU worker pods the advisor scales to (kubernetes executor)", minimum=0),
+    Setting("k8s_predictor_min_pods", int, 1, "pods each predictor has at least (kubernetes executor)", minimum=1),
+    Setting(
+        "k8s_predictor_max_pods",
+        int,
+        1,
+        "pods a predictor's autoscaler may grow it to (kubernetes executor; equal to the minimum: no autoscaler)",
+        minimum=1,
+    ),
+    Setting(
+        "k8s_predictor_target_cpu",
+        int,
+        70,
+        "CPU use, in percent of a predictor pod's request, that its autoscaler aims at (1 to 100)",
+        minimum=1,
+    ),
 )
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
 _BY_ENV = {setting.env: setting for setting in SETTINGS}
@@ -297,6 +353,10 @@ class Settings:
     admin_password: str | None
     max_upload_mb: int
     max_json_kb: int
+    max_predict_mb: int
+    login_failures_per_account: int
+    login_failures_per_address: int
+    login_failure_window_s: float
     zip_member_mb: int
     zip_total_mb: int
     zip_max_ratio: float
@@ -320,6 +380,15 @@ class Settings:
     docker_scope: str
     docker_cpus_per_slot: float
     docker_memory_per_slot: str
+    k8s_namespace: str
+    k8s_release: str
+    k8s_gpus_per_pod: int
+    k8s_slots_per_pod: int
+    k8s_max_gpu_pods: int
+    k8s_max_cpu_pods: int
+    k8s_predictor_min_pods: int
+    k8s_predictor_max_pods: int
+    k8s_predictor_target_cpu: int
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -426,6 +495,17 @@ class Settings:
                 f"BAOBAB_PREDICTOR_MIN_REPLICAS={self.predictor_min_replicas} is more than "
                 f"BAOBAB_PREDICTOR_MAX_REPLICAS={self.predictor_max_replicas}",
                 setting="BAOBAB_PREDICTOR_MIN_REPLICAS",
+            )
+        if self.k8s_predictor_min_pods > self.k8s_predictor_max_pods:
+            raise SettingsError(
+                f"BAOBAB_K8S_PREDICTOR_MIN_PODS={self.k8s_predictor_min_pods} is more than "
+                f"BAOBAB_K8S_PREDICTOR_MAX_PODS={self.k8s_predictor_max_pods}",
+                setting="BAOBAB_K8S_PREDICTOR_MIN_PODS",
+            )
+        if self.k8s_predictor_target_cpu > 100:
+            raise SettingsError(
+                f"BAOBAB_K8S_PREDICTOR_TARGET_CPU={self.k8s_predictor_target_cpu}: expected a percentage, 1 to 100",
+                setting="BAOBAB_K8S_PREDICTOR_TARGET_CPU",
             )
         if not _DOCKER_SIZE.fullmatch(self.docker_memory_per_slot):
             raise SettingsError(

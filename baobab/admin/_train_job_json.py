@@ -115,7 +115,7 @@ TRAIN_JOB_SCHEMA = register_schema(
         "required": [
             "id", "app", "app_version", "task", "status", "error", "train_dataset_id", "val_dataset_id", "budget",
             "seed", "owner_id", "created_at", "started_at", "finished_at", "trial_counts", "best_score",
-            "budget_used", "placement", "sub_jobs",
+            "budget_used", "placement", "fusion_profiling", "sub_jobs",
         ],
         "properties": {
             "id": {"type": "integer"},
@@ -168,6 +168,21 @@ TRAIN_JOB_SCHEMA = register_schema(
                             "maxItems": 3,
                             "items": {"type": ["string", "number"]},
                         },
+                    },
+                },
+            },
+            "fusion_profiling": {
+                "type": ["object", "null"],
+                "description": 'under fusion "auto", by sub-job id: the driver\'s latest decision whether its '
+                "trials measure fusion profiles (profile, wait or skip), why, and when; null otherwise",
+                "additionalProperties": {
+                    "type": "object",
+                    "required": ["model", "decision", "reason", "at"],
+                    "properties": {
+                        "model": {"type": "string"},
+                        "decision": {"enum": ["profile", "wait", "skip"]},
+                        "reason": {"type": "string"},
+                        "at": {"type": "string", "format": "date-time"},
                     },
                 },
             },
@@ -380,7 +395,11 @@ def jobs_json(
             "budget_used": _budget_used(
                 job, sum(sum(counts.get(sub["id"], {}).values()) for sub in subs[job.id]), len(subs[job.id]), now
             ),
-            "placement": job.placement,
+            # One column holds both: the planner's outlook (none under the rules) and the profiling decisions.
+            "placement": {k: v for k, v in job.placement.items() if k != "profiling"}
+            if job.placement and "method" in job.placement
+            else None,
+            "fusion_profiling": (job.placement or {}).get("profiling"),
             "sub_jobs": subs[job.id],
         }
         for job in jobs

@@ -7,7 +7,7 @@ passes to ``train()`` (:data:`baobab.model.JOB_OPTION_KEYS`)::
         "lr": 0.01,                                   # passed to train()
         "early_stopping": {"rule": "asha", "eta": 3}, # or "median", "none"; the rule's options
         "policies": {"EARLY_STOP": true, "DOWNSCALE": true, "SHARE_PARAMS": "best", "final_trials": 2},
-        "fusion": {"max_group": 8},                   # or "auto" (the default), "off"
+        "fusion": {"max_group": 8},                   # or "off" (the default), "auto" (experimental)
         "enas": {"train_trials": 2, "warmup_fraction": 0.25}  # the enas strategy's cycle
     }
 
@@ -26,11 +26,18 @@ trials left are the final ones, or when the time left is at most the larger of
 
 ``fusion``: whether same-shaped trials of a sub-job may train as one stacked computation
 (``{"max_group": K}``: groups of up to K, see :meth:`SubJobState.group_size
-<baobab.advisor._scheduling.SubJobState.group_size>`; ``"off"``; ``"auto"``, the default:
-the first trial of each structure of a sub-job measures first how many stacked copies of
-it one slot trains fastest, up to :data:`AUTO_MAX_GROUP` (:func:`baobab.model.profile_fusion`),
-and later trials of that structure run in groups of that size, alone where fusing does
-not pay: see :meth:`SubJobState.fusion_size <baobab.advisor._scheduling.SubJobState.fusion_size>`).
+<baobab.advisor._scheduling.SubJobState.group_size>`; ``"off"``, the default: every trial
+trains alone; ``"auto"``, experimental: a trial of a structure of a sub-job measures first
+how many stacked copies of it one slot trains fastest, up to :data:`AUTO_MAX_GROUP`
+(:func:`baobab.model.profile_fusion`), and later trials of that structure run in groups of
+that size, alone where fusing does not pay: see :meth:`SubJobState.fusion_size
+<baobab.advisor._scheduling.SubJobState.fusion_size>`). "auto" measures only where it may
+pay (:meth:`SubJobState.profile_gate <baobab.advisor._scheduling.SubJobState.profile_gate>`):
+never on a template that measured slower fused on the job's device kind, in this job or an
+earlier one, and never past :data:`~baobab.advisor._scheduling.PROFILE_SHARE` of the time
+the sub-job's trials ran so far. It is not the default because no benchmark has shown it
+paying on CPU slots: on the example CNN every profile found sizes 8 and 16 slower than 1
+(bench/user_job.py measures it against the default).
 
 ``enas``: options of the ENAS strategy's planner (:class:`~baobab.advisor.EnasPlanner`):
 ``train_trials`` (shared trainings per cycle), ``evaluate_trials`` (evaluations per
@@ -100,8 +107,8 @@ class JobOptions:
     final_trials: int = 1
     final_factor: float = 4.0
     final_fraction: float = 0.2
-    #: "auto", "off", or "max_group" (then ``max_group`` is the largest group).
-    fusion: str = "auto"
+    #: "off" (the default), "auto" (experimental), or "max_group" (then ``max_group`` is the largest group).
+    fusion: str = "off"
     max_group: int | None = None
     #: The ENAS planner's options the job set (keyword arguments of :class:`~baobab.advisor.EnasPlanner`).
     enas: Mapping[str, Any] = field(default_factory=dict)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import json
 import math
-import statistics
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -48,10 +47,13 @@ TIMINGS_KEPT = 200
 #: Distinct configurations of its best-scored searching trials a sub-job keeps for a final phase (or its
 #: ``final_trials`` when more): the rest of its scored trials are its strategy's to remember, not the driver's.
 BEST_KEPT = 100
-#: Fusion "auto": the share of a sub-job's work (its trial count times the median completed trial's run
-#: time) that measuring fusion profiles may take in all. On trials of one to a few seconds, profiles of
-#: the worker's full 10 s per structure cost more than all the fusing they enabled (bench/results/placement.md).
-PROFILE_SHARE = 0.1
+#: Fusion "auto": the share of the time a sub-job's trials ran so far (slot-seconds of finished trials, their
+#: profiles included) that measuring fusion profiles may take in all. A profile is granted only the headroom
+#: left under it, and one runs at a time in a sub-job, so the job's profiling stays under this share of its
+#: trial time (a worker may overrun a grant by the one group size it was timing; the next grant pays it back).
+#: It used to be a tenth of trial count x median trial, a cap a 200-trial budget never reached: profiles
+#: took 27% of a 6-minute job's trial time and none of them fused anything.
+PROFILE_SHARE = 0.03
 #: Seconds below which no profile is asked for: enough to time the trial alone and a stack or two.
 MIN_PROFILE_S = 1.0
 
@@ -193,8 +195,17 @@ class SubJobState:
     #: size of the group they ran in), and how many were ever recorded (it feeds on the new ones).
     timings: deque[tuple[Knobs, float, int]] = field(default_factory=lambda: deque(maxlen=TIMINGS_KEPT))
     timed: int = 0
-    #: Seconds its trials spent measuring fusion profiles.
+    #: Seconds its trials spent measuring fusion profiles, and slot-seconds its finished trials ran (profiles
+    #: included; a fused member counts its share of the slot), which bounds the former (:data:`PROFILE_SHARE`).
     profiled_s: float = 0.0
+    trial_s: float = 0.0
+    #: Fusion "auto": the group sizes that profiles of its template chose in earlier jobs on the same device
+    #: kind (the latest first); the driver reads them when it takes the job up (:meth:`profile_gate`).
+    earlier_profiles: tuple[int, ...] = ()
+    #: The device kind its trials run on ("cpu" or "gpu"), which decides which earlier profiles count.
+    device_kind: str = "cpu"
+    #: The last :meth:`profile_gate` decision the driver stored on the job (None: none yet).
+    profiling_decision: str | None = None
 
     def next_step(self, job: JobState, now: float) -> Next:
         """What the sub-job's plan says to start next (see :mod:`baobab.advisor._plans`)."""
@@ -264,41 +275,53 @@ class SubJobState:
 
     def wants_profile(self, step: PlanStep, structure: str) -> bool:
         """Under fusion "auto": whether a trial of ``step`` with ``structure`` should measure where fusing
-        it pays, since no trial of that structure has measured it, nor is measuring it now. Not before a
-        trial of the sub-job completed (until then nobody knows what a measurement may cost against
-        the trials), nor once the measurements spent their share of the sub-job's work
-        (:meth:`profile_budget`; the structure then borrows the nearest measured one's size), nor when
-        no trial is left to start after it (no group could use the measurement)."""
-        budget = self.profile_budget()
+        it pays: no trial of that structure measured it, none measures anything now (so that the grant of
+        one bounds what runs: :meth:`profile_budget`), a trial is left to start after it (a group could use
+        the measurement), and :meth:`profile_gate` says the template may still gain from it."""
         return (
             self.options.fusion == "auto"
             and self.groupable(step)
-            and bool(self.timings)
-            and (budget is None or budget >= MIN_PROFILE_S)
             and (self.trial_count is None or self.trial_count - self.trials >= 2)
             and structure not in self.profiles
-            and all(trial.profiling != structure for trial in self.active.values())
+            and all(trial.profiling is None for trial in self.active.values())
+            and self.profile_gate()[0] == "profile"
         )
 
-    def profile_budget(self) -> float | None:
-        """Seconds a new measurement may take: what the measurements so far left of :data:`PROFILE_SHARE`
-        of the sub-job's work (its trial count at the median completed trial's pace). None without a
-        trial count or a completed trial: the worker's own limit then. Measurements running on several
-        slots at once each see the same budget, so a sub-job may overrun it by that many."""
-        if self.trial_count is None or not self.timings:
-            return None
-        median = statistics.median(seconds for _, seconds, _ in self.timings)
-        return max(0.0, PROFILE_SHARE * self.trial_count * median - self.profiled_s)
+    def profile_gate(self) -> tuple[str, str]:
+        """Whether a fusion profile of this sub-job's template is worth its cost now, and why: ("profile",
+        why), ("wait", why) while the time its trials ran grants too little, or ("skip", why) for good.
+
+        It is skipped where every profile of the template on this device kind chose group size 1 (fused
+        sizes trained slower than one trial alone), in this job or an earlier one: another structure of
+        it would cost as much to measure and most likely say the same. The cost is bounded, not guessed:
+        a profile is granted what is left of :data:`PROFILE_SHARE` of the time the trials ran so far."""
+        chosen = [best for best, _ in self.profiles.values()] + list(self.earlier_profiles)
+        if chosen and max(chosen) == 1:
+            here = len(self.profiles)
+            return "skip", (
+                f"not profiled: all {len(chosen)} fusion profiles of template {self.model_name!r} on "
+                f"{self.device_kind} ({here} in this job, {len(chosen) - here} in earlier jobs) chose no fused group "
+                "(fused sizes trained slower than one trial alone, or it cannot fuse)"
+            )
+        budget = self.profile_budget()
+        share = f"{PROFILE_SHARE:.0%} of the {self.trial_s:.1f} s its trials ran, less {self.profiled_s:.1f} s spent"
+        if budget < MIN_PROFILE_S:
+            return "wait", f"waits: a profile would get {budget:.1f} s ({share}), under the {MIN_PROFILE_S:g} s needed"
+        return "profile", f"profiles: a profile gets up to {budget:.1f} s ({share})"
+
+    def profile_budget(self) -> float:
+        """Seconds a new measurement may take: what the measurements so far left of :data:`PROFILE_SHARE` of
+        the time the sub-job's trials ran (0 before one finished)."""
+        return max(0.0, PROFILE_SHARE * self.trial_s - self.profiled_s)
 
     def profile_request(self) -> dict[str, Any]:
         """What the trial that measures a profile is asked: the largest group worth timing (no more than
-        the sub-job's trials left, itself included), and its :meth:`profile_budget` where there is one."""
+        the sub-job's trials left, itself included), and its :meth:`profile_budget`."""
         left = None if self.trial_count is None else self.trial_count - self.trials
-        request: dict[str, Any] = {"max_group": AUTO_MAX_GROUP if left is None else max(2, min(AUTO_MAX_GROUP, left))}
-        budget = self.profile_budget()
-        if budget is not None:
-            request["budget_s"] = round(budget, 3)
-        return request
+        return {
+            "max_group": AUTO_MAX_GROUP if left is None else max(2, min(AUTO_MAX_GROUP, left)),
+            "budget_s": round(self.profile_budget(), 3),
+        }
 
     def best_configs(self, n: int) -> list[Knobs]:
         """The proposals of the ``n`` best-scored searching trials, distinct, best first (ties: earlier trial)."""
@@ -353,6 +376,7 @@ class SubJobState:
             self.profiled_s += measuring
         if duration is not None and state is not TrialState.CANCELLED:
             self.durations.setdefault(trial.phase, RecentDurations()).add(duration)
+            self.trial_s += duration / trial.group_size
         if duration is not None and state is TrialState.COMPLETED:  # a whole training, not a stopped one
             self.timings.append((trial.proposal, max(0.0, duration - measuring), trial.group_size))
             self.timed += 1

@@ -141,16 +141,17 @@ def test_under_auto_a_structure_is_measured_once_and_its_groups_take_the_measure
     owner, plain = job(1, cap=1), PlanStep(None, {Policy.SHARE_PARAMS: False})
     a, b = '{"width": 8}', '{"width": 16}'  # structure keys
     state = fusing("auto", count=40)
-    assert not state.wants_profile(plain, a)  # no trial completed: what measuring may cost is unknown
-    state.add_finished(ActiveTrial(99, 0, {}), TrialState.COMPLETED, 0.5, 1.0, None)
+    assert not state.wants_profile(plain, a)  # no trial finished: no time to take a share of
+    state.add_finished(ActiveTrial(99, 0, {}), TrialState.COMPLETED, 0.5, 100.0, None)
     assert state.wants_profile(plain, a) and state.fusion_size(a, owner) == 1
     measuring = ActiveTrial(100, 0, {}, profiling=a)
     state.active[100] = measuring
     assert not state.wants_profile(plain, a)  # being measured: nobody else measures it
-    assert state.wants_profile(plain, b)  # another structure
+    assert not state.wants_profile(plain, b)  # another structure waits: one measurement at a time
     final = PlanStep(RetrainPhase.FINAL, {}, proposal={"lr": 0.1}, final=True)
     assert not state.wants_profile(final, b)  # a final trial never runs fused: nothing to measure
     del state.active[100]
+    assert state.wants_profile(plain, b)
     rates = {"1": 900.0, "2": 800.0, "4": 1500.0, "16": 2000.0}
     profile = {"max_group": 64, "samples_per_s": rates, "best": 16, "seconds": 2.0, "reason": None}
     state.add_finished(measuring, TrialState.COMPLETED, 0.5, 3.0, None, profile)
@@ -165,27 +166,35 @@ def test_under_auto_a_structure_is_measured_once_and_its_groups_take_the_measure
     assert not fusing("off").wants_profile(plain, a) and not fusing({"max_group": 4}).wants_profile(plain, a)
 
 
-def test_profiles_are_asked_for_no_larger_group_than_is_left_and_within_a_tenth_of_the_work() -> None:
+def test_profiles_are_asked_for_no_larger_group_than_is_left_and_within_a_share_of_the_time_trials_ran() -> None:
     plain, wide = PlanStep(None, {Policy.SHARE_PARAMS: False}), '{"width": 16}'
     state = fusing("auto", count=40)
-    # No trial has completed: nobody knows what measuring may cost against the trials.
-    assert state.profile_budget() is None and not state.wants_profile(plain, wide)
-    assert state.profile_request() == {"max_group": 40}
-    state.add_finished(ActiveTrial(100, 0, {"lr": 0.2}), TrialState.COMPLETED, 0.6, 2.0, None)
+    # No trial has finished: nothing to take a share of.
+    assert state.profile_budget() == 0 and not state.wants_profile(plain, wide)
+    assert state.profile_gate()[0] == "wait"
+    assert state.profile_request() == {"max_group": 40, "budget_s": 0}
+    state.add_finished(ActiveTrial(100, 0, {"lr": 0.2}), TrialState.COMPLETED, 0.6, 20.0, None)
     state.trials = 2
-    # 40 trials of 2 s: a tenth of those 80 s, for groups of up to the 38 trials left
-    assert state.profile_request() == {"max_group": 38, "budget_s": pytest.approx(PROFILE_SHARE * 40 * 2.0)}
-    assert state.wants_profile(plain, wide)
-    done = ActiveTrial(101, 1, {"lr": 0.1}, profiling='{"width": 8}')
-    measured = {"max_group": 38, "samples_per_s": {"1": 900.0}, "best": 1, "seconds": 7.5, "reason": None}
+    assert state.profile_budget() == pytest.approx(PROFILE_SHARE * 20.0)
+    assert state.profile_budget() < MIN_PROFILE_S  # 0.6 s: too little
+    assert not state.wants_profile(plain, wide) and state.profile_gate()[0] == "wait"
+    # A fused group of 4 that ran 160 s took one slot 160 s: 40 slot-seconds each.
+    for i in range(4):
+        state.add_finished(ActiveTrial(101 + i, 1, {}, group=101, group_size=4), TrialState.COMPLETED, 0.5, 160.0, None)
+    assert state.trial_s == pytest.approx(180.0)
+    # Groups of up to the 38 trials left, within 3% of the 180 s the trials ran
+    assert state.profile_request() == {"max_group": 38, "budget_s": pytest.approx(PROFILE_SHARE * 180.0)}
+    assert state.wants_profile(plain, wide) and state.profile_gate()[0] == "profile"
+    done = ActiveTrial(105, 2, {"lr": 0.1}, profiling='{"width": 8}')
+    measured = {"max_group": 38, "samples_per_s": {"1": 900.0, "2": 1900.0}, "best": 2, "seconds": 5.0, "reason": None}
     state.add_finished(done, TrialState.COMPLETED, 0.5, 9.5, None, measured)
-    # The planner learns the trial's training, without its 7.5 s of measuring; the budget, what is left.
-    assert [seconds for _, seconds, _ in state.timings] == [2.0, 2.0]
-    assert state.profile_budget() == pytest.approx(PROFILE_SHARE * 40 * 2.0 - 7.5)
+    # The planner learns the trial's training, without its 5 s of measuring; the budget, what is left.
+    assert [seconds for _, seconds, _ in state.timings][-1] == pytest.approx(4.5)
+    assert state.profile_budget() == pytest.approx(PROFILE_SHARE * 189.5 - 5.0)
     assert state.profile_budget() < MIN_PROFILE_S and not state.wants_profile(plain, wide)  # spent: borrowed
-    assert fusing("auto", count=None).profile_request() == {"max_group": AUTO_MAX_GROUP}  # the worker's limit
+    assert fusing("auto", count=None).profile_request()["max_group"] == AUTO_MAX_GROUP
     state = fusing("auto", count=40)
-    state.add_finished(ActiveTrial(100, 0, {}), TrialState.COMPLETED, 0.6, 2.0, None)
+    state.add_finished(ActiveTrial(100, 0, {}), TrialState.COMPLETED, 0.6, 200.0, None)
     state.trials = 39
     assert not state.wants_profile(plain, wide)  # the last trial: no group could use its measurement
 
@@ -198,7 +207,7 @@ def test_an_unmeasured_structure_borrows_the_size_of_the_nearest_measured_one() 
         trial = ActiveTrial(len(state.profiles), 0, {}, profiling=json.dumps(structure, sort_keys=True))
         rates = {"1": 100.0, str(best): 300.0}
         profile = {"max_group": 64, "samples_per_s": rates, "best": best, "seconds": 1.0, "reason": None}
-        state.add_finished(trial, TrialState.COMPLETED, 0.5, 1.0, None, profile)
+        state.add_finished(trial, TrialState.COMPLETED, 0.5, 100.0, None, profile)
 
     measured({"width": 32, "act": "relu"}, 16)
     measured({"width": 256, "act": "relu"}, 1)

@@ -276,6 +276,16 @@ class JobDriver(StoreSync):
             _rows.record_placements(self.engine, self.planner.method, due, now)
             self._outlooks.update({job_id: (now, outlook.fallback) for job_id, outlook in due.items()})
 
+    def _note_profiling(self, job: JobState, sub: SubJobState, now: float) -> None:
+        """Store the sub-job's fusion profiling decision on its job when it changed (profile, wait or skip):
+        a few writes a job, each with why, that the job's API JSON shows."""
+        kind, reason = sub.profile_gate()
+        if sub.profiling_decision == kind:
+            return
+        sub.profiling_decision = kind
+        decision = {"model": sub.model_name, "decision": kind, "reason": reason, "at": _rows.utc(now).isoformat()}
+        self._safely(_rows.record_profiling, self.engine, job.id, sub.id, decision)
+
     def _strategy(self, sub: SubJobState) -> Strategy | None:
         """The sub-job's strategy, built on first use from the records of its finished trials."""
         if sub.strategy is not None:
@@ -391,6 +401,8 @@ class JobDriver(StoreSync):
         structure = structure_key(config, knobs)
         plain = step.proposal is None and step.phase is None  # a plan's phase derives from no one trial
         trials = [_NewTrial(number, knobs, strategy.parent(number, pending) if plain else None)]
+        if sub.options.fusion == "auto" and sub.groupable(step):
+            self._note_profiling(job, sub, now)
         if sub.wants_profile(step, structure):
             trials[0] = dataclasses.replace(trials[0], profiling=structure)
         pin = {name: value for name, value in first.items() if is_structural(config, name)}

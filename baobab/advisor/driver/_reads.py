@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import Engine, Row, or_, select
 
+from baobab.advisor._budget import BudgetKey
 from baobab.advisor.driver._rows import leasable
 from baobab.store import (
     ID_BATCH,
@@ -22,6 +23,7 @@ from baobab.store import (
 
 __all__ = [
     "TRIAL_COLUMNS",
+    "earlier_profiles",
     "interim_metrics",
     "job_rows",
     "job_status",
@@ -107,6 +109,37 @@ def job_rows(engine: Engine, job_id: int) -> tuple[list[Row[Any]], list[Row[Any]
             select(*TRIAL_COLUMNS).join(Trial.sub_job).where(SubJob.train_job_id == job_id).order_by(Trial.id)
         ).all()
     return list(subs), list(trials)
+
+
+#: The latest fusion profiles of a template that :func:`earlier_profiles` reads.
+EARLIER_PROFILES = 20
+
+
+def earlier_profiles(engine: Engine, template_id: int, job_id: int, *, gpu: bool) -> tuple[int, ...]:
+    """The group sizes that the latest :data:`EARLIER_PROFILES` fusion profiles of template ``template_id``
+    measured in jobs other than ``job_id`` chose, latest first, counting only jobs on the same device kind
+    (GPU_COUNT above 0, or CPU slots): what :meth:`~baobab.advisor._scheduling.SubJobState.profile_gate`
+    learns from across jobs. A request not answered yet (no ``best``) tells nothing and is left out."""
+    chosen: list[int] = []
+    with session_scope(engine) as session:
+        rows = session.execute(
+            select(Trial.fusion_profile, TrainJob.budget)
+            .join(SubJob, Trial.sub_job_id == SubJob.id)
+            .join(TrainJob, SubJob.train_job_id == TrainJob.id)
+            .where(
+                SubJob.model_template_id == template_id,
+                SubJob.train_job_id != job_id,
+                Trial.fusion_profile.is_not(None),
+            )
+            .order_by(Trial.id.desc())
+        )
+        for profile, budget in rows:
+            best = profile.get("best") if isinstance(profile, dict) else None
+            if isinstance(best, int) and bool((budget or {}).get(BudgetKey.GPU_COUNT)) == gpu:
+                chosen.append(best)
+                if len(chosen) == EARLIER_PROFILES:
+                    break
+    return tuple(chosen)
 
 
 def interim_metrics(engine: Engine, trial_ids: Sequence[int], *, after: int = 0) -> list[Row[Any]]:

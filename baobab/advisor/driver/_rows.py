@@ -26,6 +26,7 @@ from baobab.store import (
     finish_train_job,
     fuse_trials,
     record_train_job_placement,
+    record_train_job_profiling,
     request_train_job_stop,
     requeue_trial,
     session_scope,
@@ -41,6 +42,7 @@ __all__ = [
     "insert_trials",
     "leasable",
     "record_placements",
+    "record_profiling",
     "release_leases",
     "renew_leases",
     "start_job",
@@ -129,6 +131,12 @@ def record_placements(engine: Engine, method: str, outlooks: Mapping[int, Outloo
             if outlook.finish_in_s is not None:
                 prediction = (utc(now), utc(now + outlook.finish_in_s), outlook.utilisation or 0.0)
             record_train_job_placement(session, job_id, method=method, fallback=outlook.fallback, prediction=prediction)
+
+
+def record_profiling(engine: Engine, job_id: int, sub_job_id: int, decision: Mapping[str, Any]) -> None:
+    """The driver's new fusion profiling decision for a sub-job (see ``SubJobState.profile_gate``)."""
+    with session_scope(engine) as session:
+        record_train_job_profiling(session, job_id, sub_job_id, dict(decision))
 
 
 def end_job(

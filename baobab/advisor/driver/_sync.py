@@ -13,10 +13,11 @@ from typing import Any
 
 from sqlalchemy import Row
 
+from baobab.advisor._budget import parse_budget
 from baobab.advisor._scheduling import JobState, StopCause, SubJobState
 from baobab.advisor.driver import _rows
 from baobab.advisor.driver._core import DriverCore
-from baobab.advisor.driver._reads import job_rows, job_statuses, jobs_to_adopt, trial_rows
+from baobab.advisor.driver._reads import earlier_profiles, job_rows, job_statuses, jobs_to_adopt, trial_rows
 from baobab.advisor.driver._replay import job_state, lost_outcome, replay_trials, sub_job_state
 from baobab.exceptions import StoreError
 from baobab.store import JobStatus, TrainJob, TrialState
@@ -111,10 +112,14 @@ class StoreSync(DriverCore):
             logger.info("job %s (%s v%s): taken up", row.id, row.app, row.app_version)
         job, options = job_state(row, status, started_at, now, cpu_slots=self.settings.cpu_slots, grace_s=self.grace_s)
         subs, trials = job_rows(self.engine, row.id)
+        gpu = parse_budget(row.budget).gpu_count > 0
         for sub_row, model_name, knob_config_text in subs:
-            job.sub_jobs[sub_row.id] = sub_job_state(
+            sub = job.sub_jobs[sub_row.id] = sub_job_state(
                 sub_row, model_name, knob_config_text, job, options, self.max_errors
             )
+            if options.fusion == "auto":  # what profiles of its template chose before, on this device kind
+                sub.device_kind = "gpu" if gpu else "cpu"
+                sub.earlier_profiles = earlier_profiles(self.engine, sub_row.model_template_id, row.id, gpu=gpu)
         lost = replay_trials(job, trials, held, self.max_attempts)
         for sub in job.sub_jobs.values():
             self._write_updates(sub)

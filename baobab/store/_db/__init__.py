@@ -35,11 +35,13 @@ from baobab.store._db._job_rows import (
     finish_sub_job,
     finish_train_job,
     record_train_job_placement,
+    record_train_job_profiling,
     request_train_job_stop,
     start_train_job,
     sub_job_seed,
 )
 from baobab.store._db._leases import RELEASED, Lease
+from baobab.store._db._login_failures import release_login_attempt, reserve_login_attempt
 from baobab.store._db._migrate import check_schema, current_revision, head_revision, upgrade_database
 from baobab.store._db._tables import (
     Base,
@@ -125,11 +127,14 @@ __all__ = [
     "InterimMetric",
     "JobStatus",
     "Lease",
+    "release_login_attempt",
+    "reserve_login_attempt",
     "mark_inference_job_stopped",
     "ModelAccess",
     "ModelTemplate",
     "RELEASED",
     "record_train_job_placement",
+    "record_train_job_profiling",
     "request_train_job_stop",
     "request_trial_stop",
     "requeue_trial",

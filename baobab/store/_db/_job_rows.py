@@ -36,6 +36,7 @@ __all__ = [
     "finish_sub_job",
     "finish_train_job",
     "record_train_job_placement",
+    "record_train_job_profiling",
     "request_train_job_stop",
     "start_train_job",
     "sub_job_seed",
@@ -184,7 +185,26 @@ def record_train_job_placement(
     if prediction is not None:
         at, finish, utilisation = prediction
         predictions.append([at.isoformat(), finish.isoformat(), round(utilisation, 4)])
-    job.placement = {"method": method, "fallback": fallback, "predictions": predictions[-PLACEMENT_PREDICTIONS:]}
+    job.placement = {
+        **(job.placement or {}),  # keeps the driver's fusion profiling decisions (record_train_job_profiling)
+        "method": method,
+        "fallback": fallback,
+        "predictions": predictions[-PLACEMENT_PREDICTIONS:],
+    }
+    return True
+
+
+def record_train_job_profiling(session: Session, job_id: int, sub_job_id: int, decision: dict[str, Any]) -> bool:
+    """Store the driver's latest fusion profiling decision for one sub-job of an unfinished job (fusion
+    "auto": whether its trials measure fusion profiles, and why) under ``placement["profiling"]``, by
+    sub-job id; True if the job was unfinished. The placement column holds how the driver places the
+    job's trials, the planner's outlook and this alike (no column of its own)."""
+    job = session.get(TrainJob, job_id, with_for_update=True)
+    if job is None or job.status not in JobStatus.UNFINISHED:
+        return False
+    placement = dict(job.placement or {})
+    placement["profiling"] = {**placement.get("profiling", {}), str(sub_job_id): dict(decision)}
+    job.placement = placement
     return True
 
 
