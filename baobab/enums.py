@@ -19,6 +19,7 @@ __all__ = [
     "ModelAccess",
     "RevisionAction",
     "Task",
+    "TimePhase",
     "TrialState",
     "UserRole",
 ]
@@ -118,6 +119,25 @@ class TrialState(enum.StrEnum):
     def is_scored(self) -> bool:
         """True when the trial ended with a score that counts: COMPLETED, or STOPPED early."""
         return self in TrialState.SCORED
+
+
+class TimePhase(enum.StrEnum):
+    """Where a trial's time went (``Trial.time_breakdown``, a job's time breakdown, the workers' metrics).
+
+    The worker measures every phase but :attr:`WAIT`, which the API reads from the trial's
+    row (created to started). Each second of a trial's run counts in one phase only: a
+    phase inside another (warm start and data loading happen inside ``train()``) is taken
+    out of the outer one.
+    """
+
+    WAIT = "wait"  # waiting for a slot: from the trial's row being created to its claim
+    FETCH = "fetch"  # data loading: the template and datasets fetched, datasets decoded and preprocessed
+    WARM_START = "warm_start"  # zoo lookup and weight transform
+    PROFILE = "profile"  # measuring fusion, when the job asks (fusion "auto")
+    BUILD = "build"  # seeding, the model's constructor, reading shared parameters
+    TRAIN = "train"
+    EVALUATE = "evaluate"  # evaluate(), dumping the parameters and checking that they reload
+    STORE = "store"  # saving the parameters to the artifact store (and, in the metrics, the final state)
 
 
 TrialState.UNFINISHED = frozenset({TrialState.PENDING, TrialState.RUNNING})

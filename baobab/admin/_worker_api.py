@@ -37,6 +37,7 @@ from baobab.admin._downloads import send_artifact
 from baobab.admin._fusion_profile import FUSION_PROFILE_SCHEMA, fusion_profile_field
 from baobab.admin._openapi import api_doc
 from baobab.admin._state import admin_state
+from baobab.admin._train_job_time import TIME_BREAKDOWN_SCHEMA, time_breakdown_field
 from baobab.exceptions import NotFoundError, RequestError
 from baobab.store import (
     ClaimRefused,
@@ -148,6 +149,10 @@ _FINISH_BODY = {
         "fusion_profile": {
             "anyOf": [FUSION_PROFILE_SCHEMA, {"type": "null"}],
             "description": "the claim's fusion_profile request with what the worker measured, whatever the state",
+        },
+        "time_breakdown": {
+            "anyOf": [TIME_BREAKDOWN_SCHEMA, {"type": "null"}],
+            "description": "the seconds the run spent per phase, whatever the state",
         },
         "params_path": {"type": ["string", "null"]},
         "error": {"type": ["string", "null"]},
@@ -379,6 +384,7 @@ def finish(trial_id: int) -> dict[str, Any]:
             field="architecture",
         )
     fusion_profile = fusion_profile_field(body, "fusion_profile")
+    time_breakdown = time_breakdown_field(body, "time_breakdown")
     texts = {name: _optional(body, name, lambda v: isinstance(v, str), "a string") for name in _TEXTS}
     metrics, logs = _records(body)
     nxt = _next_claim(body)
@@ -396,6 +402,7 @@ def finish(trial_id: int) -> dict[str, Any]:
             score=None if score is None else float(score),
             architecture=architecture,
             fusion_profile=fusion_profile,
+            time_breakdown=time_breakdown,
             **texts,
         )
         if nxt is not None:

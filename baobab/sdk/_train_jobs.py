@@ -83,6 +83,20 @@ class TrainJobs(Transport):
         """Your train jobs (all for an admin), newest first; ``app`` filters."""
         return self._call("GET", "/train_jobs", params=query_params(app=app))["train_jobs"]
 
+    def get_time_breakdown(self, app: str, version: int | None = None, *, owner_id: int | None = None) -> Json:
+        """Where a job's time went: the seconds its trials spent per phase, in all and per sub-job.
+
+        The answer's ``seconds`` maps each phase to seconds, in the order of ``phases``: ``wait``
+        (for a slot), ``fetch`` (data loading), ``warm_start`` (zoo lookup and weight transform),
+        ``profile`` (fusion profiling), ``build``, ``train``, ``evaluate`` and ``store`` (saving
+        parameters); ``total_s`` is their sum, ``trials`` the trials counted, and ``sub_jobs`` the
+        same per template. A large share in one phase says where a job's budget went: with 27% in
+        ``profile``, say, measuring fusion cost more than it could save. The latest version when
+        ``version`` is None; ``owner_id`` as for :meth:`get_train_job`.
+        """
+        path = job_path(app, self._version(app, version, owner_id)) + "/time_breakdown"
+        return self._call("GET", path, params=query_params(owner_id=owner_id))
+
     def stop_train_job(self, app: str, version: int | None = None, *, owner_id: int | None = None) -> Json:
         """Asks a job to stop (it goes STOPPING, then STOPPED); a finished job is answered unchanged.
 

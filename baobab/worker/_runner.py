@@ -29,6 +29,9 @@ the rules are :mod:`baobab.store._db._trial_rows`'):
    (what the web UI draws), ERRORED (``error`` a one-line reason, ``traceback``
    the template's) or INVALID, the same way, when the template raised
    :class:`~baobab.exceptions.InvalidArchitectureError`.
+   Every final state carries the trial's ``time_breakdown``: the seconds it spent in each
+   :class:`~baobab.enums.TimePhase` up to then (see :func:`_timed` for how a fused group's
+   shared work is split between its members).
 
 The trial's steps (seeding, calls into the template, score and parameter checks) are
 the dev runner's (:mod:`baobab.worker._trial_process`), so a template behaves the same
@@ -225,6 +228,7 @@ class _Trial:
     def failed(self, error: str, details: str, state: TrialState = TrialState.ERRORED) -> TrialOutcome:
         """End the trial unscored: ERRORED, or INVALID (its architecture cannot be built)."""
         fields = {"error": error, "traceback": details or None, **self._measured(), **self._unsent()}
+        fields["time_breakdown"] = dict(self.phases)
         with _timed([self], Phase.STORE):
             status = self._finish(state, fields, lambda _: None)
         gc.collect()  # what a failed template left in reference cycles (a MemoryError's arrays) goes now
@@ -298,7 +302,7 @@ class _Trial:
         reads score, parameters and owner from the row); another may send it with the next claim.
         """
         fields = {"score": trained.score, "params_path": key, "architecture": trained.architecture}
-        fields.update(self._measured(), **self._unsent())
+        fields.update(self._measured(), **self._unsent(), time_breakdown=dict(self.phases))
         state = TrialState.COMPLETED
         if trained.stop_reason is not None:
             state = TrialState.STOPPED
@@ -339,15 +343,43 @@ class _GroupLog:
 
 @contextlib.contextmanager
 def _timed(trials: Sequence[_Trial], phase: Phase) -> Iterator[None]:
-    """Add the block's duration to ``phase`` of each of ``trials`` (all the members of a fused group, for
-    what they do together), whether it raises or not."""
+    """Count the block's duration (a monotonic clock) in ``phase`` of ``trials``, whether it raises or not.
+
+    Each second counts once, in one phase of one trial, so that a job's phases add up to the
+    time its trials held their slots:
+
+    - a block of several trials (what the members of a fused group do together: fetching
+      their inputs, training as one stack) is split evenly between them;
+    - what a nested block counted (a member's own warm start or data loading inside the
+      group's training, say) is taken out first, so it is not counted twice: the outer
+      phase shares only the rest.
+    """
     started = time.perf_counter()
+    before = sum(sum(trial.phases.values()) for trial in trials)
     try:
         yield
     finally:
         seconds = time.perf_counter() - started
+        nested = sum(sum(trial.phases.values()) for trial in trials) - before
+        share = max(0.0, seconds - nested) / len(trials)
         for trial in trials:
-            trial.phases[phase] = trial.phases.get(phase, 0.0) + seconds
+            trial.phases[phase] = trial.phases.get(phase, 0.0) + share
+
+
+def _timed_call(trial: _Trial, phase: Phase, call: Callable[..., Any]) -> Callable[..., Any]:
+    """``call``, counting its time in ``phase`` of ``trial`` (it runs inside a template's ``train()``)."""
+
+    @functools.wraps(call)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        with _timed([trial], phase):
+            return call(*args, **kwargs)
+
+    return timed
+
+
+def _plain_load(path: str, load: Callable[[], tuple[Any, Any]]) -> tuple[Any, Any]:
+    """``TrialContext.data_loader`` without a data cache: the template loads the dataset itself."""
+    return load()
 
 
 def _log_to_current(line: str) -> None:
@@ -563,15 +595,19 @@ def _build(
         if zoo is not None and _warm_starts(claim):
             from baobab.zoo import make_warm_starter
 
-            context.warm_starter = make_warm_starter(zoo, trial_id=claim.trial_id, seed=seed, model=model)
+            starter = make_warm_starter(zoo, trial_id=claim.trial_id, seed=seed, model=model)
+            context.warm_starter = _timed_call(trial, Phase.WARM_START, starter)
         context.zoo_params = _zoo_params(zoo, claim.trial_id)
+        loader = _plain_load
         if resources.data is not None:
-            context.data_loader = resources.data.loader(
+            loader = resources.data.loader(
                 model,
                 template=f"{claim.template_checksum}:{claim.class_name}",
                 datasets={train_path: claim.train_checksum, val_path: claim.val_checksum},
                 log=context.log,
             )
+        # A TorchModel loads its datasets through it (in train() and evaluate()): data loading, timed.
+        context.data_loader = _timed_call(trial, Phase.FETCH, loader)
     return _Built(model, knobs, train_args, shared, zoo)
 
 

@@ -12,28 +12,20 @@ checked here rather than trusted.
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import Counter, Histogram
 
-from baobab.enums import TrialState
+from baobab.enums import TimePhase, TrialState
 
 __all__ = ["PHASE_SECONDS", "TRIALS", "Phase", "record_trial"]
 
 
-class Phase(enum.StrEnum):
-    """A part of running a trial. The members of a fused group share their fetch and their training: each
-    counts the whole of it."""
-
-    FETCH = "fetch"  # the template and the datasets, from the cache or the artifact store
-    PROFILE = "profile"  # measuring fusion, when the job asks (fusion "auto")
-    BUILD = "build"  # seeding, the model's constructor, shared parameters and warm start
-    TRAIN = "train"
-    EVALUATE = "evaluate"  # evaluate(), dumping the parameters and checking that they reload
-    STORE = "store"  # the parameters to the artifact store and the final state to the API
+#: The phases of a trial (the worker measures all but ``WAIT``). The members of a fused group share
+#: their fetch and their training: each counts its share of it (see ``baobab.worker._runner._timed``).
+Phase = TimePhase
 
 
 _PHASES = frozenset(phase.value for phase in Phase)

@@ -141,3 +141,31 @@ def test_0014_adds_the_index_of_a_jobs_trials_by_state_and_score_and_takes_it_aw
     assert trial_indexes()["ix_trials_sub_job_id_status_score"] == ["sub_job_id", "status", "score"]
     _migrate(db_url, "0013", down=True)
     assert "ix_trials_sub_job_id_status_score" not in trial_indexes()
+
+
+def test_0015_adds_the_trials_time_breakdown_keeping_their_rows_and_takes_it_away(db_url: str) -> None:
+    def trial_columns() -> set[str]:
+        engine = create_engine_from_url(db_url)
+        try:
+            return {column["name"] for column in inspect(engine).get_columns("trials")}
+        finally:
+            engine.dispose()
+
+    _migrate(db_url, "0011")
+    engine = create_engine_from_url(db_url)
+    try:
+        with engine.begin() as connection:
+            _, trials = _rows_at_0011(connection)  # trials that inference members point at
+        _migrate(db_url, "0014")
+        assert "time_breakdown" not in trial_columns()
+        _migrate(db_url, "0015")
+        assert "time_breakdown" in trial_columns()
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT id, time_breakdown FROM trials ORDER BY id")).all()
+        assert [tuple(row) for row in rows] == [(trial_id, None) for trial_id in trials]
+        _migrate(db_url, "0014", down=True)
+        assert "time_breakdown" not in trial_columns()
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT count(*) FROM trials")).scalar() == len(trials)
+    finally:
+        engine.dispose()

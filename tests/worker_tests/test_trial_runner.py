@@ -64,6 +64,11 @@ def test_a_good_trial_completes_with_score_params_metrics_and_logs(
     assert all(seconds > 0 for seconds in outcome.phases.values()), outcome.phases
     trial = platform.trial(trial_id)
     assert trial.status is TrialState.COMPLETED and trial.score == 0.75
+    # Stored with the final state: each phase up to the parameters saved (the final state's own
+    # request, which carried them, counts in the metrics only).
+    assert trial.time_breakdown is not None and set(trial.time_breakdown) == set(outcome.phases)
+    assert all(trial.time_breakdown[p] == outcome.phases[p] for p in ("fetch", "build", "train", "evaluate"))
+    assert 0 < trial.time_breakdown["store"] < outcome.phases["store"]
     assert trial.worker == "test-worker" and trial.attempts == 1
     assert trial.started_at is not None and trial.finished_at is not None and trial.started_at <= trial.finished_at
     assert trial.error is None and trial.traceback is None
@@ -102,6 +107,7 @@ def test_a_failing_template_ends_the_trial_errored(
     assert set(outcome.phases) == reached
     trial = platform.trial(trial_id)
     assert trial.status is TrialState.ERRORED and trial.error == error
+    assert trial.time_breakdown is not None and set(trial.time_breakdown) == reached - {"store"}
     assert trial.score is None and trial.params_path is None and trial.finished_at is not None
     assert not platform.artifacts.exists(params_key(trial_id))
     assert "step one done" in platform.logs(trial_id)  # what it logged before failing is kept

@@ -242,6 +242,9 @@ class Trial(Base):
     # ({"max_group": K}), then the worker's measurement (baobab.model.FusionProfile.to_json()
     # plus the request). The sub-job's later groups are sized by it.
     fusion_profile: Mapped[dict[str, Any] | None]
+    # Where the run's time went: seconds per phase the worker measured (baobab.enums.TimePhase
+    # values but "wait", which created_at and started_at give), stored with the final state.
+    time_breakdown: Mapped[dict[str, Any] | None]
 
     sub_job: Mapped[SubJob] = relationship(back_populates="trials")
 

@@ -224,6 +224,7 @@ _FINISH = (
         traceback=_param("b_traceback", "traceback"),
         architecture=_param("b_architecture", "architecture"),
         fusion_profile=_param("b_fusion_profile", "fusion_profile"),
+        time_breakdown=_param("b_time_breakdown", "time_breakdown"),
     )
 )
 _STATE = select(_trials.c.status, _trials.c.heartbeat_at, _trials.c.worker).where(_trials.c.id == bindparam("b_id"))
@@ -341,12 +342,14 @@ def finish_trial(
     log_line: str | None = None,
     architecture: Mapping[str, Any] | None = None,
     fusion_profile: Mapping[str, Any] | None = None,
+    time_breakdown: Mapping[str, float] | None = None,
 ) -> TrialState | None:
     """Store the final state while the claim ``attempt`` is current (any claim when None).
 
     ``architecture`` is a SpaceModel trial's mutation record (``MutationRecord.to_json()``).
     ``fusion_profile`` is what the claim asked to measure with the measurement, whatever
     the state (the worker measures before training); it replaces the request.
+    ``time_breakdown`` is the seconds the run spent per phase (``baobab.enums.TimePhase``).
 
     Returns the state the trial has now: ``status`` when it was stored, else what
     someone else stored (CANCELLED, or a take-over's RUNNING), None when the row is gone.
@@ -370,6 +373,7 @@ def finish_trial(
             log_line=log_line,
             architecture=architecture,
             fusion_profile=fusion_profile,
+            time_breakdown=time_breakdown,
         )
 
 
@@ -387,6 +391,7 @@ def finish_trial_in(
     log_line: str | None = None,
     architecture: Mapping[str, Any] | None = None,
     fusion_profile: Mapping[str, Any] | None = None,
+    time_breakdown: Mapping[str, float] | None = None,
 ) -> TrialState | None:
     """:func:`finish_trial` in the caller's ``session`` (committed by the caller)."""
     if status not in TrialState.RUN_OUTCOMES:
@@ -407,6 +412,7 @@ def finish_trial_in(
         "b_traceback": traceback,
         "b_architecture": None if architecture is None else dict(architecture),
         "b_fusion_profile": None if fusion_profile is None else dict(fusion_profile),
+        "b_time_breakdown": None if time_breakdown is None else dict(time_breakdown),
     }
     if session.execute(_FINISH, values).rowcount != 1:
         return session.execute(select(_trials.c.status).where(_trials.c.id == trial_id)).scalar()
