@@ -171,7 +171,8 @@ def _container_pool(settings: Settings, engine: Any) -> Any:
     if settings.executor is Executor.KUBERNETES:
         from baobab.worker import KubernetesPool, KubernetesPoolConfig, kubernetes_api
 
-        return KubernetesPool(engine, kubernetes_api(), KubernetesPoolConfig.from_env(), cpu_slots=settings.cpu_slots)
+        pool = KubernetesPoolConfig.from_settings(settings)
+        return KubernetesPool(engine, kubernetes_api(), pool, cpu_slots=settings.cpu_slots)
     return None
 
 

@@ -24,15 +24,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client, config
 from sqlalchemy.engine import Engine
 
+from baobab._settings import Settings
 from baobab.worker._pool import Unit, plan, run_reconciler
 
 __all__ = ["KubernetesPool", "KubernetesPoolConfig", "kubernetes_api"]
@@ -59,8 +58,8 @@ class KubernetesPoolConfig:
 
     ``release`` is the chart's full name (``<release>-baobab``): the worker Deployments are
     ``<release>-worker-cpu`` and ``<release>-worker-gpu``, the advisor ``<release>-advisor``.
-    The defaults come from the env the chart gives the advisor (``K8S_NAMESPACE``,
-    ``K8S_RELEASE``).
+    The advisor's come from its settings (``BAOBAB_K8S_NAMESPACE``, ``BAOBAB_K8S_RELEASE``, ...),
+    which the chart sets.
     """
 
     namespace: str
@@ -74,37 +73,19 @@ class KubernetesPoolConfig:
     predictor_target_cpu: int = 70
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> KubernetesPoolConfig:
-        """From the variables the chart gives the advisor (``K8S_NAMESPACE``, ``K8S_RELEASE``, ...)."""
-        env = os.environ if environ is None else environ
-        ints = {
-            "gpus_per_pod": "K8S_GPUS_PER_POD",
-            "slots_per_pod": "K8S_SLOTS_PER_POD",
-            "max_gpu_pods": "K8S_MAX_GPU_PODS",
-            "max_cpu_pods": "K8S_MAX_CPU_PODS",
-            "predictor_min_pods": "K8S_PREDICTOR_MIN_PODS",
-            "predictor_max_pods": "K8S_PREDICTOR_MAX_PODS",
-            "predictor_target_cpu": "K8S_PREDICTOR_TARGET_CPU",
-        }
-        values: dict[str, Any] = {
-            "namespace": env.get("K8S_NAMESPACE", "default"),
-            "release": env.get("K8S_RELEASE", "baobab"),
-        }
-        for field, name in ints.items():
-            if env.get(name):
-                try:
-                    values[field] = int(env[name])
-                except ValueError:
-                    raise ValueError(f"{name}={env[name]!r}: expected a whole number") from None
-        pool = cls(**values)
-        if pool.predictor_min_pods < 1 or pool.predictor_max_pods < pool.predictor_min_pods:
-            raise ValueError(
-                f"K8S_PREDICTOR_MIN_PODS={pool.predictor_min_pods} and "
-                f"K8S_PREDICTOR_MAX_PODS={pool.predictor_max_pods}: expected 1 <= min <= max"
-            )
-        if not 1 <= pool.predictor_target_cpu <= 100:
-            raise ValueError(f"K8S_PREDICTOR_TARGET_CPU={pool.predictor_target_cpu}: expected a percentage, 1 to 100")
-        return pool
+    def from_settings(cls, settings: Settings) -> KubernetesPoolConfig:
+        """From the ``BAOBAB_K8S_*`` settings the chart gives the advisor (checked there, with the rest)."""
+        return cls(
+            namespace=settings.k8s_namespace,
+            release=settings.k8s_release,
+            gpus_per_pod=settings.k8s_gpus_per_pod,
+            slots_per_pod=settings.k8s_slots_per_pod,
+            max_gpu_pods=settings.k8s_max_gpu_pods,
+            max_cpu_pods=settings.k8s_max_cpu_pods,
+            predictor_min_pods=settings.k8s_predictor_min_pods,
+            predictor_max_pods=settings.k8s_predictor_max_pods,
+            predictor_target_cpu=settings.k8s_predictor_target_cpu,
+        )
 
     @property
     def autoscaled(self) -> bool:
@@ -268,7 +249,8 @@ class KubernetesPool:
             livenessProbe={"tcpSocket": {"port": "http"}, "periodSeconds": 20},
             readinessProbe={"tcpSocket": {"port": "http"}, "periodSeconds": 10},
         )
-        container["env"] = [e for e in container.get("env", []) if e["name"] not in ("K8S_NAMESPACE", "K8S_RELEASE")]
+        # the pool's settings are the advisor's business, not a predictor's
+        container["env"] = [e for e in container.get("env", []) if not e["name"].startswith("BAOBAB_K8S_")]
         deployment = {
             "apiVersion": "apps/v1",
             "kind": "Deployment",

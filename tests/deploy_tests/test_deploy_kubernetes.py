@@ -6,10 +6,13 @@ objects it leaves there as jobs start and end.
 
 from __future__ import annotations
 
+import re
+
 import kubernetes_validate
 import pytest
 from test_deploy_helm import KUBE_VERSION, by_kind, render
 
+from baobab import Settings, SettingsError
 from baobab.store import JobStatus
 from baobab.worker._kubernetes import JOB_LABEL, MANAGED_LABEL, KubernetesPool, KubernetesPoolConfig
 
@@ -83,6 +86,7 @@ def test_each_inference_job_gets_a_predictor_deployment_and_service_removed_when
     assert container.args[-5:] == ["8200", "--advertise", f"{RELEASE}-predictor-{first}.ml.svc", "--job", str(first)]
     env = {e.name for e in container.env}
     assert {"BAOBAB_DATABASE_URL", "BAOBAB_SECRET_KEY", "BAOBAB_BROKER_URL"} <= env
+    assert not {name for name in env if name.startswith("BAOBAB_K8S_")}  # the pool is the advisor's business
     assert deployment.spec.template.spec.service_account_name is None  # no API rights for predictors
     # scraped on the port it serves /predict on; none of the advisor's pod (whose spec it copies) is left
     assert deployment.spec.template.metadata.annotations == {
@@ -160,33 +164,43 @@ def test_a_release_without_gpu_workers_is_left_alone(jobs, kube):
 def test_the_pool_config_comes_from_what_the_chart_gives_the_advisor():
     docs, _ = render({"executor": "kubernetes", "workers": {"gpu": {"enabled": True, "gpusPerPod": 4, "replicas": 3}}})
     advisor = by_kind(docs, "Deployment")[f"{RELEASE}-advisor"]["spec"]["template"]["spec"]["containers"][0]
-    environ = {e["name"]: e["value"] for e in advisor["env"] if e["name"].startswith("K8S_") and "value" in e}
-    environ["K8S_NAMESPACE"] = "ml"  # the chart has the downward API fill it in
-    assert KubernetesPoolConfig.from_env(environ) == KubernetesPoolConfig(
+    environ = _pool_environ(advisor)
+    environ["BAOBAB_K8S_NAMESPACE"] = "ml"  # the chart has the downward API fill it in
+    assert KubernetesPoolConfig.from_settings(Settings.from_env(environ)) == KubernetesPoolConfig(
         namespace="ml", release=RELEASE, gpus_per_pod=4, slots_per_pod=2, max_gpu_pods=3, max_cpu_pods=1
     )
-    with pytest.raises(ValueError, match="K8S_GPUS_PER_POD='two'"):
-        KubernetesPoolConfig.from_env({"K8S_GPUS_PER_POD": "two"})
+    with pytest.raises(SettingsError, match="BAOBAB_K8S_GPUS_PER_POD='two'"):
+        Settings.from_env({"BAOBAB_K8S_GPUS_PER_POD": "two"})
 
 
 def test_the_charts_predictor_autoscaling_reaches_the_advisor_and_bad_bounds_are_refused():
     values = {"executor": "kubernetes", "predictor": {"autoscaling": {"minPods": 2, "maxPods": 8}}}
     docs, _ = render(values)
     advisor = by_kind(docs, "Deployment")[f"{RELEASE}-advisor"]["spec"]["template"]["spec"]["containers"][0]
-    environ = {e["name"]: e["value"] for e in advisor["env"] if e["name"].startswith("K8S_") and "value" in e}
-    config = KubernetesPoolConfig.from_env(environ)
+    config = KubernetesPoolConfig.from_settings(Settings.from_env(_pool_environ(advisor)))
     assert (config.predictor_min_pods, config.predictor_max_pods, config.predictor_target_cpu) == (2, 8, 70)
     assert config.autoscaled
     rules = by_kind(docs, "Role")[f"{RELEASE}-advisor"]["rules"]
     assert {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"]} in [
         {k: rule[k] for k in ("apiGroups", "resources")} for rule in rules
     ]
-    with pytest.raises(ValueError, match="K8S_PREDICTOR_MIN_PODS=3 and K8S_PREDICTOR_MAX_PODS=2"):
-        KubernetesPoolConfig.from_env({"K8S_PREDICTOR_MIN_PODS": "3", "K8S_PREDICTOR_MAX_PODS": "2"})
-    with pytest.raises(ValueError, match="K8S_PREDICTOR_MIN_PODS=0"):
-        KubernetesPoolConfig.from_env({"K8S_PREDICTOR_MIN_PODS": "0"})
-    with pytest.raises(ValueError, match="K8S_PREDICTOR_TARGET_CPU=0"):
-        KubernetesPoolConfig.from_env({"K8S_PREDICTOR_TARGET_CPU": "0"})
+    bad = [
+        (
+            {"MIN_PODS": "3", "MAX_PODS": "2"},
+            "BAOBAB_K8S_PREDICTOR_MIN_PODS=3 is more than BAOBAB_K8S_PREDICTOR_MAX_PODS=2",
+        ),
+        ({"MIN_PODS": "0"}, "BAOBAB_K8S_PREDICTOR_MIN_PODS='0': expected an integer >= 1"),
+        ({"TARGET_CPU": "0"}, "BAOBAB_K8S_PREDICTOR_TARGET_CPU='0': expected an integer >= 1"),
+        ({"TARGET_CPU": "101"}, "BAOBAB_K8S_PREDICTOR_TARGET_CPU=101: expected a percentage, 1 to 100"),
+    ]
+    for given, message in bad:
+        with pytest.raises(SettingsError, match=re.escape(message)):
+            Settings.from_env({f"BAOBAB_K8S_PREDICTOR_{name}": value for name, value in given.items()})
+
+
+def _pool_environ(advisor: dict) -> dict[str, str]:
+    """The pool's settings the chart gives the advisor container (those with a literal value)."""
+    return {e["name"]: e["value"] for e in advisor["env"] if e["name"].startswith("BAOBAB_K8S_") and "value" in e}
 
 
 def test_two_advisors_racing_to_the_same_predictor_both_carry_on(jobs, kube, monkeypatch):
