@@ -10,7 +10,7 @@ WEB_DEPS := web/node_modules/.package-lock.json
 WEB_DIST := baobab/admin/web_dist/index.html
 WEB_SRC  := web/package.json web/index.html web/vite.config.ts web/tsconfig.json $(shell find web/src -type f 2>/dev/null)
 
-.PHONY: images docker-engine install test lint demo fashion-mnist chromium web web-test bench-strategies bench-spaces bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping bench-shared-data bench-fusion bench-automl-budget bench-placement bench-scale bench-serving bench-serving-fused clean
+.PHONY: images docker-engine install test test-fast wheel lint demo fashion-mnist chromium web web-test bench-strategies bench-spaces bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping bench-shared-data bench-fusion bench-automl-budget bench-placement bench-scale bench-serving bench-serving-fused clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,13 @@ $(WEB_DIST): $(WEB_DEPS) $(WEB_SRC)
 
 web: $(WEB_DIST)
 
+# The installable package, dist/baobab-<version>-py3-none-any.whl, with the web UI built in
+# (package-data admin/web_dist). No build isolation: the venv's pinned setuptools builds it,
+# so nothing is fetched; build/ goes first so no module deleted since the last build slips in.
+wheel: $(STAMP) web
+	rm -rf build dist/baobab-*.whl
+	$(BIN)/python -m build --wheel --no-isolation --outdir dist .
+
 # Component tests of the UI (vitest, jsdom).
 web-test: $(WEB_DEPS)
 	cd web && npm test
@@ -39,6 +46,13 @@ test: $(STAMP) fashion-mnist web chromium docker-engine
 	$(BIN)/mypy baobab
 	cd web && npm test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The fast loop: the tests that need no service of the machine (SQLite, local processes, no
+# PostgreSQL, Redis, RabbitMQ, Docker, Chromium, emulated Kubernetes, wheel install or minutes of
+# training; tests/conftest.py marks them), without the linters. `make test` is the full suite CI runs.
+FAST_DESELECT := not (slow or postgres or redis or rabbitmq or docker or browser or kubernetes or package)
+test-fast: $(STAMP) web
+	$(BIN)/python -m pytest -m '$(FAST_DESELECT)' $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check baobab tests examples bench

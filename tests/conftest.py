@@ -27,6 +27,32 @@ from baobab.testing import missing_part
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
 
 
+#: The marker of each fixture that needs a service of the machine (``make test-fast`` deselects them).
+SERVICE_FIXTURES = {
+    "_postgres_admin": "postgres",
+    "redis_url": "redis",
+    "rabbitmq_url": "rabbitmq",
+    "docker_client": "docker",
+    "chromium": "browser",
+    "kube": "kubernetes",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks each test with the services its fixtures need, so no test file has to say it again.
+
+    ``db_url``'s PostgreSQL case asks for its server at run time (``getfixturevalue``), so it is
+    told by its parameter, which every fixture built on ``db_url`` carries along.
+    """
+    for item in items:
+        needed = {marker for name, marker in SERVICE_FIXTURES.items() if name in getattr(item, "fixturenames", ())}
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("db_url") == "postgresql":
+            needed.add("postgres")
+        for marker in sorted(needed):
+            item.add_marker(marker)
+
+
 @pytest.fixture(scope="session")
 def _postgres_admin() -> Iterator[Engine]:
     """An AUTOCOMMIT engine on the server's test database, for CREATE/DROP DATABASE."""
