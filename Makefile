@@ -97,7 +97,7 @@ bench-overhead: $(STAMP)
 bench-overhead-celery: $(STAMP)
 	$(BIN)/python bench/overhead.py --executor celery
 
-# Container images (README "Deploying with containers"). The host's pip fills docker/wheels/ and
+# Container images (docs/containers.md). The host's pip fills docker/wheels/ and
 # the builds use it alone (PIP_NO_INDEX=1): no registry is reached from inside a build.
 # BASE_IMAGE: any image with python3 3.11 and python3-venv; docker/base.sh makes one with no registry.
 BASE_IMAGE ?= python:3.11-slim-bookworm

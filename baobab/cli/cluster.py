@@ -1,7 +1,7 @@
 """Cluster mode's services, one command each: ``baobab api``, ``advisor``, ``worker`` and ``predictor``.
 
 Each runs in the foreground until SIGTERM and reads its settings from ``BAOBAB_*``
-variables (the README's cluster section lists which each needs). The server parts are
+variables (docs/cluster.md lists which each needs). The server parts are
 imported inside the commands: the rest of the CLI must not pay for them.
 """
 

@@ -9,6 +9,7 @@ next build of the site, and nobody has to remember to copy it here.
 from __future__ import annotations
 
 import enum
+import html
 import json
 import re
 import subprocess
@@ -34,9 +35,12 @@ METHODS = ("get", "post", "put", "patch", "delete")
 
 
 def _prose(text: str) -> str:
-    """Help text as Markdown prose: brackets outside code are usage syntax, not link references."""
+    """Plain text as Markdown prose: outside code, brackets are usage syntax (not link references)
+    and angle brackets are placeholders such as ``<release>`` (not HTML tags)."""
     parts = re.split(r"(`[^`]*`)", text)
-    return "".join(p if p.startswith("`") else p.replace("[", "\\[").replace("]", "\\]") for p in parts)
+    return "".join(
+        p if p.startswith("`") else html.escape(p, quote=False).replace("[", "\\[").replace("]", "\\]") for p in parts
+    )
 
 
 def _cell(text: str) -> str:
