@@ -51,7 +51,10 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["TemplateProcess", "become_subreaper", "children_of", "end_strays"]
+__all__ = ["HOST_PID_VARIABLE", "TemplateProcess", "become_subreaper", "children_of", "end_strays", "host_pid"]
+
+#: The launcher's pid, set for the template process: its pid in its PID namespace is 2.
+HOST_PID_VARIABLE = "BAOBAB_HOST_PID"
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
@@ -98,6 +101,15 @@ class TemplateProcess(subprocess.Popen[bytes]):
             self.end()
             return False
         return True
+
+
+def host_pid() -> int:
+    """The pid by which the platform knows this process: its launcher's, which ends it when killed.
+
+    Inside a PID namespace :func:`os.getpid` is 2 in every template process, so a name
+    made of it would not tell two of them apart, nor could anyone outside signal it.
+    """
+    return int(os.environ.get(HOST_PID_VARIABLE, os.getpid()))
 
 
 def become_subreaper() -> bool:
@@ -301,6 +313,7 @@ def _die_as(status: int) -> None:
 
 def _launch(command: list[str]) -> None:
     starter = os.getppid()
+    os.environ[HOST_PID_VARIABLE] = str(os.getpid())
     libc = _libc()
     signal.pthread_sigmask(signal.SIG_BLOCK, _FORWARDED)  # until a handler forwards them
     if not _enter_namespaces(libc):

@@ -10,12 +10,14 @@ template prints goes to stderr, so it never mixes with the answer.
 
 Why a process: importing a template runs user code, which may loop forever, call
 ``sys.exit``, crash the interpreter or leave modules and threads behind. The admin API
-must survive all of it, so :func:`check_template_in_process` starts the child in its
-own process group, with a scrubbed environment (none of the server's ``BAOBAB_*``
-settings, its secret key above all, reach the template, whose error messages go back
-to the client) and a temporary home and working folder, kills the whole group past
-the time limit, and turns every way the child can end into a :class:`TemplateError`
-that names the file as the client sent it, not as the server stored it.
+must survive all of it, so :func:`check_template_in_process` starts the child as a
+:class:`~baobab._contained.TemplateProcess` (its own PID namespace: it sees no other
+process), with a scrubbed environment (none of the server's ``BAOBAB_*`` settings, its
+secret key above all, reach the template, whose error messages go back to the
+client) and a temporary home and working folder, kills it with everything it started
+past the time limit or once it has answered (a daemon it left behind too), and turns
+every way the child can end into a :class:`TemplateError` that names the file as the
+client sent it, not as the server stored it.
 """
 
 from __future__ import annotations
@@ -23,17 +25,16 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from baobab._contained import TemplateProcess
 from baobab._sandbox import Confinement, confine, template_env
 from baobab.enums import Task
 from baobab.exceptions import TemplateError
@@ -141,7 +142,7 @@ def check_template_in_process(
         # The child must find this baobab even when it is not installed (run from a checkout).
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-        process = subprocess.Popen(
+        process = TemplateProcess(
             [
                 sys.executable,
                 "-m",
@@ -156,12 +157,11 @@ def check_template_in_process(
             stderr=err,
             cwd=work,
             env=env,
-            start_new_session=True,  # its own process group, killed as one
         )
         try:
-            exited = _wait_for_exit(process, timeout_s)
+            exited = process.exited_within(timeout_s)
         finally:
-            _kill_group(process)
+            process.end()  # and whatever it left running
         answer = _read_answer(out) if exited else None
         tail = _tail(err)
 
@@ -184,37 +184,6 @@ def check_template_in_process(
         how = f"exited with status {process.returncode}"
     message = f"{shown}: the process loading the template {how} before it answered (did the template crash Python?)"
     raise TemplateError(named(f"{message}; its last output:\n{tail}" if tail else message))
-
-
-def _wait_for_exit(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
-    """Whether the child exited within ``timeout_s``, left unreaped so that its group id stays its own."""
-    try:
-        pidfd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):  # not Linux: reap, and accept a tiny race on the group id
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            readable, _, _ = select.select([pidfd], [], [], max(deadline - time.monotonic(), 0.0))
-            if readable:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-    finally:
-        os.close(pidfd)
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """Kill the child's process group (the child, if still running, and whatever it started), then reap it."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.wait()
 
 
 def _read_answer(out: IO[bytes]) -> dict[str, Any] | None:

@@ -51,6 +51,7 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
+from baobab._contained import host_pid
 from baobab._http import api_session
 from baobab._sandbox import Confinement, confine
 from baobab.model import TrialContext
@@ -94,7 +95,7 @@ class _Worker:
         self._early_stops: dict[int, str] = {}
 
     def serve(self) -> None:
-        self._send(op="ready", pid=os.getpid())
+        self._send(op="ready", pid=host_pid())
         first = self._receive()
         if first.get("op") != "run":
             raise RuntimeError(f"the first message must be a trial to run, got {first!r}")
@@ -219,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.set_inheritable(fd, False)  # templates' own subprocesses must not hold our pipes
     commands = Connection(args.commands, writable=False)
     replies = Connection(args.replies, readable=False)
-    name = f"{socket.gethostname()}:local-{args.index}:{os.getpid()}"
+    name = f"{socket.gethostname()}:local-{args.index}:{host_pid()}"  # getpid() is 2 in its PID namespace
     confinement = Confinement.from_json(args.confinement)
     if confinement.private is None:
         parser.error("--confinement needs a private root: the folder of the users' folders")

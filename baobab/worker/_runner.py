@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from baobab._contained import become_subreaper, children_of, end_strays
 from baobab.enums import Task
 from baobab.exceptions import ArtifactError, KnobConfigError, StoreError
 from baobab.model import (
@@ -819,7 +820,11 @@ def run_trials(
             _Trial(claim, resources, gateway, context, time_limit_s=time_limit_s, on_overrun=on_overrun, alone=alone)
         )
     started = time.perf_counter()
+    # What the template leaves running (a double-forked daemon too) becomes this process's
+    # child, and is ended with the unit; the children it had before stay.
+    become_subreaper()
     with contextlib.ExitStack() as stack:
+        stack.callback(end_strays, children_of(os.getpid()))
         for trial in trials:
             stack.callback(trial.writer.close)
             if trial.heartbeat is not None:

@@ -1,21 +1,38 @@
-"""A confined template process may name its own threads, as CUDA's driver does, and nothing more in /proc.
+"""What a template process may reach: its own threads' names in /proc, no other process, and nothing after it ends.
 
 CUDA names the threads it starts with ``pthread_setname_np``, which opens
 ``/proc/self/task/<tid>/comm`` to write and truncate; where Landlock refused that, ``cuInit``
 failed with "OS call failed" (error 304) and every trial of a GPU worker ran on the CPU.
 Each check runs in a fresh process, since confinement cannot be undone.
+
+The hostile template (templates/hostile.py) leaves a double-forked ``setsid()`` daemon behind
+in a trial, in an inference worker and in the upload check, and looks for the server's
+process: the daemon ends with what started it (see :mod:`baobab._contained`), and the
+server's process is out of sight.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
+import runpy
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from baobab._sandbox import landlock_available
-from baobab.testing import missing_part
+import numpy as np
+import pytest
+from worker_world import TEMPLATES, Platform
+
+from baobab._sandbox import Confinement, landlock_available
+from baobab.admin._template_check import check_template_in_process
+from baobab.store import ArtifactStore, EventKind, LocalEventChannel, TrialState, params_to_bytes
+from baobab.testing import missing_part, wait_until
+from baobab.worker import InferenceSpec, InferenceWorker, LocalExecutor
 
 PROBE = r"""
 import ctypes, json, os, sys, threading
@@ -66,3 +83,108 @@ def test_a_confined_process_names_its_own_threads_and_writes_no_other_proc_file(
     # the rest of /proc stays read-only: its own process's name, and any thread of another process
     assert outcome["own_comm"] == "PermissionError"
     assert outcome["parent_comm"] == "PermissionError"
+
+
+# -- what a template's processes can reach, and how long they live ----------------------------------------------------
+
+HOSTILE = TEMPLATES / "hostile.py"
+
+
+def _held(lock: Path) -> bool:
+    """Whether a process holds the ``flock`` of ``lock``: the hostile template's daemon is alive."""
+    with open(lock, "rb") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return False
+
+
+def _daemon_started(lock: Path) -> None:
+    assert lock.read_text().isdigit(), "the daemon wrote no pid"
+
+
+@pytest.fixture
+def executor(platform: Platform) -> Iterator[tuple[LocalExecutor, Any]]:
+    events = LocalEventChannel()
+    finished = events.subscribe(EventKind.TRIAL_FINISHED)
+    executor = LocalExecutor(platform.settings, events, api_url=platform.api_url, workers=1)
+    yield executor, finished
+    executor.close()
+
+
+def _run_trial(platform: Platform, executor: tuple[LocalExecutor, Any], **train_args: Any) -> int:
+    local, finished = executor
+    trial_id = platform.add_trial("hostile", 0.5, file="hostile.py", train_args=train_args)
+    local.submit(trial_id)
+    event = finished.get(120.0)
+    assert event is not None and event.id == trial_id, "the trial did not finish"
+    assert platform.trial(trial_id).status is TrialState.COMPLETED, platform.logs(trial_id)
+    return trial_id
+
+
+def test_a_daemon_a_trial_leaves_behind_ends_with_the_trial_not_with_its_worker(
+    platform: Platform, executor: tuple[LocalExecutor, Any]
+) -> None:
+    lock = platform.signal_dir / "daemon.lock"
+    first = _run_trial(platform, executor, lock=str(lock))
+    assert "hostile daemon started" in platform.logs(first)
+    _daemon_started(lock)
+    wait_until(lambda: not _held(lock), what="the trial's daemon to end with its trial")
+    # the worker that ran it is still there: the next trial of its user runs in the same process
+    (worker,) = {platform.trial(first).worker}
+    second = _run_trial(platform, executor, lock=str(platform.signal_dir / "second.lock"))
+    assert platform.trial(second).worker == worker
+
+
+def test_a_trial_can_neither_read_nor_signal_the_server_process(
+    platform: Platform, executor: tuple[LocalExecutor, Any]
+) -> None:
+    snoop = runpy.run_path(str(HOSTILE))["snoop"]
+    here = snoop(os.getpid())
+    assert here == ["hostile environ: ok", "hostile cmdline: ok", "hostile kill: ok"]  # the probe works unconfined
+    trial_id = _run_trial(platform, executor, server_pid=os.getpid())
+    lines = [line for line in platform.logs(trial_id) if line.startswith("hostile ")]
+    assert [line.split(":")[0] for line in lines] == ["hostile environ", "hostile cmdline", "hostile kill"]
+    assert not [line for line in lines if line.endswith(": ok")], lines
+
+
+def test_an_inference_worker_takes_the_daemons_of_its_template_with_it(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "artifacts")
+    data = HOSTILE.read_bytes()
+    checksum = hashlib.sha256(data).hexdigest()
+    store.put_bytes(f"templates/{checksum}.py", data)
+    store.put_bytes("params/trial-1.safetensors", params_to_bytes({"x": np.array([0.25])}))
+    spec = InferenceSpec(
+        trial_id=1,
+        artifacts_url=store.url,
+        template_key=f"templates/{checksum}.py",
+        template_checksum=checksum,
+        class_name="Hostile",
+        knobs={"mode": "hostile", "x": 0.25, "quick": False},
+        params_key="params/trial-1.safetensors",
+        cache_dir=str(tmp_path / "cache"),
+        confinement=Confinement((Path(store.url),), private=tmp_path / "private").to_json(),
+    )
+    worker = InferenceWorker(spec, log_path=tmp_path / "worker.log")
+    (tmp_path / "signals").mkdir()  # a folder of its own: the sandbox gives no rights in one holding the artifacts
+    lock = tmp_path / "signals" / "daemon.lock"
+    try:
+        worker.start(timeout=60)
+        assert worker.predict([str(lock)], timeout=60) == [0.25]
+        _daemon_started(lock)
+        assert _held(lock)  # it lives while its worker does
+    finally:
+        worker.close()
+    wait_until(lambda: not _held(lock), what="the daemon to end with its inference worker")
+
+
+def test_the_upload_check_takes_the_daemons_of_the_template_with_it(tmp_path: Path) -> None:
+    lock = tmp_path / "daemon.lock"
+    template = tmp_path / "hostile_on_import.py"
+    template.write_text(HOSTILE.read_text() + f"\n\nstart_daemon({str(lock)!r})  # on import: the check runs it\n")
+    config = check_template_in_process(template, "Hostile", "TABULAR_CLASSIFICATION", timeout_s=60)
+    assert set(config) == {"mode", "x", "quick"}
+    _daemon_started(lock)
+    wait_until(lambda: not _held(lock), what="the daemon to end with the upload check")
