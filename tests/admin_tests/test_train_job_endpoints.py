@@ -112,6 +112,7 @@ def test_create_get_and_list(app: Flask, client: FlaskClient, world: World) -> N
         "budget": {"GPU_COUNT": 0, "MODEL_TRIAL_COUNT": 5}, "train_args": {"target": "label", "epochs": 2},
         "owner_id": w.alice_id, "started_at": None, "finished_at": None, "trial_counts": zero, "best_score": None,
         "budget_used": {"time_s": 0.0, "time_limit_s": None, "trials": 0, "trial_limit": 10}, "placement": None,
+        "fusion_profiling": None,
         "sub_jobs": [
             {"id": sub_ids[0], "model_id": w.a_private, "model_name": "a-private", "strategy": "tpe",
              "status": "PENDING", "error": None, "trial_counts": zero},

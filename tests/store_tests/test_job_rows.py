@@ -19,6 +19,7 @@ from baobab.store._db import (
     finish_sub_job,
     finish_train_job,
     record_train_job_placement,
+    record_train_job_profiling,
     request_train_job_stop,
     session_scope,
     start_train_job,
@@ -181,3 +182,21 @@ def test_a_job_keeps_the_planner_s_latest_predictions_while_unfinished(engine: E
         assert not record_train_job_placement(session, job.job_id, method="fcfs", fallback=None, prediction=None)
     with session_scope(engine) as session:
         assert session.get(TrainJob, job.job_id).placement["method"] == "search"  # a finished job's is kept
+
+
+def test_a_job_keeps_its_profiling_decisions_by_sub_job_beside_the_planner_s_outlook(engine: Engine) -> None:
+    job = add_job(engine)
+    wait = {"model": "m", "decision": "wait", "reason": "waits", "at": NOW.isoformat()}
+    skip = {**wait, "decision": "skip", "reason": "slower fused"}
+    with session_scope(engine) as session:
+        assert record_train_job_profiling(session, job.job_id, 7, wait)
+        assert record_train_job_profiling(session, job.job_id, 8, wait)
+        assert record_train_job_profiling(session, job.job_id, 7, skip)  # the latest decision per sub-job
+        record_train_job_placement(session, job.job_id, method="search", fallback=None, prediction=None)
+    with session_scope(engine) as session:
+        placement = session.get(TrainJob, job.job_id).placement
+    assert placement["profiling"] == {"7": skip, "8": wait} and placement["method"] == "search"
+    with session_scope(engine) as session:
+        finish_train_job(session, job.job_id, JobStatus.COMPLETED, None, now=NOW)
+        assert not record_train_job_profiling(session, job.job_id, 8, skip)
+
