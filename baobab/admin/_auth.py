@@ -5,9 +5,11 @@ parameters are stored in the hash, so they can be raised later without breaking
 stored passwords. The cost matches Werkzeug's default (N=2**15, r=8, p=1: 32 MiB,
 about 0.1 s a hash).
 
-A token is ``{"uid": <user id>}`` signed with ``BAOBAB_SECRET_KEY`` and a timestamp
-(itsdangerous), valid :data:`TOKEN_MAX_AGE_S`. It grants nothing by itself: every
-request loads the user row again, so a ban or a new role applies at once.
+A token is ``{"uid": <user id>, "gen": <the user's token generation>}`` signed with
+``BAOBAB_SECRET_KEY`` and a timestamp (itsdangerous), valid :data:`TOKEN_MAX_AGE_S`. It
+grants nothing by itself: every request loads the user row again, so a ban or a new role
+applies at once. A ban or a role change also raises the user's token generation, which
+ends every token issued before it: unbanning a user does not bring their old tokens back.
 
 Every endpoint needs a token unless its view is marked :func:`public`:
 :func:`authenticate` runs before each request, and a view added later cannot forget it.
@@ -130,8 +132,8 @@ def token_serializer(secret_key: str) -> URLSafeTimedSerializer:
 
 
 def issue_token(user: User) -> str:
-    """A signed token for ``user``, valid :data:`TOKEN_MAX_AGE_S` seconds."""
-    return admin_state().tokens.dumps({"uid": user.id})
+    """A signed token for ``user``, valid :data:`TOKEN_MAX_AGE_S` seconds or until its token generation changes."""
+    return admin_state().tokens.dumps({"uid": user.id, "gen": user.token_generation})
 
 
 def public(view: F) -> F:
@@ -150,7 +152,8 @@ def authenticate() -> None:
 
     Raises:
         AuthenticationError: the header is missing or malformed, the token expired or
-            was not signed with this server's key, or its user is gone or banned.
+            was not signed with this server's key, its user is gone or banned, or a ban or
+            role change since it was issued ended it.
     """
     view = current_app.view_functions.get(request.endpoint) if request.endpoint else None
     if view is None or is_public(view):
@@ -176,15 +179,22 @@ def authenticate() -> None:
         ) from None
     except BadData:
         raise AuthenticationError("invalid token: it was not issued by this server") from None
-    uid = payload.get("uid") if isinstance(payload, dict) else None
+    uid, generation = (payload.get("uid"), payload.get("gen")) if isinstance(payload, dict) else (None, None)
     if isinstance(uid, bool) or not isinstance(uid, int) or not 1 <= uid <= MAX_ID:
         raise AuthenticationError("invalid token: it names no user")
+    if isinstance(generation, bool) or not isinstance(generation, int):
+        raise AuthenticationError("invalid token: it has no token generation; get a new one from POST /api/v1/tokens")
     with session_scope(admin_state().engine) as session:
         user = session.get(User, uid)
     if user is None:
         raise AuthenticationError("invalid token: its user no longer exists")
     if user.banned:
         raise AuthenticationError(f"user {user.email!r} is banned")
+    if generation != user.token_generation:
+        raise AuthenticationError(
+            "token ended: the user was banned or their role changed after it was issued; "
+            "get a new one from POST /api/v1/tokens"
+        )
     g.baobab_user = user
 
 

@@ -3,6 +3,7 @@
 Rules beyond "admins only" (SUPERADMIN and ADMIN): only a SUPERADMIN makes or
 changes a SUPERADMIN, and nobody bans themself or changes their own role, so the
 last admin cannot lock everyone out. Users are banned, never deleted (they own rows).
+A ban or a role change ends the tokens the user holds.
 """
 
 from __future__ import annotations
@@ -119,7 +120,11 @@ def get_user(user_id: int) -> dict[str, Any]:
 @require_roles(*ADMIN_ROLES)
 @api_doc(body=_UPDATE_BODY, responses={200: ("the user as it is now", USER_SCHEMA), 404: "no such user"})
 def update_user(user_id: int) -> dict[str, Any]:
-    """Changes ``role`` and/or ``banned``; answers the user as it is afterwards."""
+    """Changes ``role`` and/or ``banned``; answers the user as it is afterwards.
+
+    A ban or a role change ends the user's tokens (it raises their token generation,
+    see :mod:`baobab.admin._auth`): they log in again, once unbanned, to act with the new role.
+    """
     body = json_object(fields=_UPDATE_BODY["properties"])
     if not body:
         raise RequestError("nothing to change: give 'role', 'banned' or both")
@@ -138,9 +143,12 @@ def update_user(user_id: int) -> dict[str, Any]:
             if role is UserRole.SUPERADMIN:
                 _require_superadmin("grant the role SUPERADMIN", field="role")
             user.role = role
+            user.token_generation += 1
         if banned is not None:
             if banned and user.id == me.id:
                 raise PermissionDeniedError("you cannot ban yourself", field="banned")
+            if banned and not user.banned:
+                user.token_generation += 1
             user.banned = banned
     return user_json(user)
 

@@ -49,6 +49,7 @@ __all__ = [
     "InferenceRevision",
     "InferenceVersion",
     "InterimMetric",
+    "LoginFailures",
     "ModelTemplate",
     "SubJob",
     "TrainJob",
@@ -100,7 +101,23 @@ class User(Base):
     password_hash: Mapped[str]
     role: Mapped[UserRole] = mapped_column(string_enum(UserRole))
     banned: Mapped[bool] = mapped_column(default=False)
+    # Carried in each bearer token; a ban or a role change raises it, which ends every token issued before.
+    token_generation: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     created_at: Mapped[datetime] = _created_at()
+
+
+class LoginFailures(Base):
+    """Failed logins counted in a fixed window, per key (an account's email or a client address).
+
+    In the metadata store, so every API process (gunicorn workers, several replicas)
+    counts against the same limit; see :mod:`baobab.store._db._login_failures`.
+    """
+
+    __tablename__ = "login_failures"
+
+    key: Mapped[str] = mapped_column(String(300), primary_key=True)
+    window_started_at: Mapped[datetime] = mapped_column(index=True)
+    failures: Mapped[int]
 
 
 class Dataset(Base):
