@@ -35,5 +35,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index(op.f("ix_login_failures_window_started_at"), table_name="login_failures")
     op.drop_table("login_failures")
-    with op.batch_alter_table("users") as batch:
-        batch.drop_column("token_generation")
+    # Not in batch mode: on SQLite that copies the users table, and dropping the old one
+    # breaks every foreign key that points at it. SQLite drops a plain column in place.
+    op.drop_column("users", "token_generation")
