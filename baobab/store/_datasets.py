@@ -11,9 +11,15 @@ Every bad input raises :class:`~baobab.exceptions.DatasetError` naming the file,
 row (the header is row 1) and the rule that was broken.
 
 A zip is a small file that can stand for a huge one (a 1 MB member may inflate to
-1 GiB). Where a file comes from outside (an upload), the reader is given
-:class:`ZipLimits` and checks the sizes the zip declares and the pixels each image
-header announces before any of them is held in memory.
+1 GiB), and what it declares may be a lie. Where a file comes from outside (an upload),
+the reader is given :class:`ZipLimits`: it refuses a member whose path leaves the zip
+(``..``, an absolute path, a drive letter) or that is encrypted or compressed other than
+stored or deflated, holds the sizes the zip declares to the limits, and then inflates
+each member it reads itself, a chunk at a time through a counter that stops the moment
+the member passes its declared size. What is inflated is thus bounded by the limits,
+whatever the headers say (:mod:`zipfile` alone would inflate a member whole before
+cutting it to its declared size). The pixels each image header announces are checked
+before the image is decoded.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import csv
 import io
 import os
 import re
+import struct
 import threading
 import uuid
 import zipfile
@@ -63,6 +70,12 @@ _MIB = 2**20
 #: Members smaller than this are not held to the compression ratio: a tiny, regular file
 #: (a short images.csv) compresses far better than any bomb needs, and costs nothing.
 _RATIO_FLOOR = _MIB
+#: How much is read or inflated at a time from an uploaded zip.
+_CHUNK = 2**16
+# A zip member's local header (zipfile.structFileHeader): its name and extra field lengths are the last two.
+_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
+_LOCAL_SIGNATURE = b"PK\x03\x04"
+_DRIVE = re.compile(r"[A-Za-z]:")
 
 
 @dataclass(frozen=True)
@@ -170,11 +183,13 @@ def read_image_files(path: str | os.PathLike[str], *, limits: ZipLimits | None =
 def _decode_image_files(path: str, limits: ZipLimits | None) -> ImageDataset:
     try:
         with zipfile.ZipFile(path) as zf:
+            read: Callable[[str], bytes] = zf.read
             if limits is not None:
-                _check_declared_sizes(zf, path, limits)
-            rows = _read_images_csv(zf, path)
+                _check_members(zf, path, limits)
+                read = _BoundedReader(zf, path).read
+            rows = _read_images_csv(read, path, set(zf.namelist()))
             first_row, first_name, _ = rows[0]
-            first = _read_image(zf, path, first_row, first_name, limits)
+            first = _read_image(read, path, first_row, first_name, limits)
             if limits is not None and len(rows) * first.nbytes > limits.total_bytes:
                 raise DatasetError(
                     f"{len(rows)} images of {_describe(first.shape)} would take "
@@ -185,7 +200,7 @@ def _decode_image_files(path: str, limits: ZipLimits | None) -> ImageDataset:
             images = np.empty((len(rows), *first.shape), dtype=np.uint8)
             images[0] = first
             for i, (row, name, _) in enumerate(rows[1:], start=1):
-                image = _read_image(zf, path, row, name, limits)
+                image = _read_image(read, path, row, name, limits)
                 if image.shape != first.shape:
                     raise DatasetError(
                         f"image {name!r} is {_describe(image.shape)}, but {first_name!r} (row {first_row}) is "
@@ -205,14 +220,23 @@ def _describe(shape: tuple[int, ...]) -> str:
     return f"{shape[1]}x{shape[0]} {mode}"
 
 
-def _check_declared_sizes(zf: zipfile.ZipFile, path: str, limits: ZipLimits) -> None:
-    """Refuse a zip by the sizes its directory declares, before inflating anything.
+def _check_members(zf: zipfile.ZipFile, path: str, limits: ZipLimits) -> None:
+    """Refuse a zip by its directory, before inflating anything: member paths, methods and declared sizes.
 
-    The declared sizes bound what is inflated even in a crafted zip that understates them:
-    :mod:`zipfile` stops a member at its declared size (and then fails its CRC check).
+    The declared sizes bound what is inflated because :class:`_BoundedReader` stops a
+    member that inflates past its own.
     """
     total = 0
     for info in zf.infolist():
+        _check_member_path(info.filename, path)
+        if info.flag_bits & 0x1:
+            raise DatasetError(f"member {info.filename!r} is encrypted; upload a zip without a password", file=path)
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise DatasetError(
+                f"member {info.filename!r} is compressed with method {info.compress_type}; "
+                "an uploaded zip stores or deflates its members",
+                file=path,
+            )
         if info.file_size > limits.member_bytes:
             raise DatasetError(
                 f"{info.filename!r} inflates to {info.file_size / _MIB:.0f} MiB, more than the "
@@ -235,10 +259,84 @@ def _check_declared_sizes(zf: zipfile.ZipFile, path: str, limits: ZipLimits) -> 
         )
 
 
-def _read_images_csv(zf: zipfile.ZipFile, path: str) -> list[tuple[int, str, int]]:
+def _check_member_path(name: str, path: str) -> None:
+    """Refuse a member whose path would leave a folder it is unpacked into.
+
+    Baobab reads members by name and unpacks nothing, but a dataset is also downloaded and
+    unpacked elsewhere; both separators count, since a zip made on Windows may use either.
+    """
+    parts = name.replace("\\", "/").split("/")
+    if name.startswith(("/", "\\")) or _DRIVE.match(name):
+        why = "is an absolute path"
+    elif ".." in parts:
+        why = "climbs out of the zip with '..'"
+    else:
+        return
+    raise DatasetError(f"member {name!r} {why}; members must be paths inside the zip", file=path)
+
+
+class _BoundedReader:
+    """Reads members of an uploaded zip, inflating each a chunk at a time up to its declared size.
+
+    A member whose stream holds more than its directory entry declares is refused as soon
+    as it passes it, so a crafted zip costs at most its declared sizes (held to the
+    limits by :func:`_check_members`) plus a chunk.
+    """
+
+    def __init__(self, zf: zipfile.ZipFile, path: str) -> None:
+        self._zf = zf
+        self._path = path
+
+    def read(self, name: str) -> bytes:
+        """The member ``name``, checked against its declared size and CRC.
+
+        Raises:
+            KeyError: no member has this name (as :meth:`zipfile.ZipFile.read`).
+            DatasetError: the member inflates past or short of its declared size, or is damaged.
+        """
+        info = self._zf.getinfo(name)
+        out = bytearray()
+        with open(self._path, "rb") as f:
+            f.seek(info.header_offset)
+            header = f.read(_LOCAL_HEADER.size)
+            if len(header) != _LOCAL_HEADER.size or header[:4] != _LOCAL_SIGNATURE:
+                raise DatasetError(f"member {name!r} has no local header where the directory says", file=self._path)
+            fields = _LOCAL_HEADER.unpack(header)
+            f.seek(info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1])
+            inflater = zlib.decompressobj(-zlib.MAX_WBITS) if info.compress_type == zipfile.ZIP_DEFLATED else None
+            left = info.compress_size
+            while not (inflater.eof if inflater is not None else left == 0):
+                if inflater is not None and inflater.unconsumed_tail:
+                    chunk = inflater.unconsumed_tail
+                elif left > 0:
+                    chunk = f.read(min(_CHUNK, left))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
+                else:
+                    chunk = b""  # output the inflater held back
+                data = chunk if inflater is None else inflater.decompress(chunk, _CHUNK)
+                if not data and not chunk:
+                    break
+                if len(out) + len(data) > info.file_size:
+                    raise DatasetError(
+                        f"member {name!r} inflates past the {info.file_size} bytes the zip declares for it",
+                        file=self._path,
+                    )
+                out += data
+        if len(out) != info.file_size or zlib.crc32(out) != info.CRC:
+            raise DatasetError(
+                f"member {name!r} is damaged: it inflates to {len(out)} bytes (declared {info.file_size}) "
+                "or fails its CRC check",
+                file=self._path,
+            )
+        return bytes(out)
+
+
+def _read_images_csv(read: Callable[[str], bytes], path: str, names: set[str]) -> list[tuple[int, str, int]]:
     """The rows of ``images.csv`` as (row number, image name, class)."""
     try:
-        text = zf.read(IMAGES_CSV).decode("utf-8-sig")
+        text = read(IMAGES_CSV).decode("utf-8-sig")
     except KeyError:
         raise DatasetError(
             f"no {IMAGES_CSV} in the zip; add one with the header 'path,class' and a row per image", file=path
@@ -247,7 +345,7 @@ def _read_images_csv(zf: zipfile.ZipFile, path: str) -> list[tuple[int, str, int
         raise DatasetError(f"{IMAGES_CSV} is not UTF-8 text: {e}", file=path) from None
     reader = csv.reader(io.StringIO(text))
     try:
-        return _parse_images_csv(reader, set(zf.namelist()), path)
+        return _parse_images_csv(reader, names, path)
     except csv.Error as e:
         raise DatasetError(f"{IMAGES_CSV} is not valid CSV: {e}", file=path, row=reader.line_num) from None
 
@@ -284,9 +382,9 @@ def _parse_images_csv(reader: Reader, names: set[str], path: str) -> list[tuple[
     return rows
 
 
-def _read_image(zf: zipfile.ZipFile, path: str, row: int, name: str, limits: ZipLimits | None) -> np.ndarray:
+def _read_image(read: Callable[[str], bytes], path: str, row: int, name: str, limits: ZipLimits | None) -> np.ndarray:
     try:
-        image = Image.open(io.BytesIO(zf.read(name)))  # decodes the header only
+        image = Image.open(io.BytesIO(read(name)))  # decodes the header only
         decoded = image.width * image.height * len(image.getbands())
         if limits is not None and decoded > limits.member_bytes:
             raise DatasetError(
