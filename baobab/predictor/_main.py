@@ -227,8 +227,6 @@ def _serve(
         _StartFailed: the job cannot be served (no such job, a version with no member loadable, no HTTP).
     """
     # Imported here: the settings, the store and Flask take a moment, and --help should not.
-    import waitress
-
     from baobab import Settings
     from baobab.exceptions import BaobabError
     from baobab.predictor._history import History
@@ -237,7 +235,7 @@ def _serve(
     from baobab.predictor._rollout import BackendStarter, Rollout
     from baobab.predictor._router import VersionRouter
     from baobab.predictor._scaling import Autoscaler, ScalingPolicy
-    from baobab.predictor._server import create_app
+    from baobab.predictor._server import create_app, create_server
     from baobab.predictor._telemetry import BATCH_SIZE, REQUEST_SECONDS, REQUESTS
     from baobab.store import ArtifactStore
 
@@ -284,10 +282,11 @@ def _serve(
         closing.insert(0, request_log)
     history.start()
     closing.append(history)
-    app = create_app(job, router, request_log, history)
+    app = create_app(job, router, request_log, history, max_body_mb=settings.max_predict_mb)
     try:
-        server = waitress.create_server(
+        server = create_server(
             app,
+            max_body_mb=settings.max_predict_mb,
             host=args.host,
             port=args.port,
             threads=options.threads,

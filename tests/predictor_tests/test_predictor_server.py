@@ -13,11 +13,15 @@ Two predictors serve the whole module (starting one costs seconds):
 
 from __future__ import annotations
 
+import http.client
+import json
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
@@ -29,6 +33,7 @@ from baobab.testing import scrape, wait_until
 
 OFFSETS = (0.0, 10.0, 50.0)
 TIMEOUT_S = 2.0
+LIMIT_MB = 1  # BAOBAB_MAX_PREDICT_MB of both predictors
 
 
 @dataclass
@@ -59,7 +64,7 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
     home = tmp_path_factory.mktemp("predictor-server")
-    world: World = make_world(f"sqlite:///{home / 'baobab.db'}", home)
+    world: World = make_world(f"sqlite:///{home / 'baobab.db'}", home, max_predict_mb=LIMIT_MB)
     batch_log = tmp_path_factory.mktemp("batch-log") / "batches.txt"  # out of the home, which members cannot touch
 
     dataset_id, diabetes = world.tabular("diabetes")
@@ -389,3 +394,56 @@ def test_queue_depth_counts_the_queries_waiting_behind_a_slow_batch(reg: Served)
     second.join()
     assert answers == [200, 200]
     assert scrape(f"{reg.url}/metrics").value("baobab_predictor_queue_depth") == 0
+
+
+def _raw_post(url: str, headers: dict[str, str], chunks: Iterable[bytes]) -> tuple[int, dict[str, Any]]:
+    """``POST /predict`` written by hand on a socket: headers that lie about the body, a body that stops early."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
+        head = "".join(f"{name}: {value}\r\n" for name, value in {"Host": "predictor", **headers}.items())
+        sock.sendall(f"POST /predict HTTP/1.1\r\n{head}\r\n".encode())
+        for chunk in chunks:
+            sock.sendall(chunk)
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        assert response.getheader("Content-Type") == "application/json"
+        return response.status, json.loads(response.read())
+
+
+def _too_large(status: int, body: dict[str, Any]) -> None:
+    assert status == 413, body
+    assert body["error"] == {
+        "code": "request_entity_too_large",
+        "message": f"the request body is larger than the limit of {LIMIT_MB} MiB (BAOBAB_MAX_PREDICT_MB); "
+        "send fewer queries",
+        "field": None,
+    }
+
+
+def test_a_body_over_the_limit_is_refused_from_its_content_length_before_it_is_sent(reg: Served) -> None:
+    # Only the headers go out: the answer cannot have waited for a body (50 MB took a predictor to 600 MB).
+    headers = {"Content-Type": "application/json", "Content-Length": str(50 * 2**20)}
+    _too_large(*_raw_post(reg.url, {**headers, "Authorization": f"Bearer {reg.api_key}"}, ()))
+    _too_large(*_raw_post(reg.url, {**headers, "Content-Length": str(LIMIT_MB * 2**20 + 1)}, ()))  # no key either
+    assert reg.post({"queries": reg.rows[:2].tolist()}).status_code == 200  # and it serves on
+
+
+def test_a_chunked_body_is_cut_off_once_it_passes_the_limit(reg: Served) -> None:
+    chunk = b" " * 2**16
+    framed = b"%x\r\n%s\r\n" % (len(chunk), chunk)
+    count = LIMIT_MB * 2**20 // len(framed) + 1  # just past the limit; the body never ends (no last chunk)
+    headers = {"Content-Type": "application/json", "Transfer-Encoding": "chunked"}
+    _too_large(*_raw_post(reg.url, {**headers, "Authorization": f"Bearer {reg.api_key}"}, [framed] * count))
+
+
+def test_a_body_of_the_limit_is_served(reg: Served) -> None:
+    queries = reg.rows[:2].tolist()
+    body = json.dumps({"queries": queries}).encode()
+    padded = body + b" " * (LIMIT_MB * 2**20 - len(body))
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {reg.api_key}"}
+    # Sent whole (Content-Length), then chunked (a generator body; the limit counts its chunk framing too).
+    for data in (padded, iter([padded[: 2**19], padded[2**19 : -64]])):
+        answer = requests.post(f"{reg.url}/predict", data=data, headers=headers, timeout=30)
+        assert answer.status_code == 200, answer.text
+        np.testing.assert_allclose(answer.json()["predictions"], expected_mean(reg, queries), rtol=1e-9)
