@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, object_session
 from baobab.admin._fusion_profile import FUSION_PROFILE_SCHEMA
 from baobab.admin._openapi import register_schema
 from baobab.admin._state import admin_state
+from baobab.admin._train_job_time import TIME_BREAKDOWN_SCHEMA
 from baobab.admin._trial_lineage import LINEAGE_SCHEMA
 from baobab.advisor import EnasPhase, EnasStrategy
 from baobab.model import Task, knob_config_from_json, searchable_knobs
@@ -73,7 +74,7 @@ TRIAL_SCHEMA = register_schema(
         "required": [
             "id", "train_job_id", "sub_job_id", "model_id", "model_name", "number", "knobs", "policies", "status",
             "score", "created_at", "started_at", "finished_at", "duration_s", "worker", "attempts", "error",
-            "has_params", "parent_zoo_model_id", "similarity", "fused_group", "fusion_profile",
+            "has_params", "parent_zoo_model_id", "similarity", "fused_group", "fusion_profile", "time_breakdown",
         ],
         "properties": {
             "id": {"type": "integer"},
@@ -98,6 +99,10 @@ TRIAL_SCHEMA = register_schema(
             "similarity": {"type": ["number", "null"]},
             "fused_group": _FUSED_GROUP,
             "fusion_profile": {"anyOf": [FUSION_PROFILE_SCHEMA, {"type": "null"}]},
+            "time_breakdown": {
+                "anyOf": [TIME_BREAKDOWN_SCHEMA, {"type": "null"}],
+                "description": "seconds the run spent per phase; null until a worker finished it",
+            },
             "traceback": {"type": ["string", "null"], "description": "GET /trials/<id> only"},
             "phase": {
                 "type": ["string", "null"],
@@ -293,6 +298,7 @@ def trial_json(
         "similarity": trial.similarity,
         "fused_group": None if group is None else {"id": group, "size": group_sizes[group]},
         "fusion_profile": trial.fusion_profile,
+        "time_breakdown": trial.time_breakdown,
     }
     if traceback:
         data["traceback"] = trial.traceback

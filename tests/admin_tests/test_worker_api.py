@@ -132,6 +132,14 @@ def test_a_worker_finishes_with_the_fusion_profile_it_measured(app: Flask, clien
     assert _row(app, trial).fusion_profile == {**MEASURED, "budget_s": 4.5}
 
 
+def test_a_worker_finishes_with_where_the_trials_time_went(app: Flask, client: FlaskClient, trial: int) -> None:
+    assert _post(client, app, trial, "claim", {"worker": "w"}).status_code == 200
+    spent = {"fetch": 0.25, "warm_start": 1, "train": 2.5, "store": 0.0}
+    body = {"attempt": 1, "status": "ERRORED", "error": "x", "time_breakdown": spent}
+    assert _post(client, app, trial, "finish", body).json == {"status": "ERRORED"}
+    assert _row(app, trial).time_breakdown == spent
+
+
 def test_a_silent_workers_trial_is_taken_over_and_the_old_claim_can_no_longer_finish_it(
     app: Flask, client: FlaskClient, trial: int
 ) -> None:
@@ -264,6 +272,17 @@ def test_a_token_opens_its_own_trial_only_and_a_user_token_opens_none(
          "'fusion_profile' has part of a measurement: 'samples_per_s', 'seconds', 'reason' missing"),
         ("finish", {"attempt": 1, "status": "ERRORED", "error": "x", "fusion_profile": {**MEASURED, "seconds": "2"}},
          "fusion_profile", "fusion_profile.seconds must be a number >= 0"),
+        ("finish", {**DONE, "time_breakdown": [1.0]}, "time_breakdown", "must be an object of phase to seconds"),
+        ("finish", {**DONE, "time_breakdown": {"wait": 1.0}}, "time_breakdown",
+         "time_breakdown.wait: not a phase a worker measures"),
+        ("finish", {**DONE, "time_breakdown": {"sleep": 1.0}}, "time_breakdown",
+         "time_breakdown.sleep: not a phase a worker measures"),
+        ("finish", {**DONE, "time_breakdown": {"train": "1"}}, "time_breakdown",
+         "time_breakdown.train must be a number of seconds"),
+        ("finish", {**DONE, "time_breakdown": {"train": True}}, "time_breakdown",
+         "time_breakdown.train must be a number of seconds"),
+        ("finish", {**DONE, "time_breakdown": {"fetch": -0.5}}, "time_breakdown",
+         "time_breakdown.fetch must not be negative"),
         ("claim", {"worker": "w", "take_over": "no"}, "take_over", "must be true or false"),
         ("records", {"metrics": {}}, "metrics", "must be a list of objects"),
         ("records", {"metrics": [{"step": "1", "metrics": {}, "time": "2030-01-01T00:00:00+00:00"}]},

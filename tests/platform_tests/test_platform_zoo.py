@@ -6,6 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 EXAMPLES = Path(__file__).parents[2] / "examples" / "models"
 TRIALS = 2
 
@@ -45,6 +47,21 @@ def test_a_second_job_warm_starts_from_the_first_jobs_models(
     assert all(t["parent_zoo_model_id"] in own | {None} for t in first_trials)
     assert any(t["parent_zoo_model_id"] is None for t in first_trials)
 
+    # Where the first job's time went, as the SDK reads it (GET .../time_breakdown): every phase its
+    # trials went through, summed; a zoo lookup even with nothing to start from; no fusion measured.
+    spent = client.get_time_breakdown("zoo-first", first["app_version"])
+    phases = ["wait", "fetch", "warm_start", "profile", "build", "train", "evaluate", "store"]
+    assert spent["phases"] == phases and spent["trials"] == TRIALS
+    assert all(spent["seconds"][phase] > 0 for phase in phases if phase != "profile"), spent
+    assert spent["seconds"]["profile"] == 0 and spent["total_s"] == pytest.approx(sum(spent["seconds"].values()))
+    (per_template,) = spent["sub_jobs"]
+    assert per_template["model_id"] == model["id"] and per_template["seconds"] == spent["seconds"]
+    assert per_template["trials"] == TRIALS and per_template["total_s"] == spent["total_s"]
+    # The trials' own rows hold the measured part; the job's sum adds each trial's wait for a slot.
+    measured = [t["time_breakdown"] for t in first_trials]
+    assert all(set(m) == set(phases) - {"wait", "profile"} for m in measured), measured
+    assert spent["seconds"]["train"] == pytest.approx(sum(m["train"] for m in measured))
+
     second = _job(client, "zoo-second", data, model)
     trials = client.get_trials("zoo-second", second["app_version"])["trials"]
     zoo_ids = {m["id"] for m in zoo}
@@ -66,6 +83,7 @@ def test_a_second_job_warm_starts_from_the_first_jobs_models(
     switched_off = _job(client, "zoo-off", data, model, warm_start=False)
     cold = client.get_trials("zoo-off", switched_off["app_version"])["trials"]
     assert all(t["parent_zoo_model_id"] is None for t in cold)
+    assert client.get_time_breakdown("zoo-off")["seconds"]["warm_start"] == 0  # no zoo lookup at all
     # Switching warm starts off is about where training starts: the trained models still join.
     joined = {m["trial_id"] for m in client.list_zoo_models(task="TABULAR_CLASSIFICATION")}
     assert {t["id"] for t in cold} <= joined

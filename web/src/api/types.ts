@@ -103,6 +103,19 @@ export interface TrainJob {
 }
 
 /** The placement planner's view of a job: its method, why it fell back to the rules, its predictions. */
+/** GET /train_jobs/<app>/<version>/time_breakdown: seconds per phase over the job's trials. */
+export interface PhaseSeconds {
+  seconds: Record<string, number>;
+  total_s: number;
+  trials: number;
+}
+
+export interface TimeBreakdown extends PhaseSeconds {
+  /** The phases in the order of a trial's life: wait, fetch, warm_start, profile, build, train, evaluate, store. */
+  phases: string[];
+  sub_jobs: (PhaseSeconds & { sub_job_id: number; model_id: number })[];
+}
+
 export interface Placement {
   method: string;
   fallback: string | null;

@@ -1,6 +1,6 @@
 // ECharts with the charts and components the pages use: most of the bundle, so Chart loads
 // it apart (a chunk of its own), and a page's first API reads start before it is parsed.
-import { GraphChart, LineChart, ParallelChart, ScatterChart } from "echarts/charts";
+import { BarChart, GraphChart, LineChart, ParallelChart, ScatterChart } from "echarts/charts";
 import {
   DataZoomComponent,
   GridComponent,
@@ -14,6 +14,7 @@ import * as echarts from "echarts/core";
 import { CanvasRenderer } from "echarts/renderers";
 
 echarts.use([
+  BarChart,
   GraphChart,
   LineChart,
   ScatterChart,

@@ -13,6 +13,7 @@ import { TrialFeed, loadSample, pollChanges } from "../lib/trials";
 import { JobCharts } from "./JobCharts";
 import { JobEnasRanking } from "./JobEnasRanking";
 import { JobPlacement } from "./JobPlacement";
+import { JobTimeBreakdown } from "./JobTimeBreakdown";
 import { TrialsTable } from "./TrialsTable";
 
 const POLL_MS = 2000;
@@ -202,6 +203,8 @@ export function JobPage() {
           </p>
         </section>
       </div>
+
+      <JobTimeBreakdown app={job.app} version={job.app_version} progress={JSON.stringify(job.trial_counts)} />
 
       <JobPlacement job={job} />
 
