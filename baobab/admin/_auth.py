@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from flask import current_app, g, request
 from itsdangerous import BadData, SignatureExpired, URLSafeTimedSerializer
 
+from baobab._text import clean_text
 from baobab.admin._query import MAX_ID
 from baobab.admin._state import admin_state
 from baobab.exceptions import AuthenticationError, PermissionDeniedError
@@ -67,12 +68,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def normalize_email(email: str) -> str:
-    """The email as stored: trimmed and lower-cased, so that lookups ignore case.
+    """The email as stored: trimmed, NFC-normalised and lower-cased, so that lookups ignore case.
 
     Raises:
-        ValueError: the email is not ``name@domain`` or longer than the column.
+        ValueError: the email holds a control or format character (:func:`baobab._text.clean_text`:
+            U+202E and ``gro.elpmaxe@nimda`` would show as ``admin@example.org``), is not
+            ``name@domain`` or is longer than the column.
     """
-    email = email.strip().lower()
+    email = clean_text(email.strip(), "email").lower()
     if not _EMAIL.fullmatch(email):
         raise ValueError(f"{email!r} is not an email address (expected name@domain)")
     if len(email) > _MAX_EMAIL_LENGTH:

@@ -15,7 +15,6 @@ import enum
 import json
 import math
 import re
-import unicodedata
 from collections.abc import Collection
 from typing import Any, TypeVar
 
@@ -24,6 +23,7 @@ from flask import request
 from werkzeug.datastructures import FileStorage
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from baobab._text import clean_text
 from baobab.admin._state import admin_state
 from baobab.exceptions import RequestError
 
@@ -37,6 +37,7 @@ __all__ = [
     "multipart_upload",
     "name_field",
     "number_field",
+    "read_capped",
     "string_field",
 ]
 
@@ -44,8 +45,6 @@ E = TypeVar("E", bound=enum.Enum)
 
 #: The longest name a user may give (the name columns hold 255 characters).
 MAX_NAME_LENGTH = 255
-# Unicode categories a name may not hold: control characters (NUL, tabs, newlines) and line breaks.
-_NOT_IN_NAMES = ("Cc", "Zl", "Zp")
 #: How deep arrays and objects may nest in a JSON body.
 MAX_JSON_DEPTH = 64
 #: The most digits an integer in a JSON body may have (an id has 19).
@@ -92,12 +91,9 @@ def _json_body() -> Any:
     if not request.is_json:
         raise RequestError("the request body must be a JSON object, sent with 'Content-Type: application/json'")
     limit_kb = admin_state().settings.max_json_kb
-    length = request.content_length
-    data = request.stream.read(limit_kb * 1024 + 1) if length is None or length <= limit_kb * 1024 else b""
-    if (length or len(data)) > limit_kb * 1024:
-        raise RequestEntityTooLarge(
-            f"the JSON body is larger than the server's limit of {limit_kb} KiB (BAOBAB_MAX_JSON_KB)"
-        )
+    data = read_capped(
+        limit_kb * 1024, f"the JSON body is larger than the server's limit of {limit_kb} KiB (BAOBAB_MAX_JSON_KB)"
+    )
     if not data.strip():
         raise RequestError("the request body must be a JSON object, got an empty body")
     _check_depth(data)
@@ -109,6 +105,22 @@ def _json_body() -> Any:
         raise RequestError(f"the request body is not valid JSON: {e}") from None
     _check_finite(value, "")
     return value
+
+
+def read_capped(limit: int, too_large: str) -> bytes:
+    """The raw body, if it is at most ``limit`` bytes: never more than ``limit + 1`` of it is read.
+
+    A ``Content-Length`` over the limit is refused before anything is read; a body without
+    one (chunked) is read up to one byte past the limit.
+
+    Raises:
+        RequestEntityTooLarge: the body is over ``limit`` (a JSON 413 saying ``too_large``).
+    """
+    length = request.content_length
+    data = request.stream.read(limit + 1) if length is None or length <= limit else b""
+    if (length or len(data)) > limit:
+        raise RequestEntityTooLarge(too_large)
+    return data
 
 
 def _check_depth(data: bytes) -> None:
@@ -203,25 +215,22 @@ def string_field(body: dict[str, Any], name: str) -> str:
 def name_field(body: dict[str, Any], name: str, *, max_length: int = MAX_NAME_LENGTH) -> str:
     """The name a user gives something (an app, a dataset, a model): the one rule for all of them.
 
-    A name is shown in pages and lists and travels in URLs and file names, so it may not
-    hold control characters (NUL among them) or line breaks, may not be ``.`` or ``..``
-    (which a browser or an HTTP client resolves away in a URL), and has at most
-    ``max_length`` characters.
+    A name is shown in pages and lists and travels in URLs and file names, so it follows
+    :func:`baobab._text.clean_text` (no control or format characters, NFC-normalised: the
+    value returned), may not be ``.`` or ``..`` (which a browser or an HTTP client resolves
+    away in a URL), and has at most ``max_length`` characters.
 
     Raises:
         RequestError: naming the field and what is wrong.
     """
-    value = string_field(body, name)
+    try:
+        value = clean_text(string_field(body, name), repr(name))
+    except ValueError as e:
+        raise RequestError(str(e), field=name) from None
     if len(value) > max_length:
         raise RequestError(f"{name!r} has {len(value)} characters, at most {max_length} are allowed", field=name)
     if value in (".", ".."):
         raise RequestError(f"{name!r} may not be {value!r}: URLs cannot name it", field=name)
-    for index, char in enumerate(value):
-        if unicodedata.category(char) in _NOT_IN_NAMES:
-            raise RequestError(
-                f"{name!r} holds the control character {char!r} at position {index}; names are one line of text",
-                field=name,
-            )
     return value
 
 

@@ -1,5 +1,6 @@
 """Names and uploads the admin API must refuse, storing nothing (issue 21, items 11 and 12): one name rule
-for apps, datasets, models and zoo models; one ``file`` part per upload; a broken multipart body said so."""
+for apps, datasets, models and zoo models (issue 34, item 4: no bidi, zero-width or BOM characters either, and
+names and emails kept NFC-normalised); one ``file`` part per upload; a broken multipart body said so."""
 
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ BAD_NAMES = [
     ("del\x7f", "control character '\\x7f'"),
     ("c1\x85", "control character '\\x85'"),
     ("sep\u2028arator", "control character '\\u2028'"),
+    ("\u202egro.elpmaxe", "format character '\\u202e' (RIGHT-TO-LEFT OVERRIDE) at position 0"),
+    ("a\u2066b", "format character '\\u2066' (LEFT-TO-RIGHT ISOLATE) at position 1"),
+    ("zero\u200bwidth", "format character '\\u200b' (ZERO WIDTH SPACE) at position 4"),
+    ("join\u200d", "format character '\\u200d' (ZERO WIDTH JOINER) at position 4"),
+    ("\ufeffbom", "format character '\\ufeff' (ZERO WIDTH NO-BREAK SPACE) at position 0"),
     ("x" * 256, "has 256 characters, at most 255 are allowed"),
 ]
 GOOD_NAMES = ["...", ".hidden", "a.b", "données été", "x" * 255]
@@ -113,3 +119,38 @@ def test_a_broken_multipart_body_is_named_as_such(client: FlaskClient, root: Hea
             assert message.startswith("the body is not valid multipart/form-data (") and problem in message
             assert message.endswith(f"send {what} as 'file'") and "'name' is required" not in message
     assert _datasets(client, root) == []
+
+
+def test_a_name_is_stored_nfc_normalised(client: FlaskClient, root: Headers) -> None:
+    decomposed = "e\u0301te\u0301"  # "été" typed with combining accents
+    response = _upload(client, root, {"name": decomposed, "format": "TABULAR", "file": (io.BytesIO(CSV), "d.csv")})
+    assert response.status_code == 201, response.json
+    assert response.json["name"] == "\u00e9t\u00e9" and _datasets(client, root) == ["\u00e9t\u00e9"]
+
+
+BAD_EMAILS = [
+    ("\u202egro.elpmaxe@nimda", "format character '\\u202e' (RIGHT-TO-LEFT OVERRIDE) at position 0"),
+    ("admin\u200b@example.org", "format character '\\u200b' (ZERO WIDTH SPACE) at position 5"),
+    ("\ufeffadmin@example.org", "format character '\\ufeff' (ZERO WIDTH NO-BREAK SPACE) at position 0"),
+    ("ad\u2067min@example.org", "format character '\\u2067' (RIGHT-TO-LEFT ISOLATE) at position 2"),
+    ("ad\x85min@example.org", "control character '\\x85' at position 2"),
+]
+
+
+@pytest.mark.parametrize(("email", "message"), BAD_EMAILS)
+def test_bad_user_emails_are_refused(client: FlaskClient, root: Headers, email: str, message: str) -> None:
+    body = {"email": email, "password": "long enough", "role": "APP_DEVELOPER"}
+    response = client.post("/api/v1/users", json=body, headers=root)
+    assert response.status_code == 400, response.json
+    assert response.json["error"]["field"] == "email" and message in response.json["error"]["message"]
+    assert len(client.get("/api/v1/users", headers=root).json["users"]) == 1  # the superadmin alone
+
+
+def test_an_email_is_stored_nfc_normalised_and_logs_in_either_way(client: FlaskClient, root: Headers) -> None:
+    body = {"email": "Re\u0301mi@example.org", "password": "long enough", "role": "APP_DEVELOPER"}
+    response = client.post("/api/v1/users", json=body, headers=root)
+    assert response.status_code == 201, response.json
+    assert response.json["email"] == "r\u00e9mi@example.org"
+    for typed in ("r\u00e9mi@example.org", "RE\u0301MI@example.org"):
+        token = client.post("/api/v1/tokens", json={"email": typed, "password": "long enough"})
+        assert token.status_code == 201, (typed, token.json)
