@@ -340,6 +340,16 @@ def test_a_groups_first_member_measures_before_the_group_trains(platform: Platfo
     assert all(t.fusion_profile is None for t in rest)
     assert all(t.status is TrialState.COMPLETED and t.fused_group == ids[0] for t in [first, *rest])
     assert not [line for i in ids for line in platform.logs(i) if line.startswith("not fused")]
+    # Where each member's time went: the measuring is the first member's own; the stacked training is
+    # split evenly (each member's own data loading taken out first), so the members' seconds add up to
+    # no more than the group ran (each counting the whole of the shared fetch and training would not).
+    spent = [t.time_breakdown for t in (first, *rest)]
+    assert all(s is not None for s in spent)
+    assert spent[0]["profile"] > 0 and all("profile" not in s for s in spent[1:]), spent
+    assert len({s["train"] for s in spent}) == 1 and all(s["fetch"] > 0 and s["store"] > 0 for s in spent), spent
+    started = min(t.started_at for t in (first, *rest) if t.started_at is not None)
+    finished = max(t.finished_at for t in (first, *rest) if t.finished_at is not None)
+    assert sum(sum(s.values()) for s in spent) <= (finished - started).total_seconds(), spent
 
 
 def test_a_profile_asked_of_a_template_that_is_no_torch_model_answers_alone_without_importing_torch() -> None:
