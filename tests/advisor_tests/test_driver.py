@@ -515,15 +515,30 @@ def test_the_placement_planner_places_the_trials_once_it_has_measurements(
 
 
 def test_gpu_count_and_cpu_slots_cap_concurrency(engine: Engine, events: LocalEventChannel, settings: Settings) -> None:
-    executor = StandInExecutor(engine, events, slots=4, duration=0.05)
+    executor = StandInExecutor(engine, events, slots=4, hold=True)
+
+    def run_through(job_id: int, share: int) -> None:
+        """Wait until the job runs ``share`` trials at once, then let every trial end as it starts."""
+        wait_until(lambda: len(executor.held(job_id)) == share, what=f"{share} trials of job {job_id} at once")
+        released: set[int] = set()
+
+        def release_what_runs() -> TrainJob | None:
+            for trial_id in set(executor.held(job_id)) - released:
+                executor.release(trial_id)
+                released.add(trial_id)
+            return finished(engine, job_id)
+
+        wait_until(release_what_runs, what=f"job {job_id} to finish")
+
     with running(engine, executor, events, settings):
         gpus = make_job(engine, events, {"MODEL_TRIAL_COUNT": 9, "GPU_COUNT": 3})
-        wait_finished(engine, gpus)
+        run_through(gpus, 3)
         cpus = make_job(engine, events, {"MODEL_TRIAL_COUNT": 6, "GPU_COUNT": 0}, configs=(CONFIG, CONFIG))
-        wait_finished(engine, cpus)
+        run_through(cpus, settings.cpu_slots)
         capped = make_job(engine, events, {"MODEL_TRIAL_COUNT": 8, "GPU_COUNT": 6})
-        wait_finished(engine, capped)
-    # Each job filled its share at once, and never went beyond it; the executor's slots cap them all.
+        run_through(capped, executor.slots)
+    # Each job filled its share at once (trials end only when released), and never went beyond it; the
+    # executor's slots cap them all.
     assert executor.max_by_job[gpus] == 3
     assert executor.max_by_job[cpus] == settings.cpu_slots == 2
     assert executor.max_by_job[capped] == executor.slots == 4
