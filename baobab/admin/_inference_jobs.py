@@ -42,7 +42,7 @@ from werkzeug.exceptions import BadGateway, RequestEntityTooLarge
 
 from baobab.admin._access import ADMIN_ROLES, private_rows
 from baobab.admin._auth import current_user, require_roles
-from baobab.admin._body import json_object, number_field, string_field
+from baobab.admin._body import json_object, number_field, read_capped, string_field
 from baobab.admin._inference_lookups import (
     MEMBER_SCHEMA,
     VersionTrials,
@@ -365,6 +365,7 @@ def delete_inference_job(job_id: int) -> tuple[str, int]:
     responses={
         200: ("the predictor's answer", {"type": "object", "required": ["predictions"]}),
         400: "the body or a query is bad (field names it: queries[i], or file[i] for an image)",
+        413: "a JSON body over BAOBAB_MAX_PREDICT_MB (the predictor's limit too)",
         403: f"the job is not public and {API_KEY_HEADER} is missing or wrong (field api_key)",
         409: "the job is not RUNNING",
         502: "the predictor does not answer",
@@ -385,7 +386,11 @@ def predict(job_id: int) -> Response:
         url = running_predictor_url(job, "answers predictions")
         task, train_key = job.train_job.task, job.train_job.train_dataset.artifact_path
     if request.mimetype == "application/json":
-        body = request.get_data()
+        limit_mb = admin_state().settings.max_predict_mb
+        body = read_capped(
+            limit_mb * 2**20,
+            f"the request body is larger than the limit of {limit_mb} MiB (BAOBAB_MAX_PREDICT_MB); send fewer queries",
+        )
     elif request.mimetype == "multipart/form-data":
         body = json.dumps({"queries": _image_queries(job_id, task, train_key)}).encode()
     else:

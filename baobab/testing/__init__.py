@@ -5,7 +5,7 @@ from baobab.testing._cluster import LocalCluster, Service
 from baobab.testing._local_platform import LocalPlatform
 from baobab.testing._parts import missing_part
 from baobab.testing._scrape import Scrape, scrape
-from baobab.testing._serving import serve_in_thread
+from baobab.testing._serving import post_raw, serve_in_thread
 from baobab.testing._simulated import (
     SimulatedCluster,
     SimulatedWork,
@@ -34,6 +34,7 @@ __all__ = [
     "branin_score",
     "every_knob_type",
     "missing_part",
+    "post_raw",
     "run_search",
     "run_simulation",
     "scrape",

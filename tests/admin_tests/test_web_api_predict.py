@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import threading
@@ -11,15 +12,19 @@ from typing import Any
 
 import numpy as np
 import pytest
+import requests
 from flask import Flask, Response, request
 from flask.testing import FlaskClient
 from PIL import Image
 from train_job_world import add_model, job_body, upload_dataset
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from baobab import Settings
+from baobab.admin import create_app
 from baobab.admin._inference_jobs import hash_api_key
 from baobab.model import Task
 from baobab.store import InferenceJob, InferenceJobStatus, UserRole, session_scope, write_image_files
+from baobab.testing import post_raw, serve_in_thread
 
 Headers = dict[str, str]
 AddUser = Callable[[UserRole], tuple[dict[str, Any], Headers]]
@@ -238,3 +243,38 @@ def test_someone_elses_inference_job_is_not_found(
     assert answer.status_code == 404
     assert answer.json["error"]["message"] == f"no inference job with id {job_id}"
     assert predictor.received == []
+
+
+def test_a_json_body_over_the_predict_limit_is_refused_before_it_is_read_or_relayed(
+    app: Flask,
+    client: FlaskClient,
+    settings: Settings,
+    owner: tuple[dict[str, Any], Headers],
+    predictor: FakePredictor,
+) -> None:
+    job_id = _inference_job(app, client, owner, url=predictor.url)
+    limited = create_app(dataclasses.replace(settings, max_predict_mb=1))  # a second API process, its own limit
+    headers = {**owner[1], "X-Api-Key": KEY, "Content-Type": "application/json"}
+    expected = error(
+        "request_entity_too_large",
+        "the request body is larger than the limit of 1 MiB (BAOBAB_MAX_PREDICT_MB); send fewer queries",
+        None,
+    )
+    try:
+        with serve_in_thread(limited) as url:
+            relay = f"{url}/api/v1/inference_jobs/{job_id}/predict"
+            # A Content-Length of 50 MB and no body: answered from the headers (the API's own cap is 512 MiB).
+            assert post_raw(relay, {**headers, "Content-Length": str(50 * 2**20)}) == (413, expected)
+            # A chunked body is read to one byte past the limit, no further.
+            chunk = b" " * 2**16
+            framed = b"%x\r\n%s\r\n" % (len(chunk), chunk)
+            chunks = [framed] * (2**20 // len(chunk) + 1) + [b"0\r\n\r\n"]
+            assert post_raw(relay, {**headers, "Transfer-Encoding": "chunked"}, chunks) == (413, expected)
+            assert predictor.received == []
+            # A body of the limit goes through.
+            body = json.dumps({"queries": [[1, 2]]}).encode()
+            answer = requests.post(relay, data=body + b" " * (2**20 - len(body)), headers=headers, timeout=30)
+            assert answer.status_code == 200, answer.text
+            assert predictor.received == [{"queries": [[1, 2]]}]
+    finally:
+        limited.extensions["baobab"].engine.dispose()

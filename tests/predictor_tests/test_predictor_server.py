@@ -13,15 +13,12 @@ Two predictors serve the whole module (starting one costs seconds):
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
@@ -29,7 +26,7 @@ import requests
 from predictor_world import SK_TABULAR, TINY, Predictor, Trained, World, make_world, tabular_frame, wait_ready
 
 from baobab.model import Task
-from baobab.testing import scrape, wait_until
+from baobab.testing import post_raw, scrape, wait_until
 
 OFFSETS = (0.0, 10.0, 50.0)
 TIMEOUT_S = 2.0
@@ -396,21 +393,6 @@ def test_queue_depth_counts_the_queries_waiting_behind_a_slow_batch(reg: Served)
     assert scrape(f"{reg.url}/metrics").value("baobab_predictor_queue_depth") == 0
 
 
-def _raw_post(url: str, headers: dict[str, str], chunks: Iterable[bytes]) -> tuple[int, dict[str, Any]]:
-    """``POST /predict`` written by hand on a socket: headers that lie about the body, a body that stops early."""
-    parts = urlsplit(url)
-    assert parts.hostname is not None and parts.port is not None
-    with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
-        head = "".join(f"{name}: {value}\r\n" for name, value in {"Host": "predictor", **headers}.items())
-        sock.sendall(f"POST /predict HTTP/1.1\r\n{head}\r\n".encode())
-        for chunk in chunks:
-            sock.sendall(chunk)
-        response = http.client.HTTPResponse(sock)
-        response.begin()
-        assert response.getheader("Content-Type") == "application/json"
-        return response.status, json.loads(response.read())
-
-
 def _too_large(status: int, body: dict[str, Any]) -> None:
     assert status == 413, body
     assert body["error"] == {
@@ -424,8 +406,10 @@ def _too_large(status: int, body: dict[str, Any]) -> None:
 def test_a_body_over_the_limit_is_refused_from_its_content_length_before_it_is_sent(reg: Served) -> None:
     # Only the headers go out: the answer cannot have waited for a body (50 MB took a predictor to 600 MB).
     headers = {"Content-Type": "application/json", "Content-Length": str(50 * 2**20)}
-    _too_large(*_raw_post(reg.url, {**headers, "Authorization": f"Bearer {reg.api_key}"}, ()))
-    _too_large(*_raw_post(reg.url, {**headers, "Content-Length": str(LIMIT_MB * 2**20 + 1)}, ()))  # no key either
+    _too_large(*post_raw(f"{reg.url}/predict", {**headers, "Authorization": f"Bearer {reg.api_key}"}, ()))
+    _too_large(
+        *post_raw(f"{reg.url}/predict", {**headers, "Content-Length": str(LIMIT_MB * 2**20 + 1)}, ())
+    )  # no key either
     assert reg.post({"queries": reg.rows[:2].tolist()}).status_code == 200  # and it serves on
 
 
@@ -434,7 +418,7 @@ def test_a_chunked_body_is_cut_off_once_it_passes_the_limit(reg: Served) -> None
     framed = b"%x\r\n%s\r\n" % (len(chunk), chunk)
     count = LIMIT_MB * 2**20 // len(framed) + 1  # just past the limit; the body never ends (no last chunk)
     headers = {"Content-Type": "application/json", "Transfer-Encoding": "chunked"}
-    _too_large(*_raw_post(reg.url, {**headers, "Authorization": f"Bearer {reg.api_key}"}, [framed] * count))
+    _too_large(*post_raw(f"{reg.url}/predict", {**headers, "Authorization": f"Bearer {reg.api_key}"}, [framed] * count))
 
 
 def test_a_body_of_the_limit_is_served(reg: Served) -> None:
