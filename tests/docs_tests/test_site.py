@@ -123,3 +123,17 @@ def test_every_benchmark_result_is_indexed_with_its_date(site: Path) -> None:
         assert title in text, result.name
         assert (site / "benchmarks" / "results" / result.stem / "index.html").exists(), result.name
     assert len(re.findall(r"\b2026-\d\d-\d\d\b", text)) >= len(list((ROOT / "bench" / "results").glob("*.md")))
+
+
+PAGES = sorted((ROOT / "docs").glob("*.md"))
+SNIPPETS = [
+    (page.name, number, code)
+    for page in PAGES
+    for number, code in enumerate(re.findall(r"^```python\n(.*?)^```", page.read_text(), flags=re.M | re.S))
+]
+
+
+@pytest.mark.parametrize(("page", "number", "code"), SNIPPETS, ids=[f"{p}-{n}" for p, n, _ in SNIPPETS])
+def test_every_python_snippet_of_the_guides_is_python(page: str, number: int, code: str) -> None:
+    """A reader pastes these: each must at least parse (the guides' fragments may use earlier names)."""
+    compile(code, f"docs/{page} snippet {number}", "exec")
