@@ -131,7 +131,7 @@ class TimePhase(enum.StrEnum):
     """
 
     WAIT = "wait"  # waiting for a slot: from the trial's row being created to its claim
-    FETCH = "fetch"  # data loading: the template and datasets fetched, datasets decoded and preprocessed
+    FETCH = "fetch"  # loading: the template fetched and imported, the datasets fetched, decoded and preprocessed
     WARM_START = "warm_start"  # zoo lookup and weight transform
     PROFILE = "profile"  # measuring fusion, when the job asks (fusion "auto")
     BUILD = "build"  # seeding, the model's constructor, reading shared parameters

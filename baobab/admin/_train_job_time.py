@@ -57,8 +57,8 @@ _ANSWER = {
         "phases": {
             "type": "array",
             "items": {"enum": [phase.value for phase in TimePhase]},
-            "description": "the phases in the order of a trial's life: wait, fetch (data loading), warm_start, "
-            "profile (fusion profiling), build, train, evaluate, store (saving parameters)",
+            "description": "the phases in the order of a trial's life: wait, fetch (loading the template and "
+            "data), warm_start, profile (fusion profiling), build, train, evaluate, store (saving parameters)",
         },
         "seconds": _PHASE_SECONDS,
         "total_s": {**_SECONDS, "description": "the sum of seconds"},

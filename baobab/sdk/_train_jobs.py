@@ -87,7 +87,7 @@ class TrainJobs(Transport):
         """Where a job's time went: the seconds its trials spent per phase, in all and per sub-job.
 
         The answer's ``seconds`` maps each phase to seconds, in the order of ``phases``: ``wait``
-        (for a slot), ``fetch`` (data loading), ``warm_start`` (zoo lookup and weight transform),
+        (for a slot), ``fetch`` (loading the template and the data), ``warm_start`` (zoo lookup and weight transform),
         ``profile`` (fusion profiling), ``build``, ``train``, ``evaluate`` and ``store`` (saving
         parameters); ``total_s`` is their sum, ``trials`` the trials counted, and ``sub_jobs`` the
         same per template. A large share in one phase says where a job's budget went: with 27% in

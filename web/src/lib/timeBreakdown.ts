@@ -10,7 +10,7 @@ import { formatDuration } from "./format";
 /** Each phase's label and colour, in the order of a trial's life (the API's `phases`). */
 export const PHASES: Record<string, { label: string; color: string }> = {
   wait: { label: "waiting for a slot", color: "#9aa3ad" },
-  fetch: { label: "data loading", color: "#3b6fb6" },
+  fetch: { label: "loading template & data", color: "#3b6fb6" },
   warm_start: { label: "warm start", color: "#2b8a8a" },
   profile: { label: "fusion profiling", color: "#d9822b" },
   build: { label: "building the model", color: "#7a6f2b" },

@@ -40,7 +40,7 @@ describe("JobTimeBreakdown", () => {
     expect(screen.getByTestId("time-train")).toHaveTextContent("training 1m 00s (60.0%)");
     expect(screen.getByTestId("time-warm_start")).toHaveTextContent("warm start 0.0s (0.0%)");
     expect(screen.getByTestId("time-chart").textContent).toBe(
-      "waiting for a slot=3.0;data loading=5.0;fusion profiling=27.0;training=60.0;evaluation=4.0;saving parameters=1.0",
+      "waiting for a slot=3.0;loading template & data=5.0;fusion profiling=27.0;training=60.0;evaluation=4.0;saving parameters=1.0",
     );
   });
 

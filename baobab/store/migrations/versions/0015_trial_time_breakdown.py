@@ -4,7 +4,7 @@ Revision ID: 0015
 Revises: 0014
 
 ``trials.time_breakdown`` is null until a worker finishes the trial; then it holds the
-seconds the run spent in each phase it reached (data loading, warm start, fusion
+seconds the run spent in each phase it reached (loading template and data, warm start, fusion
 profiling, building, training, evaluation, saving parameters: ``baobab.enums.TimePhase``).
 Waiting for a slot is not stored: ``created_at`` and ``started_at`` give it. A job's time
 breakdown (``GET /api/v1/train_jobs/<id>/time_breakdown``) sums them over its trials.
