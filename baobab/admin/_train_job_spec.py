@@ -30,6 +30,7 @@ from baobab.admin._access import may_see_private, may_see_shared, shared_with
 from baobab.admin._body import enum_field, json_object, name_field
 from baobab.admin._query import MAX_ID
 from baobab.advisor import (
+    MIN_TIME_HOURS,
     STRATEGIES,
     Budget,
     JobOptions,
@@ -213,7 +214,7 @@ FIELDS = (
             "description": "GPU_COUNT (0: CPU slots), TIME_HOURS and/or MODEL_TRIAL_COUNT (per template)",
             "properties": {
                 "GPU_COUNT": {"type": "integer", "minimum": 0},
-                "TIME_HOURS": {"type": "number", "exclusiveMinimum": 0},
+                "TIME_HOURS": {"type": "number", "minimum": MIN_TIME_HOURS},
                 "MODEL_TRIAL_COUNT": {"type": "integer", "minimum": 1},
             },
         },

@@ -14,7 +14,7 @@ from typing import Any
 
 from baobab.exceptions import BudgetError
 
-__all__ = ["Budget", "BudgetKey", "parse_budget"]
+__all__ = ["MIN_TIME_HOURS", "Budget", "BudgetKey", "parse_budget"]
 
 
 class BudgetKey(enum.StrEnum):
@@ -55,6 +55,9 @@ class Budget:
 _MAX_GPUS = 1024
 _MAX_HOURS = 24 * 365
 _MAX_TRIALS = 100_000
+#: The shortest TIME_HOURS a user may ask for: one minute. A shorter budget (1e-300 hours) ends
+#: before the driver can take the job up and start a trial, so the job could only end ERRORED.
+MIN_TIME_HOURS = 1 / 60
 
 
 def _integer(key: BudgetKey, value: object, low: int, high: int) -> int:
@@ -65,8 +68,13 @@ def _integer(key: BudgetKey, value: object, low: int, high: int) -> int:
     return value
 
 
-def parse_budget(data: object) -> Budget:
+def parse_budget(data: object, *, stored: bool = False) -> Budget:
     """Check a budget as a user sent it, e.g. ``{"TIME_HOURS": 0.5, "GPU_COUNT": 0}``.
+
+    Args:
+        stored: ``data`` is a job's budget read back from the store, checked when it was
+            written: TIME_HOURS is not held to :data:`MIN_TIME_HOURS`, so that a job stored
+            before that floor was set (or a test's short job) still runs.
 
     Raises:
         BudgetError: naming the key (``field``) and the rule it breaks.
@@ -87,6 +95,11 @@ def parse_budget(data: object) -> Budget:
             raise BudgetError(f"must be a number of hours, got {time_hours!r}", field=BudgetKey.TIME_HOURS)
         if not 0 < time_hours <= _MAX_HOURS:
             raise BudgetError(f"must be above 0 and at most {_MAX_HOURS}, got {time_hours}", field=BudgetKey.TIME_HOURS)
+        if time_hours < MIN_TIME_HOURS and not stored:
+            raise BudgetError(
+                f"must be at least one minute ({MIN_TIME_HOURS:.6g} hours) for a trial to run, got {time_hours}",
+                field=BudgetKey.TIME_HOURS,
+            )
         time_hours = float(time_hours)
     trials = data.get(BudgetKey.MODEL_TRIAL_COUNT)
     return Budget(

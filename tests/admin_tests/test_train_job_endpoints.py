@@ -236,6 +236,7 @@ def test_every_bad_field_is_refused_by_name(app: Flask, client: FlaskClient, wor
         ({"budget": {"TIME_HOURS": 0}}, "budget.TIME_HOURS", "budget.TIME_HOURS: must be above 0"),
         ({"budget": {"TIME_HOURS": "1"}}, "budget.TIME_HOURS", "must be a number of hours, got '1'"),
         ({"budget": {"TIME_HOURS": 1e9}}, "budget.TIME_HOURS", "at most 8760"),
+        ({"budget": {"TIME_HOURS": 1e-300}}, "budget.TIME_HOURS", "must be at least one minute"),
         ({"budget": {"TIME_HOURS": 1, "GPU_COUNT": -1}}, "budget.GPU_COUNT", "must be between 0 and 1024"),
         ({"budget": {"TIME_HOURS": 1, "GPU_COUNT": 1.0}}, "budget.GPU_COUNT", "must be an integer"),
         ({"budget": {"MODEL_TRIAL_COUNT": 0}}, "budget.MODEL_TRIAL_COUNT", "must be between 1 and 100000"),

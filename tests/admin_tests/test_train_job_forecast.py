@@ -62,12 +62,12 @@ def test_the_forecast_plays_the_job_on_the_workers_asked_for(app: Flask, client:
 
 
 def test_time_hours_bounds_the_trials_that_finish(client: FlaskClient, alice) -> None:
-    answer = _forecast(client, alice, "?slots=1", budget={"MODEL_TRIAL_COUNT": 8, "TIME_HOURS": 0.01}).json
+    answer = _forecast(client, alice, "?slots=1", budget={"MODEL_TRIAL_COUNT": 8, "TIME_HOURS": 0.02}).json
     fcfs = _by_method(answer)["fcfs"]
-    assert (fcfs["trials_finished"], fcfs["trials_unfinished"]) == (3, 5)  # 36 s: three trials of 10 s
-    assert fcfs["seconds"] == pytest.approx(36.0)
-    open_count = _forecast(client, alice, "?slots=2", budget={"TIME_HOURS": 0.01}).json
-    assert _by_method(open_count)["fcfs"]["trials_finished"] == 6  # as many as 36 s allow on two slots
+    assert (fcfs["trials_finished"], fcfs["trials_unfinished"]) == (7, 1)  # 72 s: seven trials of 10 s
+    assert fcfs["seconds"] == pytest.approx(72.0)
+    open_count = _forecast(client, alice, "?slots=2", budget={"TIME_HOURS": 0.02}).json
+    assert _by_method(open_count)["fcfs"]["trials_finished"] == 14  # as many as 72 s allow on two slots
     two_templates = client.post(
         URL,
         json=job_body(alice["data"], alice["data"], [alice["model"], alice["twin"]], budget={"MODEL_TRIAL_COUNT": 3}),

@@ -30,6 +30,8 @@ def test_gpu_count_defaults_to_cpu_slots_and_one_bound_is_enough() -> None:
         ({"TIME_HOUR": 1}, "TIME_HOUR", "unknown budget key 'TIME_HOUR'; known keys: GPU_COUNT, TIME_HOURS"),
         ({"TIME_HOURS": 0}, "TIME_HOURS", "must be above 0 and at most 8760, got 0"),
         ({"TIME_HOURS": -1.5}, "TIME_HOURS", "must be above 0"),
+        ({"TIME_HOURS": 1e-300}, "TIME_HOURS", r"must be at least one minute \(0.0166667 hours\) .*, got 1e-300"),
+        ({"TIME_HOURS": 0.0166}, "TIME_HOURS", "must be at least one minute"),
         ({"TIME_HOURS": "2"}, "TIME_HOURS", "must be a number of hours, got '2'"),
         ({"TIME_HOURS": float("nan")}, "TIME_HOURS", "must be a number of hours, got nan"),
         ({"TIME_HOURS": True}, "TIME_HOURS", "must be a number of hours, got True"),
@@ -43,3 +45,11 @@ def test_bad_budgets_name_the_key_and_the_rule(data: object, field: str, message
     with pytest.raises(BudgetError, match=f"^{field}: {message}") as info:
         parse_budget(data)
     assert info.value.field == field
+
+
+def test_one_minute_is_the_shortest_time_budget_but_a_stored_shorter_one_still_reads() -> None:
+    assert parse_budget({"TIME_HOURS": 1 / 60}).time_hours == 1 / 60
+    # A job stored before the floor (or a driver test's short job) is read back as it was written.
+    assert parse_budget({"TIME_HOURS": 0.001}, stored=True) == Budget(time_hours=0.001)
+    with pytest.raises(BudgetError, match="must be above 0"):
+        parse_budget({"TIME_HOURS": 0}, stored=True)

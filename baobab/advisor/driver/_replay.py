@@ -58,7 +58,7 @@ def job_state(
     row: TrainJob, status: JobStatus, started_at: datetime | None, now: float, *, cpu_slots: int, grace_s: float
 ) -> tuple[JobState, JobOptions]:
     """The job's limits and stop state from its row (its deadline from the persisted ``started_at``)."""
-    budget = parse_budget(row.budget)
+    budget = parse_budget(row.budget, stored=True)
     deadline = None
     if budget.time_hours is not None and started_at is not None:
         deadline = started_at.timestamp() + budget.time_hours * 3600

@@ -112,7 +112,7 @@ class StoreSync(DriverCore):
             logger.info("job %s (%s v%s): taken up", row.id, row.app, row.app_version)
         job, options = job_state(row, status, started_at, now, cpu_slots=self.settings.cpu_slots, grace_s=self.grace_s)
         subs, trials = job_rows(self.engine, row.id)
-        gpu = parse_budget(row.budget).gpu_count > 0
+        gpu = parse_budget(row.budget, stored=True).gpu_count > 0
         for sub_row, model_name, knob_config_text in subs:
             sub = job.sub_jobs[sub_row.id] = sub_job_state(
                 sub_row, model_name, knob_config_text, job, options, self.max_errors
