@@ -37,10 +37,12 @@ METHODS = ("get", "post", "put", "patch", "delete")
 def _prose(text: str) -> str:
     """Plain text as Markdown prose: outside code, brackets are usage syntax (not link references)
     and angle brackets are placeholders such as ``<release>`` (not HTML tags)."""
-    parts = re.split(r"(`[^`]*`)", text)
-    return "".join(
-        p if p.startswith("`") else html.escape(p, quote=False).replace("[", "\\[").replace("]", "\\]") for p in parts
-    )
+    # A code span opens and closes with the same run of backticks (docstrings use ``double``):
+    # split() gives prose, span, its backticks, prose, span, backticks, ..., prose.
+    parts = re.split(r"((`+).*?\2)", text)
+    prose = [html.escape(p, quote=False).replace("[", "\\[").replace("]", "\\]") for p in parts[::3]]
+    spans = [*parts[1::3], ""]
+    return "".join(p + span for p, span in zip(prose, spans, strict=True))
 
 
 def _cell(text: str) -> str:
