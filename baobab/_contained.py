@@ -54,7 +54,7 @@ from typing import Any
 __all__ = ["HOST_PID_VARIABLE", "TemplateProcess", "become_subreaper", "children_of", "end_strays", "host_pid"]
 
 #: The launcher's pid, set for the template process: its pid in its PID namespace is 2.
-HOST_PID_VARIABLE = "BAOBAB_HOST_PID"
+HOST_PID_VARIABLE = "_BAOBAB_HOST_PID"  # not BAOBAB_*: the settings refuse unknown ones
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000

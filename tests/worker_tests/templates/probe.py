@@ -52,7 +52,7 @@ class Probe(BaseModel):
         data = read_tabular(dataset_path, target=target)
         draw = int(np.random.randint(2**31))
         threads = os.environ.get("OMP_NUM_THREADS")
-        pid = os.environ.get("BAOBAB_HOST_PID", os.getpid())  # as the platform knows it: 2 in its PID namespace
+        pid = os.environ.get("_BAOBAB_HOST_PID", os.getpid())  # as the platform knows it: 2 in its PID namespace
         print(f"probe pid={pid} imports={IMPORTS} data={id(data)} seed={seed} draw={draw} threads={threads}")
         sys.stderr.write("progress 10%\rprogress 100%\n")
         self.context.report(1, loss=0.5, accuracy=float("nan"))
