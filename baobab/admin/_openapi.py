@@ -357,13 +357,13 @@ def _responses(doc: ApiDoc, open_to_all: bool) -> dict[str, Any]:
         else:
             description, schema = spec[0], spec[1]
             media_type = spec[2] if len(spec) == 3 else "application/json"
-        if schema is None and (status.startswith(("4", "5")) or status == "default"):
+        if schema is None and (str(status).startswith(("4", "5")) or status == "default"):
             schema = ERROR_SCHEMA
         response: dict[str, Any] = {"description": description}
         if schema is not None:
             response["content"] = {media_type: {"schema": dict(schema)}}
         responses[str(status)] = response
-    if not any(status.startswith("2") for status in responses):
+    if not any(key.startswith("2") for key in responses):
         responses["2XX"] = {"description": "success; the description says what is answered"}
     if not open_to_all:
         responses.setdefault(

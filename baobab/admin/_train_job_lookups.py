@@ -68,7 +68,7 @@ def owner_arg() -> int | None:
     return int_query_arg(OWNER_ARG, None, 1, MAX_ID)
 
 
-def trial_query() -> Select[tuple[Trial]]:
+def trial_query() -> Select[Trial]:
     """``SELECT trials`` with their sub-job and its template loaded, so ``trial_json`` works on the rows
     after the session is closed."""
     return select(Trial).options(joinedload(Trial.sub_job).selectinload(SubJob.model_template))

@@ -163,7 +163,9 @@ class BayesStrategy(Strategy):
         return np.array(fresh).reshape(len(fresh), len(space))
 
 
-def _short_lbfgs(objective: Callable, theta: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, float]:
+def _short_lbfgs(
+    objective: Callable[[np.ndarray], tuple[float, np.ndarray]], theta: np.ndarray, bounds: np.ndarray
+) -> tuple[np.ndarray, float]:
     """L-BFGS-B on the GP's log marginal likelihood, stopped after 20 iterations.
 
     The kernel's hyperparameters need not be exact for expected improvement to rank

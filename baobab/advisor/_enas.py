@@ -260,8 +260,9 @@ class EnasStrategy(Strategy):
             (record.trial_id, self._actions(point), float(record.score))
             for record, point in self.points()
             if record.status is TrialStatus.COMPLETED
+            and record.score is not None  # always, for a completed trial; said so for the types
             and record.metadata.get("phase") in _LEARNING_PHASES
-            and math.isfinite(float(record.score))  # type: ignore[arg-type]
+            and math.isfinite(record.score)
         ]
 
     def _sync(self) -> None:

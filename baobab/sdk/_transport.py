@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+from requests.__version__ import __version__ as REQUESTS_VERSION
 
 from baobab.error_envelope import decode_error, status_code_name
 from baobab.sdk._errors import ApiError, ClientError, ServerUnreachableError
@@ -67,7 +68,7 @@ class Transport:
         self.token = token
         self.timeout = timeout
         self._session = requests.Session()
-        self._session.headers["User-Agent"] = f"baobab-sdk requests/{requests.__version__}"
+        self._session.headers["User-Agent"] = f"baobab-sdk requests/{REQUESTS_VERSION}"
 
     def close(self) -> None:
         """Closes the pooled connections."""

@@ -95,7 +95,7 @@ def capture_prints(on_line: Callable[[str], None]) -> Iterator[None]:
     """
     stdout, stderr = sys.stdout, sys.stderr
     tees = (_LineTee(stdout, on_line), _LineTee(stderr, on_line))
-    sys.stdout, sys.stderr = tees  # type: ignore[assignment]
+    sys.stdout, sys.stderr = tees
     try:
         yield
     finally:

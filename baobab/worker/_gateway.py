@@ -295,7 +295,7 @@ class TrialArtifacts:
         if response.status_code == 404:
             raise ArtifactNotFoundError(f"the admin API has no such input of trial {self.trial_id}", key=key)
         response.raw.decode_content = True
-        return response.raw  # type: ignore[no-any-return]
+        return response.raw
 
     def get_bytes(self, key: str) -> bytes:
         with self.open(key) as f:

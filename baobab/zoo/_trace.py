@@ -114,7 +114,7 @@ def _sources(arg: fx.Node, index: dict[fx.Node, int], stands_for: dict[fx.Node, 
 def _operation(traced: fx.GraphModule, node: fx.Node) -> tuple[str, torch.nn.Module | None, str]:
     """The node's normalised type, and the module owning its state (with its path) if it has one."""
     if node.op == "call_module":
-        module = traced.get_submodule(node.target)
+        module = traced.get_submodule(str(node.target))
         return _normalise(type(module).__name__), module, str(node.target)
     if node.op == "call_function":
         name = getattr(node.target, "__name__", None) or repr(node.target)

@@ -96,7 +96,7 @@ def jobs_to_adopt(engine: Engine, job_ids: Iterable[int] | None, lease_for: str 
         return list(session.scalars(query))
 
 
-def job_rows(engine: Engine, job_id: int) -> tuple[list[Row[Any]], list[Row[Any]]]:
+def job_rows(engine: Engine, job_id: int) -> tuple[list[Row[SubJob, str, str]], list[Row[*tuple[Any, ...]]]]:
     """A job's sub-jobs (with their template's name and knob config) and its trials, in id order."""
     with session_scope(engine) as session:
         subs = session.execute(

@@ -49,6 +49,8 @@ def add_update(latest: dict[str, Any], start: dict[str, Any], result: dict[str, 
     merged.update(result)
     for name, value in result.items():
         before, now = start.get(name), latest.get(name)
+        if before is None or now is None:
+            continue
         if all(_numeric(a) and a.shape == value.shape for a in (value, before, now)):
             merged[name] = (now + (value - before)).astype(value.dtype, copy=False)
     return merged

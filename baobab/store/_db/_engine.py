@@ -5,16 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.engine import URL, Connection, CursorResult, make_url
 from sqlalchemy.exc import SQLAlchemyError, StatementError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import Executable
 
 from baobab.exceptions import StoreError
 
-__all__ = ["create_engine_from_url", "describe_url", "session_scope", "store_error"]
+__all__ = ["changed_rows", "create_engine_from_url", "describe_url", "session_scope", "store_error"]
 
 # How long a SQLite connection waits for another process's write transaction.
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -125,3 +126,12 @@ def session_scope(engine: Engine) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def changed_rows(session: Session, statement: Executable, params: dict[str, Any] | None = None) -> int:
+    """Runs an UPDATE or DELETE and says how many rows it changed.
+
+    ``Session.execute`` is typed as returning a ``Result``; for these statements it is a
+    ``CursorResult``, the one kind with ``rowcount``, so the cast lives here, once.
+    """
+    return cast(CursorResult[Any], session.execute(statement, params)).rowcount

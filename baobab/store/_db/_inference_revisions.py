@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from baobab.enums import InferenceJobStatus, RevisionAction
 from baobab.exceptions import ConflictError, NotFoundError
+from baobab.store._db._engine import changed_rows
 from baobab.store._db._tables import InferenceJob, InferenceMember, InferenceRevision, InferenceVersion
 from baobab.store._db._types import utcnow
 
@@ -148,7 +149,7 @@ def record_served_revision(session: Session, job_id: int, served: int) -> bool:
         .values(served_revision=served)
         .execution_options(synchronize_session=False)
     )
-    return bool(session.execute(statement).rowcount)
+    return bool(changed_rows(session, statement))
 
 
 def record_revision_error(session: Session, job_id: int, number: int, error: str) -> bool:
@@ -159,7 +160,7 @@ def record_revision_error(session: Session, job_id: int, number: int, error: str
         .values(error=error)
         .execution_options(synchronize_session=False)
     )
-    return bool(session.execute(statement).rowcount)
+    return bool(changed_rows(session, statement))
 
 
 def _locked_job(session: Session, job_id: int) -> tuple[InferenceJob, InferenceRevision]:

@@ -23,6 +23,7 @@ from sqlalchemy import delete, update
 from sqlalchemy.orm import Session
 
 from baobab.enums import InferenceJobStatus
+from baobab.store._db._engine import changed_rows
 from baobab.store._db._inference_revisions import LIVE, first_inference_revision
 from baobab.store._db._leases import RELEASED, Lease
 from baobab.store._db._tables import InferenceJob
@@ -70,7 +71,7 @@ def mark_inference_job_stopped(session: Session, job_id: int, *, now: datetime) 
         .values(status=InferenceJobStatus.STOPPED, stopped_at=now)
         .execution_options(synchronize_session=False)
     )
-    return bool(session.execute(statement).rowcount)
+    return bool(changed_rows(session, statement))
 
 
 def take_over_inference_jobs(
@@ -87,7 +88,7 @@ def take_over_inference_jobs(
     if job_ids is not None:
         statement = statement.where(InferenceJob.id.in_(job_ids))
     statement = statement.values(status=InferenceJobStatus.STARTING, predictor_url=None, **lease.taken(now))
-    return session.execute(statement).rowcount
+    return changed_rows(session, statement)
 
 
 def serve_inference_job(session: Session, job_id: int, lease: Lease, url: str) -> bool:
@@ -97,7 +98,7 @@ def serve_inference_job(session: Session, job_id: int, lease: Lease, url: str) -
         .where(InferenceJob.id == job_id, InferenceJob.status == InferenceJobStatus.STARTING, lease.held())
         .values(status=InferenceJobStatus.RUNNING, predictor_url=url, error=None)
     )
-    return bool(session.execute(statement).rowcount)
+    return bool(changed_rows(session, statement))
 
 
 def fail_inference_job(session: Session, job_id: int, lease: Lease, error: str, *, now: datetime) -> bool:
@@ -107,7 +108,7 @@ def fail_inference_job(session: Session, job_id: int, lease: Lease, error: str, 
         .where(InferenceJob.id == job_id, InferenceJob.status.in_(LIVE), lease.held())
         .values(status=InferenceJobStatus.ERRORED, error=error, predictor_url=None, stopped_at=now, **RELEASED)
     )
-    return bool(session.execute(statement).rowcount)
+    return bool(changed_rows(session, statement))
 
 
 def delete_finished_inference_job(session: Session, job_id: int) -> bool:
@@ -116,4 +117,4 @@ def delete_finished_inference_job(session: Session, job_id: int) -> bool:
     Conditional, so that a job a host just took over (STARTING again) is never deleted under its predictor.
     """
     statement = delete(InferenceJob).where(InferenceJob.id == job_id, InferenceJob.status.not_in(LIVE))
-    return bool(session.execute(statement).rowcount)
+    return bool(changed_rows(session, statement))

@@ -27,6 +27,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from baobab.enums import JobStatus, Task, TrialState
+from baobab.store._db._engine import changed_rows
 from baobab.store._db._tables import SubJob, TrainJob
 from baobab.store._db._trial_control import end_unfinished_trials
 
@@ -102,11 +103,12 @@ def add_train_job(
 
 def start_train_job(session: Session, job_id: int, *, now: datetime) -> bool:
     """PENDING → RUNNING, started at ``now``, with its PENDING sub-jobs; False when it was no longer PENDING."""
-    started = session.execute(
+    started = changed_rows(
+        session,
         update(TrainJob)
         .where(TrainJob.id == job_id, TrainJob.status == JobStatus.PENDING)
-        .values(status=JobStatus.RUNNING, started_at=now)
-    ).rowcount
+        .values(status=JobStatus.RUNNING, started_at=now),
+    )
     if started:
         session.execute(
             update(SubJob)
@@ -123,7 +125,7 @@ def request_train_job_stop(session: Session, job_id: int) -> bool:
         .where(TrainJob.id == job_id, TrainJob.status.in_((JobStatus.PENDING, JobStatus.RUNNING)))
         .values(status=JobStatus.STOPPING)
     )
-    return bool(session.execute(statement).rowcount)
+    return bool(changed_rows(session, statement))
 
 
 def finish_sub_job(session: Session, sub_job_id: int, status: JobStatus, error: str | None) -> bool:
@@ -134,7 +136,7 @@ def finish_sub_job(session: Session, sub_job_id: int, status: JobStatus, error: 
         .where(SubJob.id == sub_job_id, SubJob.status.in_(JobStatus.UNFINISHED))
         .values(status=status, error=error)
     )
-    return bool(session.execute(statement).rowcount)
+    return bool(changed_rows(session, statement))
 
 
 def finish_train_job(session: Session, job_id: int, status: JobStatus, error: str | None, *, now: datetime) -> bool:
@@ -145,7 +147,7 @@ def finish_train_job(session: Session, job_id: int, status: JobStatus, error: st
         .where(TrainJob.id == job_id, TrainJob.status.in_(JobStatus.UNFINISHED))
         .values(status=status, error=error, finished_at=now)
     )
-    return bool(session.execute(statement).rowcount)
+    return bool(changed_rows(session, statement))
 
 
 def fail_train_job(session: Session, job_id: int, error: str, *, now: datetime) -> list[int]:

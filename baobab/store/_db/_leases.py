@@ -22,6 +22,7 @@ from sqlalchemy import ColumnElement, and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from baobab.store._db._batches import id_batches
+from baobab.store._db._engine import changed_rows
 from baobab.store._db._tables import InferenceJob, TrainJob
 
 __all__ = ["RELEASED", "Lease"]
@@ -60,7 +61,7 @@ class Lease:
         """Take (or keep) the lease of job ``job_id`` if it is free and matches ``where``."""
         table = self.table
         statement = update(table).where(table.id == job_id, self.free(now), *where).values(**self.taken(now))
-        return bool(session.execute(statement).rowcount)
+        return bool(changed_rows(session, statement))
 
     def renew(self, session: Session, job_ids: Collection[int], now: datetime, *still: ColumnElement[bool]) -> set[int]:
         """Extend the leases held on ``job_ids``; the ids still held (and matching ``still``).
@@ -81,4 +82,4 @@ class Lease:
     def release(self, session: Session, *where: ColumnElement[bool]) -> int:
         """Hand back the leases this holder holds (on the jobs matching ``where``); how many."""
         table = self.table
-        return session.execute(update(table).where(self.held(), *where).values(**RELEASED)).rowcount
+        return changed_rows(session, update(table).where(self.held(), *where).values(**RELEASED))

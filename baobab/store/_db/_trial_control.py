@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from baobab.enums import TrialState
 from baobab.store._db._batches import id_batches
+from baobab.store._db._engine import changed_rows
 from baobab.store._db._tables import SubJob, Trial
 
 __all__ = [
@@ -98,7 +99,7 @@ def fuse_trials(session: Session, trial_ids: Sequence[int]) -> int:
 def request_trial_stop(session: Session, trial_id: int, reason: str) -> bool:
     """Leave ``reason`` in an unfinished trial's row: its worker reads it with its next beat and stops early."""
     statement = update(_trials).where(_trials.c.id == trial_id, _UNFINISHED).values(stop_reason=reason)
-    return session.execute(statement).rowcount == 1
+    return changed_rows(session, statement) == 1
 
 
 def end_trial(
@@ -122,7 +123,7 @@ def end_trial(
         .where(_trials.c.id == trial_id, _UNFINISHED)
         .values(status=status, error=error, traceback=traceback, finished_at=now)
     )
-    return session.execute(statement).rowcount == 1
+    return changed_rows(session, statement) == 1
 
 
 def end_unfinished_trials(
@@ -155,7 +156,7 @@ def requeue_trial(session: Session, trial_id: int, *, now: datetime) -> bool:
         .where(_trials.c.id == trial_id, _UNFINISHED)
         .values(status=TrialState.PENDING, error=None, finished_at=None, submitted_at=now, fused_group=None)
     )
-    return session.execute(statement).rowcount == 1
+    return changed_rows(session, statement) == 1
 
 
 def set_trial_parent(session: Session, trial_id: int, zoo_model_id: int, similarity: float) -> bool:
@@ -165,4 +166,4 @@ def set_trial_parent(session: Session, trial_id: int, zoo_model_id: int, similar
         .where(_trials.c.id == trial_id)
         .values(parent_zoo_model_id=zoo_model_id, similarity=float(similarity))
     )
-    return session.execute(statement).rowcount == 1
+    return changed_rows(session, statement) == 1

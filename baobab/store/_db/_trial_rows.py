@@ -43,7 +43,7 @@ from sqlalchemy import BindParameter, Engine, and_, bindparam, exists, insert, o
 from sqlalchemy.orm import Session
 
 from baobab.enums import TrialState
-from baobab.store._db._engine import session_scope
+from baobab.store._db._engine import changed_rows, session_scope
 from baobab.store._db._tables import Dataset, InterimMetric, ModelTemplate, SubJob, TrainJob, Trial, TrialLog
 
 __all__ = [
@@ -414,7 +414,7 @@ def finish_trial_in(
         "b_fusion_profile": None if fusion_profile is None else dict(fusion_profile),
         "b_time_breakdown": None if time_breakdown is None else dict(time_breakdown),
     }
-    if session.execute(_FINISH, values).rowcount != 1:
+    if changed_rows(session, _FINISH, values) != 1:
         return session.execute(select(_trials.c.status).where(_trials.c.id == trial_id)).scalar()
     if log_line is not None:
         add_trial_records_in(session, trial_id, (), [{"line": log_line, "time": now}])
