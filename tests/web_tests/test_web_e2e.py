@@ -259,6 +259,21 @@ def test_create_watch_and_serve_a_job_in_the_browser(
         assert canvas_has_ink(page, chart), f"{chart} drew nothing"
     page.screenshot(path=artifacts / "06-job-page.png", full_page=True)
 
+    # Where the time went: one stacked bar of the trials' phases, its legend in seconds and percent,
+    # read again once the job ended (every trial counted).
+    spent = page.get_by_role("region", name="time breakdown")
+    expect(spent.get_by_test_id("time-total")).to_contain_text(f"over {TRIALS} trials")
+    ran = ("wait", "fetch", "build", "train", "evaluate", "store")  # not a TorchModel: no warm start
+    for phase in ran:
+        item = spent.get_by_test_id(f"time-{phase}")
+        expect(item).to_contain_text(re.compile(r"\d+(\.\d)?s \(\d+\.\d%\)"))
+        assert float(item.get_attribute("data-seconds") or 0) > 0, phase
+    expect(spent.get_by_test_id("time-profile")).to_have_attribute("data-seconds", "0")
+    expect(spent.get_by_test_id("time-chart")).to_have_attribute("data-shown", str(len(ran)))
+    page.wait_for_function("() => document.querySelector(`[data-testid='time-chart'] canvas`)?.width > 0")
+    assert canvas_has_ink(page, "time-chart"), "the time breakdown drew nothing"
+    spent.screenshot(path=artifacts / "06-job-time-breakdown.png")
+
     # The table sorts on the server: by number, the trials come 0..N-1.
     trials.get_by_role("button", name="#").click()
     expect(trials.locator("tbody tr td:nth-child(2)")).to_have_text([str(n) for n in range(TRIALS)])
