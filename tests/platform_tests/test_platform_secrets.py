@@ -9,6 +9,7 @@ uploaded first, so there are other users' artifacts to find.
 
 from __future__ import annotations
 
+import fcntl
 import runpy
 from collections.abc import Callable
 from pathlib import Path
@@ -20,9 +21,10 @@ from itsdangerous import URLSafeTimedSerializer
 
 from baobab._sandbox import landlock_available
 from baobab.sdk import ApiError, Client
-from baobab.testing import missing_part
+from baobab.testing import missing_part, wait_until
 
 SNOOP = Path(__file__).parent / "templates" / "snoop.py"
+HOSTILE = Path(__file__).parents[1] / "worker_tests" / "templates" / "hostile.py"
 #: The key earlier versions signed tokens with when none was set (it was published).
 OLD_DEFAULT_KEY = "baobab-development-key-do-not-use-in-production"
 
@@ -86,3 +88,46 @@ def test_a_token_signed_with_the_old_default_key_is_refused(start_platform: Call
     with pytest.raises(ApiError) as refused:
         intruder.list_users()
     assert refused.value.status == 401
+
+
+def test_a_template_can_neither_reach_the_server_process_nor_leave_a_daemon_behind(
+    start_platform: Callable[[], Any], breast_cancer: Path, tmp_path: Path
+) -> None:
+    """The hostile template (worker_tests/templates/hostile.py) under ``baobab up``: see :mod:`baobab._contained`."""
+    signals = tmp_path / "signals"
+    signals.mkdir()  # before the workers confine themselves: a folder made later gets no rights
+    lock = signals / "daemon.lock"
+    running = start_platform()
+    client = running.client
+    server_pid = running.platform._process.pid
+    train = client.create_dataset("bc train", breast_cancer / "train.csv", format="TABULAR", target="target")
+    model = client.create_model(HOSTILE, task="TABULAR_REGRESSION", class_name="Hostile")
+    job = client.create_train_job(
+        "hostile",
+        "TABULAR_REGRESSION",
+        train_dataset_id=train["id"],
+        val_dataset_id=train["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": 1, "GPU_COUNT": 0},
+        train_args={"lock": str(lock), "server_pid": server_pid},
+    )
+    job = client.wait_for_train_job("hostile", job["app_version"], timeout=120, progress=False)
+    assert job["status"] == "COMPLETED", job
+    (trial,) = client.get_trials("hostile", job["app_version"])["trials"]
+    logs = [entry["line"] for entry in client.get_trial_logs(trial["id"])]
+    assert "hostile daemon started" in logs and lock.read_text().isdigit()
+    snooped = [line for line in logs if line.startswith("hostile ") and line != "hostile daemon started"]
+    assert [line.split(":")[0] for line in snooped] == ["hostile environ", "hostile cmdline", "hostile kill"]
+    assert not [line for line in snooped if line.endswith(": ok")], snooped
+    wait_until(lambda: not _held(lock), what="the trial's daemon to end with its trial")
+
+
+def _held(lock: Path) -> bool:
+    """Whether a process holds the ``flock`` of ``lock``: the hostile template's daemon is alive."""
+    with open(lock, "rb") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return False

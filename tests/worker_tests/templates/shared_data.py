@@ -38,7 +38,8 @@ class SharedData(TorchModel):
 
     def fit_module(self, module, inputs, targets):
         signals = Path(self.train_args["signal_dir"])
-        (signals / f"training-{os.getpid()}").touch()
+        pid = os.environ.get("_BAOBAB_HOST_PID", os.getpid())  # getpid() is 2 in each worker's PID namespace
+        (signals / f"training-{pid}").touch()
         deadline = time.monotonic() + WAIT_S
         while len(list(signals.glob("training-*"))) < self.train_args["siblings"]:
             if time.monotonic() > deadline:

@@ -44,7 +44,8 @@ class TinyTorch(TorchModel):
 
     def score(self, outputs, targets):
         signals = Path(self.train_args["signal_dir"])
-        (signals / f"training-{os.getpid()}").touch()
+        pid = os.environ.get("_BAOBAB_HOST_PID", os.getpid())  # getpid() is 2 in each worker's PID namespace
+        (signals / f"training-{pid}").touch()
         deadline = time.monotonic() + HOLD_S
         while (signals / "hold").exists() and time.monotonic() < deadline:
             if self.context.should_stop:
