@@ -17,7 +17,8 @@ namespaces are enabled; the launcher then maps the user to itself):
   :meth:`TemplateProcess.end`, or the process that started it dies), the namespace's
   first process exits and the kernel kills every process left in it: double-forked
   ``setsid()`` daemons included, which no process group or session holds;
-- Landlock (:mod:`baobab._sandbox`) keeps the template from unmounting that ``/proc``.
+- Landlock (:mod:`baobab._sandbox`) keeps the template from unmounting that ``/proc``
+  (a kernel without Landlock leaves a template that runs as root free to);
   Where a fresh ``/proc`` cannot be mounted (a container whose ``/proc`` is partly
   masked), the processes outside can still be read in ``/proc`` (their environment
   is kept from the template by Landlock, their command line is not), but not signalled,
@@ -32,8 +33,12 @@ daemon that left the process group outlives a :meth:`TemplateProcess.end` (SIGKI
 to the group: the launcher cannot act on it); a template process that ends by itself
 takes its tree with it.
 
-A long-lived template process that runs one trial after another kills what each
-trial left behind with :func:`end_strays`.
+A long-lived process that runs one trial after another (a local worker, a Celery pool
+process) is a :func:`become_subreaper` and kills what each trial left behind with
+:func:`end_strays`, daemons included, when the trial ends. A Celery pool process runs
+templates in itself, in no namespace of its own: there a template sees and may signal
+every process of its user on the worker's machine (a container, as deployed), and only
+what it leaves running when its trial ends is ended.
 
 The launcher passes the template process's exit status on as its own (a death by a
 signal is the same death), forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and
