@@ -24,6 +24,8 @@ __all__ = ["ChildOutcome", "run_child"]
 
 #: How many lines of the child's output a crash report quotes.
 _LOG_TAIL_LINES = 15
+#: How long a child whose pipe closed may take to exit before it is killed.
+_EXIT_GRACE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def run_child(
     reader = threading.Thread(target=_pump, args=(process.stdout, messages), daemon=True)
     reader.start()
     final: dict[str, Any] | None = None
-    timed_out = False
+    timed_out = closed = False
     try:
         while True:
             now = time.monotonic()
@@ -115,6 +117,7 @@ def run_child(
             except queue.Empty:
                 continue
             if message is None:
+                closed = True
                 break
             if message.get("event") in ("result", "failed"):
                 final = message
@@ -124,7 +127,10 @@ def run_child(
         # The pipe is closed (the child is exiting), or it timed out, or this process is
         # interrupted: end the child with all it started (leaked helpers and daemons too).
         # Its own session keeps it out of reach of the terminal's Ctrl-C, so this is the
-        # only way it ends.
+        # only way it ends. A child whose pipe closed is exiting: its launcher passes its
+        # exit status on once it has, which a kill now would replace by SIGKILL.
+        if closed:
+            process.exited_within(_EXIT_GRACE_S)
         process.end()
         reader.join()
         process.stdin.close()
