@@ -78,10 +78,14 @@ def test_login_and_users(api_server: ApiServer, root: Client) -> None:
     assert caught.value.status == 403
 
     assert root.ban_user(dev["id"])["banned"] is True
-    with pytest.raises(ApiError, match="is banned") as caught:
+    with pytest.raises(ApiError, match="banned") as caught:
         ada.list_datasets()  # the token stops working at once
     assert caught.value.status == 401
     assert root.unban_user(dev["id"])["banned"] is False
+    with pytest.raises(ApiError, match="token ended") as caught:
+        ada.list_datasets()  # and stays ended: the ban ended the tokens issued before it
+    assert caught.value.status == 401
+    ada.login("ada@example.com", USER_PASSWORD)
     assert ada.list_datasets() == []
 
     with pytest.raises(ApiError) as caught:
