@@ -256,12 +256,24 @@ def test_a_model_space_is_checked_at_upload(client: FlaskClient, upload: Upload,
         assert re.search(message, error["message"], re.DOTALL), error["message"]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
+def _running(command: list[str]) -> bool:
+    """Whether a live process runs ``command``, as this process's ``/proc`` shows them.
+
+    By command line, not pid: the template runs in a PID namespace of its own, so the
+    pid it sees of its helper is not the one the host knows.
+    """
+    wanted = "\0".join(command).encode() + b"\0"
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "cmdline").read_bytes() == wanted:
+                state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+                if state not in ("Z", "X"):
+                    return True
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return False
 
 
 @sqlite_only
@@ -276,9 +288,10 @@ def test_a_template_that_never_loads_is_stopped_with_what_it_started(
     app.config[_models.CHECK_TIMEOUT_CONFIG] = 3
     # Out of the platform's home (tmp_path here), which a template cannot touch.
     pid_file = tmp_path_factory.mktemp("helper") / "helper.pid"
+    helper = ["sleep", f"120.{time.time_ns() % 10**9}"]  # a command line no other process has
     spinner = (
         "import subprocess, time\n"
-        "helper = subprocess.Popen(['sleep', '120'])\n"
+        f"helper = subprocess.Popen({helper!r})\n"
         f"open({str(pid_file)!r}, 'w').write(str(helper.pid))\n"
         "print('spinning now', flush=True)\n"
         "while True:\n"
@@ -293,8 +306,8 @@ def test_a_template_that_never_loads_is_stopped_with_what_it_started(
     ), error["message"]
     assert elapsed >= 3, elapsed  # not stopped before its limit; it never ends by itself
     assert "spinning now" in error["message"]  # its output, which the helper was started before
-    helper = int(pid_file.read_text())
-    wait_until(lambda: not _alive(helper), timeout=10, what="the helper the template started to be gone")
+    assert pid_file.read_text()  # the helper was started
+    wait_until(lambda: not _running(helper), timeout=10, what="the helper the template started to be gone")
     assert stored_files(settings) == []
 
 
