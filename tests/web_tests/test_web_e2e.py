@@ -72,6 +72,9 @@ def page(chromium: Any) -> Iterator[Page]:
     context = chromium.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(20_000)
+    # Assertions wait as long as actions: an upload's check starts the template in a
+    # process of its own, which a busy machine can take longer than expect's 5 s to answer.
+    expect.set_options(timeout=20_000)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     yield page
