@@ -468,7 +468,7 @@ def test_trial_listing_counts_and_best_trials(app: Flask, client: FlaskClient, w
         "created_at": T0.isoformat(), "started_at": done["started_at"].isoformat(),
         "finished_at": done["finished_at"].isoformat(), "duration_s": 2.5, "worker": "w-1", "attempts": 1,
         "error": None, "has_params": True, "parent_zoo_model_id": None, "similarity": None, "fused_group": None,
-        "fusion_profile": None,
+        "fusion_profile": None, "time_breakdown": None,
     }  # fmt: skip
     by_score = ["a5", "a0", "a3", "b0", "a1", "b3", "a2", "a4", "b1", "b2"]  # unscored last, ties by id
     assert order() == order("?sort=-score") == by_score

@@ -83,7 +83,7 @@ def test_trial_traceback_logs_metrics_and_params(
         "parent_zoo_model_id": None, "similarity": None, "fused_group": None, "fusion_profile": None,
         "traceback": "Traceback (most recent...)\n", "phase": None,
         "lineage": {"from": "scratch", "chain": [], "inherited_epochs": 0, "truncated": False},
-        "has_architecture": False,
+        "has_architecture": False, "time_breakdown": None,
     }  # fmt: skip
     ok = client.get(f"/api/v1/trials/{done}", headers=dev).json
     assert (ok["traceback"], ok["has_params"], ok["duration_s"], ok["score"]) == (None, True, None, 0.75)
