@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import runpy
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,14 @@ def test_a_template_finds_no_secret_on_celery_workers_or_in_a_prediction(
     services, client = cluster.services, cluster.client
     services.add_predictor_host()
     probe = {"secrets": [services.secret_key, ADMIN_PASSWORD, postgres_url], "paths": []}
-    # The probe works: a process that keeps the secret in its environment is found out.
-    with subprocess.Popen(["sleep", "60"], env={"SOME_KEY": services.secret_key}) as holder:
+    # The probe works: a process that keeps the secret in its environment is found out. The holder
+    # says it is up before the probe looks: Popen returns once exec has begun, a moment before the
+    # kernel has laid out the new program's environment (until then /proc/<pid>/environ reads empty).
+    holding = "import sys, time; print('up', flush=True); time.sleep(60)"
+    env = {"SOME_KEY": services.secret_key}
+    with subprocess.Popen([sys.executable, "-c", holding], env=env, stdout=subprocess.PIPE, text=True) as holder:
         try:
+            assert holder.stdout is not None and holder.stdout.readline() == "up\n"
             assert f"a secret in /proc/{holder.pid}/environ" in _snoop_findings(probe)
         finally:
             holder.kill()
