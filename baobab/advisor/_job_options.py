@@ -112,6 +112,8 @@ class JobOptions:
     max_group: int | None = None
     #: The ENAS planner's options the job set (keyword arguments of :class:`~baobab.advisor.EnasPlanner`).
     enas: Mapping[str, Any] = field(default_factory=dict)
+    #: Same trials, knobs and best configuration for a seed whatever the workers and finishing order.
+    deterministic: bool = False
 
     @property
     def reduced_search(self) -> frozenset[Policy]:
