@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conftest import EXAMPLES, SLOW_SCORER, Cluster
+from conftest import EXAMPLES, SLOW_SCORER, TINY_TORCH, Cluster
 
 from baobab.testing import wait_until
 
@@ -24,6 +24,29 @@ def start_slow_job(cluster: Cluster, data: Path, *, app: str, trials: int, sleep
         model_ids=[model["id"]],
         budget={"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0},
         train_args={"sleep_s": sleep_s},
+    )
+
+
+def start_fused_job(
+    cluster: Cluster, data: Path, *, app: str, trials: int, signal_dir: Path, max_group: int
+) -> dict[str, Any]:
+    """A job of ``trials`` TinyTorch trials fused in groups of up to ``max_group``, held by ``signal_dir``."""
+    client = cluster.client
+    dataset = client.create_dataset(f"{app} data", data / "train.csv", format="TABULAR", target="target")
+    model = client.create_model(TINY_TORCH, task="TABULAR_CLASSIFICATION", class_name="TinyTorch")
+    return client.create_train_job(
+        app,
+        "TABULAR_CLASSIFICATION",
+        train_dataset_id=dataset["id"],
+        val_dataset_id=dataset["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0},
+        train_args={
+            "target": "target",
+            "signal_dir": str(signal_dir),
+            "warm_start": False,
+            "fusion": {"max_group": max_group},
+        },
     )
 
 

@@ -35,6 +35,9 @@ ADMIN_PASSWORD = "root-password"
 EXAMPLES = Path(__file__).parents[2] / "examples" / "models"
 #: SlowScorer: trials that sleep ``train_args["sleep_s"]`` and score their knob.
 SLOW_SCORER = Path(__file__).parents[1] / "platform_tests" / "templates" / "slow_scorer.py"
+#: TinyTorch: a small TorchModel whose only searched knob is its learning rate; ``score()`` holds while
+#: ``<signal_dir>/hold`` exists.
+TINY_TORCH = Path(__file__).parents[1] / "worker_tests" / "templates" / "tiny_torch.py"
 TIMINGS = {
     "BAOBAB_HEARTBEAT_S": "0.5",
     "BAOBAB_HEARTBEAT_TIMEOUT_S": "3",
@@ -44,7 +47,6 @@ TIMINGS = {
 }
 # Redis database 0 is left to others; each test takes the next of 1..15.
 _REDIS_DBS = itertools.cycle(range(1, 16))
-
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import redis
-from cluster_jobs import account, running_trial, start_slow_job
+from cluster_jobs import account, running_trial, start_fused_job, start_slow_job
 from conftest import REDIS_HOST, REDIS_PORT, StartCluster
 
 from baobab.testing import wait_until
@@ -167,3 +167,35 @@ def test_a_trial_whose_workers_all_go_silent_ends_errored_with_that_reason(
     (trial,) = cluster.client.get_trials("cursed")["trials"]
     assert trial["status"] == "ERRORED" and trial["attempts"] == attempts, trial
     assert f"{attempts}" in trial["error"] and ("silent" in trial["error"] or "lost" in trial["error"]), trial
+
+
+def test_a_worker_killed_mid_fused_group_has_every_member_requeued_once(
+    start_cluster: StartCluster, breast_cancer: Path, tmp_path: Path
+) -> None:
+    """The machine running a fused group dies mid-step: each member is requeued once, runs alone, and finishes."""
+    cluster = start_cluster(workers=2, slots=1)
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    hold = signals / "hold"
+    hold.touch()  # every group holds in its first training step until the kill
+    job = start_fused_job(cluster, breast_cancer, app="killed-group", trials=TRIALS, signal_dir=signals, max_group=3)
+
+    def group_on_w0() -> list[dict] | None:
+        running = cluster.client.get_trials("killed-group", status="RUNNING")["trials"]
+        members = [t for t in running if t["worker"].startswith("w0@")]
+        return members if len(members) == 3 else None
+
+    victims = wait_until(group_on_w0, timeout=120, what="a fused group of 3 to run on w0")
+    assert {t["fused_group"]["size"] for t in victims} == {3} and len({t["worker"] for t in victims}) == 1
+    cluster.services.workers[0].kill()  # kill -9 of the machine mid-step: its pool process too
+    hold.unlink()
+
+    _, books = _finish(cluster, "killed-group", job["app_version"], timeout=180)
+    killed = {t["id"] for t in victims}
+    for trial in books.trials:
+        if trial["id"] in killed:  # requeued once by the job driver, and run alone on the machine that lives
+            assert trial["attempts"] == 2 and trial["fused_group"] is None, trial
+            assert trial["worker"].startswith("w1@"), trial
+        else:
+            assert trial["attempts"] == 1, trial
+    assert books.retried == len(killed)  # one more attempt for each member, for no other trial

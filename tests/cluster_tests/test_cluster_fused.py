@@ -7,31 +7,13 @@ import os
 import signal
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
-from cluster_jobs import account
-from conftest import Cluster, StartCluster
+from cluster_jobs import account, start_fused_job
+from conftest import StartCluster
 
 from baobab.testing import wait_until
 
-#: A small TorchModel whose only searched knob is its learning rate; ``score()`` holds while ``hold`` exists.
-TINY_TORCH = Path(__file__).parents[1] / "worker_tests" / "templates" / "tiny_torch.py"
 TRIALS = 6
-
-
-def _start(cluster: Cluster, data: Path, signals: Path, app: str) -> dict[str, Any]:
-    client = cluster.client
-    dataset = client.create_dataset(f"{app} data", data / "train.csv", format="TABULAR", target="target")
-    model = client.create_model(TINY_TORCH, task="TABULAR_CLASSIFICATION", class_name="TinyTorch")
-    return client.create_train_job(
-        app,
-        "TABULAR_CLASSIFICATION",
-        train_dataset_id=dataset["id"],
-        val_dataset_id=dataset["id"],
-        model_ids=[model["id"]],
-        budget={"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
-        train_args={"target": "target", "signal_dir": str(signals), "warm_start": False, "fusion": {"max_group": 3}},
-    )
 
 
 def test_a_fused_group_runs_in_one_pool_process_and_is_requeued_alone_when_it_dies(
@@ -42,7 +24,7 @@ def test_a_fused_group_runs_in_one_pool_process_and_is_requeued_alone_when_it_di
     signals.mkdir()
     hold = signals / "hold"
     hold.touch()
-    job = _start(cluster, breast_cancer, signals, "fused")
+    job = start_fused_job(cluster, breast_cancer, app="fused", trials=TRIALS, signal_dir=signals, max_group=3)
     (training,) = wait_until(lambda: list(signals.glob("training-*")), timeout=120, what="the first group to train")
     running = cluster.client.get_trials("fused", status="RUNNING")["trials"]
     assert len(running) == 3 and len({t["worker"] for t in running}) == 1  # one group, one pool process
