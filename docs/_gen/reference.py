@@ -12,7 +12,6 @@ import enum
 import html
 import json
 import re
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -176,127 +175,7 @@ def api_page(document: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "bench" / "results"
-
-#: Each result's machine and what its setup favours, read from the result's own text. The
-#: build fails on a result with no entry here, so a new result cannot go unlisted.
-BENCHMARKS: dict[str, tuple[str, str]] = {
-    "overhead.md": (
-        "2 cores, shared",
-        "no one: Baobab, Optuna and a bare loop on the same machine, workers and SQLite",
-    ),
-    "overhead-celery.md": ("2 cores, shared; every service on it", "the bare Celery worker, which does no bookkeeping"),
-    "strategies.md": ("2 cores, shared", "no one: table lookups on NAS-Bench-201, the same seeds for each"),
-    "strategies-regret.md": (
-        "2 cores, shared",
-        "no one: integer-grid tables, the same seeds; proposal times from a shared machine",
-    ),
-    "strategies-scale.md": ("2 cores, shared", "a before/after of `tpe` and `bayes` on the same seeds"),
-    "strategies-tpe-fix.md": (
-        "2 cores, shared",
-        "a one-off before/after record of `tpe`; the 'before' is not reproducible",
-    ),
-    "spaces.md": ("2 cores, shared", "re-evaluating a cell (as Optuna's TPE does) when judged by single noisy runs"),
-    "spaces-fashion.md": ("2 cores, shared", "neither: evolution and random under the same 8-minute budget"),
-    "early_stopping.md": ("2 cores", "the quick run: small data, so stopping early costs little accuracy"),
-    "enas_fashion_mnist.md": (
-        "2 cores, busy",
-        "architectures that learn fast; one trial at a time, so concurrent shared trainings are not exercised",
-    ),
-    "enas_fashion_mnist_tuning.md": ("2 cores", "tuning on held-back seeds, not the reported ones"),
-    "enas_shared_updates.md": (
-        "2 cores",
-        "concurrency modelled, not run: each pair trains one after the other from the same weights",
-    ),
-    "warm_start.md": ("2 cores, shared", "the zoo, in its same-task case (parents on the same split)"),
-    "shared_data.md": ("2 cores", "the cache: 8 trials of one job on one machine, all on the same data"),
-    "fusion.md": (
-        "2 cores, shared, CPU only",
-        "fusion: identical trials, data decoded once; the independent trials pay no platform overhead",
-    ),
-    "gpu.md": (
-        "NVIDIA H200, 16 cores",
-        "fusion: members alike in shape and length, data kept on the GPU, no platform overhead",
-    ),
-    "automl_budget.md": (
-        "2 cores",
-        "Optuna: it calls the templates directly, while Baobab pays its driver, rows and store",
-    ),
-    "placement.md": ("2 cores", "the forecast: one job at a time on a quiet machine, every template measured first"),
-    "placement_gpu.md": (
-        "NVIDIA H200",
-        "one trial at a time on the GPU; trials of seconds, so fusion profiles cost more than they gain",
-    ),
-    "scale.md": (
-        "2 cores, shared; simulated 1,000 slots",
-        "the driver: the cluster is simulated, only the driver's time is real",
-    ),
-    "scale_api.md": (
-        "2 cores, shared, PostgreSQL",
-        "neither: one request at a time on loopback; figures vary by tens of percent",
-    ),
-    "scale_proposals.md": (
-        "2 cores, shared",
-        "Baobab: its strategies run in-process with no store; Optuna's PostgreSQL figures include storage",
-    ),
-    "serving.md": ("2 cores", "the predictor: Ray Serve's five processes share the same 2 cores"),
-    "serving_fused.md": (
-        "2 cores, shared",
-        "the fan-out's costs are per process; on 2 cores five workers cannot compute in parallel",
-    ),
-    "serving_fused_gpu.md": (
-        "NVIDIA H200, 16 cores",
-        "the stacked pass is cheap on the GPU; the CPU work of five answers is the bound",
-    ),
-    "web_large_job.md": (
-        "2 cores, shared, SQLite, headless Chromium",
-        "a finished job (no live polling); figures vary by tens of percent",
-    ),
-    "web_large_job_100000.md": ("2 cores, PostgreSQL, headless Chromium", "a finished job (no live polling)"),
-}
-
-
-def _committed(path: Path) -> str:
-    """The date of the last commit that changed ``path``: when the result was last written."""
-    try:
-        out = subprocess.run(
-            ["git", "log", "-1", "--format=%cs", "--", str(path)], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "not in git"
-    return out or "not committed"
-
-
-def _title(path: Path) -> str:
-    first = path.read_text().splitlines()[0]
-    return first.lstrip("# ").strip()
-
-
-def benchmarks_page() -> str:
-    results = sorted(RESULTS.glob("*.md"))
-    unlisted = [p.name for p in results if p.name not in BENCHMARKS]
-    if unlisted:
-        raise SystemExit(f"docs/_gen/reference.py: add {', '.join(unlisted)} to BENCHMARKS (machine, what it favours)")
-    rows = []
-    for p in results:
-        machine, favours = BENCHMARKS[p.name]
-        rows.append(f"| [{_cell(_title(p))}](results/{p.name}) | {_committed(p)} | {machine} | {favours} |")
-    return "\n".join(
-        [
-            "# Benchmarks",
-            "",
-            "Every result in `bench/results`, each written by its script under `bench/` (the Makefile's",
-            "`bench-*` targets run them). Date: the last commit of the result. Machine and what the",
-            "setup favours are read from the result's own text; most ran on a 2-core machine shared",
-            "with other work, so compare figures within one result, not across results.",
-            "",
-            "| Result | Date | Machine | What its setup favours |",
-            "| --- | --- | --- | --- |",
-            *rows,
-            "",
-        ]
-    )
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
 
 
 document = openapi_document()
@@ -308,7 +187,6 @@ for name, text in {
     "reference/cli.md": cli_page(),
     "reference/rest-api.md": api_page(document),
     "reference/openapi.json": json.dumps(document, indent=1),
-    "benchmarks/index.md": benchmarks_page(),
 }.items():
     with mkdocs_gen_files.open(name, "w") as out:
         out.write(text)
