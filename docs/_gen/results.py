@@ -163,9 +163,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         "Baobab: its strategies run in-process with no store; Optuna's PostgreSQL figures include storage",
         _STRATEGIES,
     ),
-    "serving.md": Benchmark(
-        "2 cores", "the predictor: Ray Serve's five processes share the same 2 cores", _SERVING
-    ),
+    "serving.md": Benchmark("2 cores", "the predictor: Ray Serve's five processes share the same 2 cores", _SERVING),
     "serving_fused.md": Benchmark(
         "2 cores, shared",
         "the fan-out's costs are per process; on 2 cores five workers cannot compute in parallel",
@@ -284,7 +282,8 @@ def benchmark_index() -> str:
             script = _script(name)
             changed = changes_since(commit, [*bench.measures, *([script] if script else [])])
             fresh = "unknown" if changed is None else "current" if changed == 0 else f"**stale**: {changed} since"
-        rows.append(f"| [{_cell(title)}](results/{name}) | {when} | {fresh} | {bench.machine} | {_cell(bench.favours)} |")
+        cells = (f"[{_cell(title)}](results/{name})", when, fresh, bench.machine, _cell(bench.favours))
+        rows.append(f"| {' | '.join(cells)} |")
     return "\n".join(
         [
             "| Result | Ran on | Code since | Machine | What its setup favours |",
