@@ -184,6 +184,63 @@ def test_a_rollout_fails_no_request_and_rollback_restores_the_old_answers(served
         assert job is not None and job.served_revision == job.revision == back
 
 
+CLIENTS = 8
+
+
+def test_a_rollout_under_load_from_8_clients_fails_no_request(served: Served) -> None:
+    """8 clients send queries without pause while the job rolls to a version on new workers: every request is
+    answered 200 by the old or the new version, and each one sent after the switch by the new."""
+    s = served
+    first = s.rollout(("v1", 1.0, ("a",)))
+    s.wait_serving(first)
+    queries = [s.rows[[i, i + 8]].tolist() for i in range(CLIENTS)]  # each client its own two rows
+    switched = threading.Event()  # set once the predictor says it serves the new revision
+    done = threading.Event()
+    # Per client: (sent after the switch was seen, status or the exception's name, body).
+    answers: list[list[tuple[bool, int | str, Any]]] = [[] for _ in range(CLIENTS)]
+
+    def client(number: int) -> None:
+        with requests.Session() as session:
+            while not done.is_set():
+                after = switched.is_set()
+                try:
+                    response = session.post(f"{s.url}/predict", json={"queries": queries[number]}, timeout=60)
+                except requests.RequestException as e:  # a refused or dropped connection is a failed request too
+                    answers[number].append((after, type(e).__name__, None))
+                    continue
+                answers[number].append((after, response.status_code, response.json()))
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: all(len(a) >= 3 for a in answers), what="every client to be answered by v1")
+        second = s.rollout(("v2", 1.0, ("b", "c")))  # new members: their workers start while the load goes on
+        s.wait_serving(second)
+        switched.set()
+        wait_until(
+            lambda: all(sum(after for after, _, _ in a) >= 3 for a in answers),
+            what="every client to be answered after the switch",
+        )
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(60)
+
+    failed = [(n, status, body) for n, a in enumerate(answers) for _, status, body in a if status != 200]
+    assert failed == []
+    for number, client_answers in enumerate(answers):
+        for after, _, body in client_answers:
+            names = ("a",) if body["version"] == "v1" else ("b", "c")
+            np.testing.assert_allclose(body["predictions"], s.expected(names, queries[number]), rtol=1e-9)
+            if after:  # sent once the new revision was served: only the new version answers
+                assert body["version"] == "v2", body
+    versions = collections.Counter(body["version"] for a in answers for _, _, body in a)
+    assert set(versions) == {"v1", "v2"}, versions
+    # The old version's workers end once its last request is answered.
+    wait_until(lambda: len(s.workers()) == 2, what="v1's worker to end")
+
+
 def test_requests_are_routed_by_weight_and_a_weight_change_keeps_the_workers(served: Served) -> None:
     s = served
     revision = s.rollout(("v1", 3.0, ("a",)), ("v2", 1.0, ("b",)), ("dark", 0.0, ("c",)))
