@@ -47,10 +47,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import optuna
 import redis
+from setup_record import RunSetup
 from sqlalchemy import create_engine, text
 
 from baobab.model import load_template
@@ -279,15 +281,21 @@ def _table(measures: list[Measure]) -> list[str]:
     return lines
 
 
-def _load_line(load: tuple[float, float]) -> str:
-    """The machine's load: at the start it is other work's (past half the cores: the figures read worse)."""
-    busy = " (other work shared the machine)" if load[0] > 0.5 * (os.cpu_count() or 1) else ""
-    return f"Load average (1 min) at the start and the end of the run: {load[0]:.1f} and {load[1]:.1f}{busy}."
+def _setup_lines(setup: dict[str, Any]) -> list[str]:
+    """The run's setup; the load at the start is other work's (past half the cores: the figures read worse)."""
+    busy = " (other work shared the machine)" if setup["load_start"] > 0.5 * (os.cpu_count() or 1) else ""
+    return [
+        f"Commit `{setup['commit'][:8]}`{' with uncommitted changes' if setup['uncommitted_changes'] else ''}, "
+        f"placement `{setup['placement']}`, fusion `{setup['fusion']}`, warm start {setup['warm_start']}. "
+        f"Load average (1 min) at the start and the end of the run: {setup['load_start']:.1f} and "
+        f"{setup['load_end']:.1f}{busy}. What the setup favours: {setup['favours']}.",
+    ]
 
 
-def write_report(measures: list[Measure], quick: bool, load: tuple[float, float]) -> None:
+def write_report(measures: list[Measure], quick: bool, setup: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "overhead.json").write_text(json.dumps([asdict(m) for m in measures], indent=2) + "\n")
+    data = {"setup": setup, "measures": [asdict(m) for m in measures]}
+    (RESULTS / "overhead.json").write_text(json.dumps(data, indent=2) + "\n")
     lines = [
         "# Per-trial overhead and worker utilisation",
         "",
@@ -305,16 +313,16 @@ def write_report(measures: list[Measure], quick: bool, load: tuple[float, float]
         "Optuna runs as two processes on one study in one journal file, as Baobab runs two worker processes; "
         "its sampler is random, as Baobab's strategy here. Ray Tune is not measured by this benchmark.",
         "",
-        _load_line(load),
+        *_setup_lines(setup),
     ]
     (RESULTS / "overhead.md").write_text("\n".join(lines) + "\n")
 
 
 def write_cluster_report(
-    measures: list[Measure], speedup: dict[str, float], quick: bool, load: tuple[float, float]
+    measures: list[Measure], speedup: dict[str, float], quick: bool, setup: dict[str, Any]
 ) -> None:
     RESULTS.mkdir(exist_ok=True)
-    data = {"measures": [asdict(m) for m in measures], "speedup_1_to_2_workers": speedup}
+    data = {"setup": setup, "measures": [asdict(m) for m in measures], "speedup_1_to_2_workers": speedup}
     (RESULTS / "overhead-celery.json").write_text(json.dumps(data, indent=2) + "\n")
     lines = [
         "# Per-trial overhead and worker utilisation, cluster mode (Celery)",
@@ -334,7 +342,7 @@ def write_cluster_report(
         "worker does the same template calls per task with the same delivery rules (acks late, one task at a "
         "time) and nothing else.",
         "",
-        _load_line(load),
+        *_setup_lines(setup),
     ]
     (RESULTS / "overhead-celery.md").write_text("\n".join(lines) + "\n")
 
@@ -353,14 +361,21 @@ def main() -> None:
         workloads = [Workload("noop", 100, 0.0), Workload("sleep-1s", 20, 1.0)]
 
     measures: list[Measure] = []
-    load_at_start = os.getloadavg()[0]
+    # Every trial is a no-op or a sleep of the same template, so fusion and warm start have nothing to act on.
+    setup = RunSetup(
+        "the bare Celery worker, which does no bookkeeping"
+        if args.executor == "celery"
+        else "no one: every way runs the same template calls on the same machine in the same run, two processes each",
+        fusion="off",
+        warm_start="not applicable (the template has no weights)",
+    )
     with tempfile.TemporaryDirectory(prefix="baobab-bench-") as tmp:
         folder = Path(tmp)
         data = folder / "data.csv"
         data.write_text("a,target\n1.0,0.5\n2.0,0.25\n")
         if args.executor == "celery":
             measures, speedup = run_cluster(workloads, folder, args.postgres, args.broker)
-            write_cluster_report(measures, speedup, args.quick, (load_at_start, os.getloadavg()[0]))
+            write_cluster_report(measures, speedup, args.quick, setup.finish())
             print(f"wrote {RESULTS / 'overhead-celery.md'}")
             return
         settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD, "BAOBAB_CPU_SLOTS": str(WORKERS)}
@@ -379,7 +394,7 @@ def main() -> None:
                 for m in measures[-3:]:
                     row = f"{m.wall_s:7.2f} s {m.overhead_ms:6.1f} ms {m.utilisation:6.1%}"
                     print(f"{m.workload:9} {m.system:31} {row}")
-    write_report(measures, args.quick, (load_at_start, os.getloadavg()[0]))
+    write_report(measures, args.quick, setup.finish())
     print(f"wrote {RESULTS / 'overhead.md'}")
 
 

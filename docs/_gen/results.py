@@ -244,7 +244,9 @@ def result_commit(result: str) -> tuple[str | None, bool]:
     sidecar = RESULTS / result.replace(".md", ".json")
     if sidecar.is_file():
         data = json.loads(sidecar.read_text())
-        recorded = data.get("commit") if isinstance(data, dict) else None
+        # bench/setup_record.py's record; a few older results kept the commit at the top.
+        setup = data.get("setup", data) if isinstance(data, dict) else {}
+        recorded = setup.get("commit") if isinstance(setup, dict) else None
         if isinstance(recorded, str) and recorded and _git("cat-file", "-e", f"{recorded}^{{commit}}") is not None:
             return recorded, True
     return _git("log", "-1", "--format=%H", "--", f"bench/results/{result}") or None, False
