@@ -393,28 +393,17 @@ def test_queued_trials_error_when_no_worker_process_can_start(
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_the_overhead_of_a_trial_is_a_few_milliseconds(
+def test_a_hundred_trials_back_to_back_each_finish_once(
     platform: Platform, make_executor: MakeExecutor, finished: Finished
 ) -> None:
-    """Submit → TRIAL_FINISHED for trials that do nothing (templates/noop.py), two workers.
-
-    The bound is loose (the machine is shared); the figure is printed (``pytest -s``).
-    SQLite's commit (an fsync each) is most of it.
-    """
+    """Trials that do nothing (templates/noop.py), submitted at once to two workers: each is
+    claimed once and completes, none lost to the race of two workers claiming. What a trial costs
+    is measured by bench/overhead.py, not here."""
     executor = make_executor(workers=2)
-    warm = [platform.add_trial(file="noop.py") for _ in range(2)]
-    for trial_id in warm:
-        executor.submit(trial_id)
-    finished.wait(*warm)
     trials = [platform.add_trial(file="noop.py") for _ in range(100)]
-
-    start = time.perf_counter()
     for trial_id in trials:
         executor.submit(trial_id)
     finished.wait(*trials)
-    per_trial = (time.perf_counter() - start) / len(trials)
 
-    print(f"\n{len(trials)} no-op trials on 2 workers: {per_trial * 1000:.2f} ms per trial")
-    assert per_trial < 0.05
     assert {platform.trial(t).status for t in trials} == {TrialState.COMPLETED}
     finished.assert_once()

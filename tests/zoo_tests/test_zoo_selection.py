@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-import time
+from collections.abc import Iterable
 
 import numpy as np
 import pytest
@@ -108,20 +108,28 @@ def test_pruning_gives_what_scoring_every_candidate_gives(seed: int) -> None:
     assert selection.scored <= len({g.fingerprint for g, _ in entries})
 
 
-def test_choosing_among_1000_resnet_sized_models_takes_under_a_second() -> None:
-    """Distinct structures (no sharing), features computed within the timing on the first call."""
+def test_choosing_among_1000_resnet_sized_models_reads_each_structure_once() -> None:
+    """Distinct structures (no sharing). The first choice reads the graphs it needs and keeps their
+    features; the same choice again is answered from the cache, reading no more graphs than the few it
+    matches exactly. (How fast: bench/warm_start.py; here, what makes it fast.)"""
     entries = synthetic_zoo(1000, seed=7)
     assert 60 < np.mean([len(g) for g, _ in entries]) and np.mean([g.param_count for g, _ in entries]) > 5e6
     candidates, graphs = _zoo(entries)
     child = resnet_graph()  # ResNet-18
     cache = FeatureCache()
     every = SelectionPolicy(low_accuracy_margin=1.0)  # no accuracy cut: all 1,000 are candidates
-    started = time.perf_counter()
-    first = select_parent(child, candidates, lambda ids: {i: graphs[i] for i in ids}, cache=cache, policy=every)
-    cold = time.perf_counter() - started
-    started = time.perf_counter()
-    again = select_parent(child, candidates, lambda ids: {i: graphs[i] for i in ids}, cache=cache, policy=every)
-    warm = time.perf_counter() - started
+    read: list[list[int]] = []
+
+    def load(ids: Iterable[int]) -> dict[int, ModelGraph]:
+        read.append(sorted(ids))
+        return {i: graphs[i] for i in read[-1]}
+
+    first = select_parent(child, candidates, load, cache=cache, policy=every)
+    cold = sum(len(ids) for ids in read)
+    read.clear()
+    again = select_parent(child, candidates, load, cache=cache, policy=every)
+    warm = sum(len(ids) for ids in read)
     assert first.parent_id is not None and again.parent_id == first.parent_id and first.candidates == 1000
     assert math.isclose(first.similarity, again.similarity)
-    assert cold < 1.0 and warm < 0.5, (cold, warm)
+    assert cold == 1000 + 1, cold  # every structure's features once, then the chosen parent's graph
+    assert warm == 1, warm  # the chosen parent's graph, for its weights; no features computed again
