@@ -99,7 +99,17 @@ export interface TrainJob {
   budget_used: BudgetUsed;
   /** What the placement planner predicted; null while the driver's fixed rules place trials. */
   placement: Placement | null;
+  /** Under fusion "auto", by sub-job id: the driver's latest decision whether its trials measure fusion profiles. */
+  fusion_profiling: Record<string, FusionProfiling> | null;
   sub_jobs: SubJob[];
+}
+
+/** Why a sub-job's trials measure fusion profiles, wait, or skip them (the driver's profiling gate). */
+export interface FusionProfiling {
+  model: string;
+  decision: "profile" | "wait" | "skip";
+  reason: string;
+  at: string;
 }
 
 /** The placement planner's view of a job: its method, why it fell back to the rules, its predictions. */

@@ -12,6 +12,7 @@ import { usePolling } from "../lib/hooks";
 import { TrialFeed, loadSample, pollChanges } from "../lib/trials";
 import { JobCharts } from "./JobCharts";
 import { JobEnasRanking } from "./JobEnasRanking";
+import { JobFusionProfiling } from "./JobFusionProfiling";
 import { JobPlacement } from "./JobPlacement";
 import { JobTimeBreakdown } from "./JobTimeBreakdown";
 import { TrialsTable } from "./TrialsTable";
@@ -205,6 +206,8 @@ export function JobPage() {
       </div>
 
       <JobTimeBreakdown app={job.app} version={job.app_version} progress={JSON.stringify(job.trial_counts)} />
+
+      <JobFusionProfiling job={job} />
 
       <JobPlacement job={job} />
 
