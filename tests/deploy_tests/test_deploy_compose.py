@@ -39,6 +39,15 @@ def test_compose_runs_every_cluster_service_and_no_secret_has_a_default():
     assert all("healthcheck" in services[s] for s in ("postgres", "redis", "api", "worker"))
 
 
+@pytest.mark.parametrize("service", ["worker", "predictor"])
+def test_the_services_that_run_templates_are_confined(service):
+    """Read-only root, no capability, no privilege to gain; writable: /tmp, BAOBAB_HOME and the artifacts."""
+    spec = yaml.safe_load(COMPOSE.read_text())["services"][service]
+    assert (spec["read_only"], spec["cap_drop"], spec["security_opt"]) == (True, ["ALL"], ["no-new-privileges:true"])
+    assert spec["tmpfs"] == ["/tmp"] and spec["volumes"] == ["/data", "artifacts:/data/artifacts"]
+    assert "user" not in spec  # the image's own, non-root (test_dockerfiles_are_multi_stage_non_root...)
+
+
 @pytest.mark.parametrize("name", ["Dockerfile.api", "Dockerfile.worker"])
 def test_dockerfiles_are_multi_stage_non_root_and_take_a_local_base(name):
     text = (ROOT / "docker" / name).read_text()

@@ -216,3 +216,92 @@ def test_metrics_ports_come_from_the_values():
         pod = deployments[name]["spec"]["template"]
         assert pod["metadata"]["annotations"]["prometheus.io/port"] == port
         assert pod["spec"]["containers"][0]["args"][-2:] == ["--metrics-port", port]
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a label selector (matchLabels and In expressions, what the chart uses) selects ``labels``."""
+    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        assert expression["operator"] == "In", expression
+        if labels.get(expression["key"]) not in expression["values"]:
+            return False
+    return True
+
+
+def _pod_labels(docs: list[dict[str, Any]], name: str) -> dict[str, str]:
+    return by_kind(docs, "Deployment")[name]["spec"]["template"]["metadata"]["labels"]
+
+
+@pytest.mark.parametrize("name", sorted(VALUES))
+def test_every_baobab_container_runs_non_root_with_no_capability_on_a_read_only_root(name):
+    """Templates run in the workers and predictors; the API and advisors are held the same."""
+    docs, _ = render(_values(name))
+    baobab = {
+        doc["metadata"]["name"]: doc["spec"]["template"]["spec"]
+        for doc in docs
+        if doc["kind"] == "Deployment" and "baobab-" in doc["spec"]["template"]["spec"]["containers"][0]["image"]
+    }
+    assert {"rel-baobab-api", "rel-baobab-advisor", "rel-baobab-worker-cpu"} <= set(baobab)
+    for deployment, pod in baobab.items():
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        if deployment != "rel-baobab-advisor" or name != "gpu":  # the kubernetes executor's advisor uses the API
+            assert pod["automountServiceAccountToken"] is False, deployment
+        (container,) = pod["containers"]
+        assert container["securityContext"] == {
+            "runAsNonRoot": True,
+            "readOnlyRootFilesystem": True,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        }, deployment
+        # it writes only to emptyDir volumes (/tmp, BAOBAB_HOME, /dev/shm) and to the artifacts
+        volumes = {volume["name"]: volume for volume in pod["volumes"]}
+        mounts = {mount["mountPath"]: mount["name"] for mount in container["volumeMounts"]}
+        assert mounts["/tmp"] == "tmp" and mounts["/data"] == "home" and env(container)["BAOBAB_HOME"] == "/data"
+        for path, volume in mounts.items():
+            assert "emptyDir" in volumes[volume] or volume == "artifacts", (deployment, path)
+
+
+@pytest.mark.parametrize("name", sorted(VALUES))
+def test_the_worker_pods_reach_only_the_api_the_broker_and_dns(name):
+    docs, _ = render(_values(name))
+    (policy,) = by_kind(docs, "NetworkPolicy").values()
+    kubernetes_validate.validate(policy, KUBE_VERSION, strict=True)
+    spec = policy["spec"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    selected = {d for d in by_kind(docs, "Deployment") if _selects(spec["podSelector"], _pod_labels(docs, d))}
+    workers = {"rel-baobab-worker-cpu", "rel-baobab-worker-gpu"} if name == "gpu" else {"rel-baobab-worker-cpu"}
+    assert selected == workers  # the trial pods, and no other
+    assert spec["ingress"] == [{"ports": [{"port": 9101, "protocol": "TCP"}]}]  # metrics only
+
+    def reached(rule: dict[str, Any]) -> set[str]:
+        """The chart's Deployments whose pods a rule's peers select."""
+        return {
+            d
+            for d in by_kind(docs, "Deployment")
+            for peer in rule.get("to", [])
+            if "podSelector" in peer and _selects(peer["podSelector"], _pod_labels(docs, d))
+        }
+
+    egress = spec["egress"]
+    assert reached(egress[0]) == {"rel-baobab-api"} and egress[0]["ports"] == [{"port": 8100, "protocol": "TCP"}]
+    api = containers(docs)["rel-baobab-api/api"]
+    assert api["ports"][0]["containerPort"] == 8100  # the port the policy opens is the one the API listens on
+    dns = {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}
+    if name == "external":  # no bundled Redis: the values' own rule reaches the broker and the object storage
+        assert egress[1:] == [dns, *_values("external")["networkPolicy"]["extraEgress"]]
+    else:
+        assert reached(egress[1]) == {"rel-baobab-redis"} and egress[1]["ports"] == [{"port": 6379, "protocol": "TCP"}]
+        assert egress[2:] == [dns]
+
+
+def test_an_external_broker_or_artifacts_url_without_extra_egress_is_refused_naming_the_value():
+    external = _values("external")
+    del external["networkPolicy"]
+    with pytest.raises(helm.HelmError, match=r"networkPolicy\.extraEgress must let the workers reach"):
+        render(external)
+    with pytest.raises(helm.HelmError, match=r"networkPolicy\.extraEgress"):
+        render({"artifacts": {"url": "s3://bucket/baobab"}})
+    docs, _ = render({**external, "networkPolicy": {"enabled": False}})  # the operator's own policy instead
+    assert by_kind(docs, "NetworkPolicy") == {}

@@ -88,6 +88,13 @@ def test_each_inference_job_gets_a_predictor_deployment_and_service_removed_when
     assert {"BAOBAB_DATABASE_URL", "BAOBAB_SECRET_KEY", "BAOBAB_BROKER_URL"} <= env
     assert not {name for name in env if name.startswith("BAOBAB_K8S_")}  # the pool is the advisor's business
     assert deployment.spec.template.spec.service_account_name is None  # no API rights for predictors
+    # its inference workers run templates: confined as the chart's trial pods are, with no token either
+    pod = deployment.spec.template.spec
+    assert pod.automount_service_account_token is False and pod.security_context.run_as_non_root is True
+    confined = container.security_context
+    assert (confined.read_only_root_filesystem, confined.allow_privilege_escalation) == (True, False)
+    assert confined.capabilities.drop == ["ALL"]
+    assert {m.mount_path for m in container.volume_mounts} == {"/tmp", "/data", "/data/artifacts"}
     # scraped on the port it serves /predict on; none of the advisor's pod (whose spec it copies) is left
     assert deployment.spec.template.metadata.annotations == {
         "prometheus.io/scrape": "true",

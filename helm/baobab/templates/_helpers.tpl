@@ -78,6 +78,8 @@ http://{{ include "baobab.fullname" . }}-api:{{ .Values.api.service.port }}
 {{- define "baobab.commonEnv" -}}
 - name: BAOBAB_MODE
   value: production
+- name: BAOBAB_HOME
+  value: {{ .Values.home | quote }}
 - name: BAOBAB_EXECUTOR
   value: {{ .Values.executor | quote }}
 - name: BAOBAB_ARTIFACTS_URL
@@ -108,6 +110,17 @@ http://{{ include "baobab.fullname" . }}-api:{{ .Values.api.service.port }}
   persistentVolumeClaim:
     claimName: {{ .Values.artifacts.persistence.existingClaim | default (printf "%s-artifacts" (include "baobab.fullname" .)) }}
 {{- end }}
+{{- end -}}
+
+{{/* The only places a Baobab container writes besides the artifacts: its root filesystem is read-only. */}}
+{{- define "baobab.writableMounts" -}}
+- {name: tmp, mountPath: /tmp}
+- {name: home, mountPath: {{ .Values.home }}}
+{{- end -}}
+
+{{- define "baobab.writableVolumes" -}}
+- {name: tmp, emptyDir: {}}
+- {name: home, emptyDir: {}}
 {{- end -}}
 
 {{- define "baobab.podCommon" -}}
