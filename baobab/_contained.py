@@ -1,10 +1,17 @@
-"""The one way a process that runs template code is started, limited in time and killed.
+"""The one home of child processes: how one is started in a group of its own, limited in time, killed and reported.
 
-Every template process (a local trial worker, a trial run by ``baobab try``, an
-inference worker, the check of an upload) is a :class:`TemplateProcess`: a
-:class:`subprocess.Popen` whose command runs under a small launcher (this file, run
-by the same Python with ``-I -S``: no site-packages, nothing of the platform), in a
-process group of its own. What holds, by what the kernel allows:
+Every child process the platform starts and must be able to end with all it started
+is a :class:`ProcessGroup`: a :class:`subprocess.Popen` in a session (so a process
+group) of its own, signalled and killed as a group (:meth:`ProcessGroup.signal_group`,
+:meth:`ProcessGroup.stop`, :meth:`ProcessGroup.end`), given a time limit
+(:meth:`ProcessGroup.exited_within`) and reported in words (:func:`how_it_ended`). A
+predictor is one (it runs only the platform's code).
+
+Every template process (a local trial worker, a Celery worker's trial process, a trial
+run by ``baobab try``, an inference worker, the check of an upload) is a
+:class:`TemplateProcess`: a process group whose command runs under a small launcher
+(this file, run by the same Python with ``-I -S``: no site-packages, nothing of the
+platform). What holds, by what the kernel allows:
 
 **A PID namespace** (Linux, run as root, or as another user where unprivileged user
 namespaces are enabled; the launcher then maps the user to itself):
@@ -33,12 +40,10 @@ daemon that left the process group outlives a :meth:`TemplateProcess.end` (SIGKI
 to the group: the launcher cannot act on it); a template process that ends by itself
 takes its tree with it.
 
-A long-lived process that runs one trial after another (a local worker, a Celery pool
-process) is a :func:`become_subreaper` and kills what each trial left behind with
-:func:`end_strays`, daemons included, when the trial ends. A Celery pool process runs
-templates in itself, in no namespace of its own: there a template sees and may signal
-every process of its user on the worker's machine (a container, as deployed), and only
-what it leaves running when its trial ends is ended.
+A long-lived template process that runs one trial after another (a worker process of
+the local executor or of a Celery pool process) is a :func:`become_subreaper` and kills
+what each trial left behind with :func:`end_strays`, daemons included, when the trial
+ends; its namespace kills whatever is left when it ends itself.
 
 The launcher passes the template process's exit status on as its own (a death by a
 signal is the same death), forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and
@@ -53,10 +58,20 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["HOST_PID_VARIABLE", "TemplateProcess", "become_subreaper", "children_of", "end_strays", "host_pid"]
+__all__ = [
+    "HOST_PID_VARIABLE",
+    "ProcessGroup",
+    "TemplateProcess",
+    "become_subreaper",
+    "children_of",
+    "end_strays",
+    "host_pid",
+    "how_it_ended",
+    "with_package_path",
+]
 
 #: The launcher's pid, set for the template process: its pid in its PID namespace is 2.
 HOST_PID_VARIABLE = "_BAOBAB_HOST_PID"  # not BAOBAB_*: the settings refuse unknown ones
@@ -72,31 +87,40 @@ _PR_SET_CHILD_SUBREAPER = 36
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
-class TemplateProcess(subprocess.Popen[bytes]):
-    """A template process: ``args`` started in its own PID namespace (see the module docstring).
+class ProcessGroup(subprocess.Popen[bytes]):
+    """``args`` started in a session, so a process group, of its own: signalled, stopped and killed as one.
 
     Takes :class:`subprocess.Popen`'s keyword arguments (``stdin``, ``stdout``, ``env``,
-    ``pass_fds``, ...), bytes mode only; it always gets a session of its own.
-    :meth:`send_signal` and :meth:`terminate` reach the template process (through the
-    launcher); :meth:`kill` and :meth:`end` kill it with its whole tree.
+    ``pass_fds``, ...), bytes mode only. Its own session also keeps it out of reach of
+    the terminal's Ctrl-C: its starter ends it.
     """
 
     def __init__(self, args: Sequence[str], **kwargs: Any) -> None:
         kwargs["start_new_session"] = True
-        super().__init__([sys.executable, "-I", "-S", "-B", os.path.abspath(__file__), "--", *args], **kwargs)
+        super().__init__(list(args), **kwargs)
 
-    def kill(self) -> None:
-        """SIGKILL the process group: the launcher, so the namespace and all in it (not reaped: call :meth:`wait`)."""
+    def signal_group(self, signum: int) -> None:
+        """Send ``signum`` to every process of the group (none once the process is reaped)."""
         if self.returncode is None:  # not reaped: the group id is still its own
             try:
-                os.killpg(self.pid, signal.SIGKILL)
+                os.killpg(self.pid, signum)
             except (ProcessLookupError, PermissionError):
                 pass
 
+    def kill(self) -> None:
+        """SIGKILL the process group (not reaped: call :meth:`wait`)."""
+        self.signal_group(signal.SIGKILL)
+
     def end(self) -> int:
-        """Kill the process and its whole tree, reap it; its exit status (its own if it had exited already)."""
+        """Kill the process and its group, reap it; its exit status (its own if it had exited already)."""
         self.kill()
         return self.wait()
+
+    def stop(self, grace_s: float) -> int:
+        """SIGTERM to the group, then :meth:`end` after ``grace_s`` seconds; its exit status."""
+        self.signal_group(signal.SIGTERM)
+        self.exited_within(grace_s)
+        return self.end()
 
     def exited_within(self, timeout_s: float) -> bool:
         """Whether it exits within ``timeout_s`` seconds; if not it is ended (:meth:`end`)."""
@@ -106,6 +130,36 @@ class TemplateProcess(subprocess.Popen[bytes]):
             self.end()
             return False
         return True
+
+
+class TemplateProcess(ProcessGroup):
+    """A template process: ``args`` started in its own PID namespace (see the module docstring).
+
+    A :class:`ProcessGroup` whose leader is the launcher: :meth:`send_signal` and
+    :meth:`terminate` reach the template process (the launcher forwards them);
+    :meth:`kill` and :meth:`end` kill it with its whole tree.
+    """
+
+    def __init__(self, args: Sequence[str], **kwargs: Any) -> None:
+        super().__init__([sys.executable, "-I", "-S", "-B", os.path.abspath(__file__), "--", *args], **kwargs)
+
+
+def how_it_ended(returncode: int) -> str:
+    """A reaped process's exit status in words: ``was killed by signal SIGKILL``, ``exited with status 3``."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = str(-returncode)
+        return f"was killed by signal {name}"
+    return f"exited with status {returncode}"
+
+
+def with_package_path(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with this baobab first on ``PYTHONPATH``: a child finds it even when it is not installed (a checkout)."""
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = (package_root, env.get("PYTHONPATH"))
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
 def host_pid() -> int:

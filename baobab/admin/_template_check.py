@@ -25,7 +25,6 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from baobab._contained import TemplateProcess
+from baobab._contained import TemplateProcess, how_it_ended, with_package_path
 from baobab._sandbox import Confinement, confine, template_env
 from baobab.enums import Task
 from baobab.exceptions import TemplateError
@@ -137,11 +136,7 @@ def check_template_in_process(
         tempfile.TemporaryFile() as err,
     ):
         # Prints reach the output before a crash; BLAS starts one thread, not one per core.
-        env = template_env(threads=1, PYTHONUNBUFFERED="1")
-        env.update(HOME=work, TMPDIR=work)
-        # The child must find this baobab even when it is not installed (run from a checkout).
-        package_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env = with_package_path(template_env(threads=1, PYTHONUNBUFFERED="1", HOME=work, TMPDIR=work))
         process = TemplateProcess(
             [
                 sys.executable,
@@ -178,10 +173,7 @@ def check_template_in_process(
         return answer["knob_config"]
     if process.returncode == _EXIT_REFUSED and answer is not None and isinstance(answer.get("error"), str):
         raise TemplateError(named(answer["error"]))
-    if process.returncode < 0:
-        how = f"was killed by signal {signal.Signals(-process.returncode).name}"
-    else:
-        how = f"exited with status {process.returncode}"
+    how = how_it_ended(process.returncode)
     message = f"{shown}: the process loading the template {how} before it answered (did the template crash Python?)"
     raise TemplateError(named(f"{message}; its last output:\n{tail}" if tail else message))
 

@@ -53,6 +53,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from baobab import Settings
+from baobab._contained import ProcessGroup, how_it_ended, with_package_path
 from baobab._prometheus import MULTIPROC_DIR_ENV
 from baobab._settings import ENV_PREFIX
 from baobab.exceptions import BaobabError, StoreError
@@ -86,7 +87,7 @@ _TAIL_CHARS = 4000
 class _Predictor:
     """One predictor process and what the supervisor knows of it."""
 
-    def __init__(self, job_id: int, process: subprocess.Popen[bytes], log_path: Path, log_offset: int) -> None:
+    def __init__(self, job_id: int, process: ProcessGroup, log_path: Path, log_offset: int) -> None:
         self.job_id = job_id
         self.process = process
         self.log_path = log_path
@@ -189,7 +190,8 @@ class InferenceSupervisor:
             self._closed = True
             predictors = list(self._predictors.values())
         for predictor in predictors:  # all at once, then the grace period for all
-            self._signal(predictor, signal.SIGTERM)
+            self._mark_stopping(predictor)
+            predictor.process.signal_group(signal.SIGTERM)
         for predictor in predictors:
             self._kill(predictor)
         try:
@@ -290,13 +292,12 @@ class InferenceSupervisor:
                 return
             with log_path.open("ab") as log:
                 log_offset = log.tell()
-                process = subprocess.Popen(
+                process = ProcessGroup(
                     command,
                     stdin=subprocess.PIPE,  # kept open: its end tells the predictor we are gone
                     stdout=subprocess.PIPE,
                     stderr=log,
                     env=_predictor_env(self._settings),
-                    start_new_session=True,  # its own process group, killed as one
                 )
             predictor = _Predictor(job_id, process, log_path, log_offset)
             self._predictors[job_id] = predictor
@@ -310,25 +311,16 @@ class InferenceSupervisor:
             logger.info("stopping the predictor of inference job %d", job_id)
             self._kill(predictor)
 
-    def _signal(self, predictor: _Predictor, signum: int) -> None:
+    def _mark_stopping(self, predictor: _Predictor) -> None:
+        """Its exit is on purpose, no error (unless it is killed for not serving in time)."""
         with self._lock:
             if predictor.timed_out is None:
                 predictor.stopping = True
-        process = predictor.process
-        if process.returncode is None:  # not reaped: the group id is still its own
-            try:
-                os.killpg(process.pid, signum)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     def _kill(self, predictor: _Predictor) -> None:
         """Stop a predictor's process group: SIGTERM, then SIGKILL after a grace period; reap it."""
-        self._signal(predictor, signal.SIGTERM)
-        try:
-            predictor.process.wait(_TERM_GRACE_S)
-        except subprocess.TimeoutExpired:
-            self._signal(predictor, signal.SIGKILL)
-        predictor.process.wait()
+        self._mark_stopping(predictor)
+        predictor.process.stop(_TERM_GRACE_S)
 
     def _follow(self, predictor: _Predictor) -> None:
         """Read the predictor's stdout (the URL line), then record how it ended."""
@@ -376,11 +368,7 @@ class InferenceSupervisor:
         if predictor.timed_out is not None:
             reason = f"the predictor did not serve within {predictor.timed_out:g} s and was killed"
         else:
-            how = (
-                f"was killed by signal {signal.Signals(-returncode).name}"
-                if returncode < 0
-                else f"exited with status {returncode}"
-            )
+            how = how_it_ended(returncode)
             reason = f"the predictor {how} {'while serving' if predictor.url else 'before serving'}"
         tail = _tail(predictor.log_path, predictor.log_offset)
         error = f"{reason}; its last output ({predictor.log_path}):\n{tail}" if tail else reason
@@ -421,10 +409,7 @@ def _predictor_env(settings: Settings) -> dict[str, str]:
         if not name.startswith(ENV_PREFIX) and name != MULTIPROC_DIR_ENV
     }
     env.update(settings.to_env())
-    # The predictor must find this baobab even when it is not installed (run from a checkout).
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    return env
+    return with_package_path(env)
 
 
 def _tail(path: Path, offset: int) -> str:

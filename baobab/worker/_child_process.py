@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -17,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from baobab._contained import TemplateProcess
+from baobab._contained import TemplateProcess, how_it_ended
 from baobab.worker._trial_process import TrialSpec
 
 __all__ = ["ChildOutcome", "run_child"]
@@ -57,11 +56,7 @@ def _log_tail(log_path: Path) -> str:
 
 
 def _crash_message(returncode: int, log_path: Path) -> str:
-    if returncode < 0:
-        how = f"was killed by signal {signal.Signals(-returncode).name}"
-    else:
-        how = f"exited with status {returncode}"
-    message = f"the trial process {how} before reporting a result"
+    message = f"the trial process {how_it_ended(returncode)} before reporting a result"
     tail = _log_tail(log_path)
     return f"{message}; its last output ({log_path}):\n{tail}" if tail else message
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -44,7 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from baobab._contained import TemplateProcess
+from baobab._contained import TemplateProcess, how_it_ended, with_package_path
 from baobab._sandbox import THREAD_VARIABLES, Confinement, confine, template_env
 from baobab.exceptions import BaobabError
 
@@ -154,10 +153,7 @@ class InferenceProcess:
         # One thread per pool: a predictor runs one process per member (or fused group) on a shared
         # machine; letting each spread over every core makes them fight (measured in bench/serving_fused.py:
         # a fused worker on two threads beside its predictor ran slower than on one).
-        env = template_env(private, threads=1, PYTHONUNBUFFERED="1")
-        # The child must find this baobab even when it is not installed (run from a checkout).
-        package_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env = with_package_path(template_env(private, threads=1, PYTHONUNBUFFERED="1"))
         with self.log_path.open("ab") as log:
             with self._lock:
                 if self._closed:
@@ -255,11 +251,7 @@ class InferenceProcess:
             returncode = self._process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             return f"the inference process closed its pipe {when}"
-        if returncode < 0:
-            how = f"was killed by signal {signal.Signals(-returncode).name}"
-        else:
-            how = f"exited with status {returncode}"
-        return f"the inference process {how} {when}"
+        return f"the inference process {how_it_ended(returncode)} {when}"
 
     def log_tail(self) -> str:
         """The last lines the worker printed, for a crash report in the predictor's log."""

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from baobab._contained import TemplateProcess
+from baobab._contained import TemplateProcess, how_it_ended
 
 __all__ = ["WorkerProcess"]
 
@@ -176,13 +176,7 @@ class WorkerProcess:
         code = self.process.returncode
         if code is None:
             return "stopped answering"
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = str(-code)
-            return f"was killed by signal {name}" + (" (out of memory?)" if code == -signal.SIGKILL else "")
-        return f"exited with status {code}"
+        return how_it_ended(code) + (" (out of memory?)" if code == -signal.SIGKILL else "")
 
     def log_size(self) -> int:
         try:

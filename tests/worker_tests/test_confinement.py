@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 from worker_world import TEMPLATES, Platform
 
+from baobab._contained import ProcessGroup, how_it_ended
 from baobab._sandbox import Confinement, landlock_available
 from baobab.admin._template_check import check_template_in_process
 from baobab.store import ArtifactStore, EventKind, LocalEventChannel, TrialState, params_to_bytes
@@ -188,3 +189,47 @@ def test_the_upload_check_takes_the_daemons_of_the_template_with_it(tmp_path: Pa
     assert set(config) == {"mode", "x", "quick"}
     _daemon_started(lock)
     wait_until(lambda: not _held(lock), what="the daemon to end with the upload check")
+
+
+# -- the process group every child is (a predictor, and under its launcher every template process) -------------------
+
+STUBBORN = r"""
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN if sys.argv[1] == "ignore" else signal.SIG_DFL)
+IGNORING = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+child = subprocess.Popen([sys.executable, "-c", IGNORING])
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize(
+    ("on_term", "ended"), [("die", "was killed by signal SIGTERM"), ("ignore", "was killed by signal SIGKILL")]
+)
+def test_a_process_group_stops_with_every_process_in_it(on_term: str, ended: str) -> None:
+    group = ProcessGroup([sys.executable, "-c", STUBBORN, on_term], stdout=subprocess.PIPE)
+    assert group.stdout is not None
+    child = int(group.stdout.readline())
+    assert os.getpgid(child) == group.pid  # the child is in the group, not in this process's
+    returncode = group.stop(grace_s=1.0)
+    group.stdout.close()
+    assert how_it_ended(returncode) == ended
+    assert group.stop(grace_s=1.0) == returncode  # stopping it again changes nothing
+    # the child ignored SIGTERM: it ended by the group's SIGKILL (it is the init's to reap, so it is looked for as gone
+    # or a zombie)
+    wait_until(lambda: not _alive(child), what="the group's other process to end")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_how_a_process_ended_is_said_in_words() -> None:
+    assert how_it_ended(0) == "exited with status 0"
+    assert how_it_ended(3) == "exited with status 3"
+    assert how_it_ended(-9) == "was killed by signal SIGKILL"
+    assert how_it_ended(-200) == "was killed by signal 200"
