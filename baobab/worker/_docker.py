@@ -8,6 +8,13 @@ takes trials from that job's own queue only, and one predictor container per ser
 inference job (``baobab predictor --job``). Every container carries labels naming the
 manager's ``scope`` and the job, so what a crashed manager left behind is found and removed
 by the next reconcile: the store says what should run, the labels say what does.
+
+Templates run in these containers (trials in the workers, inference workers in the
+predictors), so every container is made as small a place as Docker allows: a non-root
+user (root is refused), a read-only root filesystem with two writable places, a ``/tmp``
+tmpfs and an anonymous volume at ``BAOBAB_HOME`` (the caches, logs and trial folders; it
+goes with the container), every capability dropped, and ``no-new-privileges`` (a setuid
+program cannot raise them again).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import docker
 from docker.errors import APIError, NotFound
-from docker.types import DeviceRequest
+from docker.types import DeviceRequest, Mount
 from sqlalchemy.engine import Engine
 
 from baobab.worker._celery import job_queue
@@ -38,6 +45,11 @@ _PREDICTOR_SETTINGS = ("database_url", "secret_key", "mode")
 #: The network where containers share the host's interfaces (they reach its loopback; no name of their own).
 HOST_NETWORK = "host"
 
+#: Who the containers run as unless ``BAOBAB_DOCKER_USER`` says: the images' own user.
+NON_ROOT_USER = "10001:10001"
+#: The writable places of a container's read-only root: ``/tmp`` is a tmpfs (mode 1777, as a /tmp is).
+TMPFS = {"/tmp": "rw,nosuid,nodev,mode=1777"}
+
 SCOPE_LABEL = "io.baobab.scope"
 KIND_LABEL = "io.baobab.kind"
 JOB_LABEL = "io.baobab.job"
@@ -53,8 +65,10 @@ class DockerPoolConfig:
         worker_image: The worker image (``make images``), used for workers and predictors.
         network: The Docker network where the broker, the database and the API are reachable.
         artifacts_volume: A volume name or host folder mounted at ``artifacts_path``.
-        user: ``uid:gid`` the containers run as; a host folder as ``artifacts_volume`` must be
-            writable by it (the images' own user is 10001).
+        home_path: ``BAOBAB_HOME`` in the containers: an anonymous volume, removed with its container
+            (the images' own ``/data``, whose owner the volume takes).
+        user: ``uid:gid`` the containers run as, never root; a host folder as ``artifacts_volume``
+            must be writable by it.
         env: Settings given to every container (``BAOBAB_BROKER_URL``, ``BAOBAB_API_URL``, ...);
             predictors get ``predictor_env`` on top (database, secret), workers never do.
         cpus_per_slot, memory_per_slot: Limits per trial slot of a CPU worker (and per GPU).
@@ -65,11 +79,19 @@ class DockerPoolConfig:
     network: str | None = None
     artifacts_volume: str | None = None
     artifacts_path: str = "/data/artifacts"
-    user: str | None = None
+    home_path: str = "/data"
+    user: str = NON_ROOT_USER
     env: dict[str, str] = field(default_factory=dict)
     predictor_env: dict[str, str] = field(default_factory=dict)
     cpus_per_slot: float = 1.0
     memory_per_slot: str = "4g"
+
+    def __post_init__(self) -> None:
+        if self.user.split(":", 1)[0] in ("0", "root"):
+            raise ValueError(
+                f"BAOBAB_DOCKER_USER={self.user!r} would run templates as root in the containers; "
+                f"give a non-root uid:gid (the images' own is {NON_ROOT_USER}) that can write the mounted artifacts"
+            )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DockerPoolConfig:
@@ -90,7 +112,7 @@ class DockerPoolConfig:
             worker_image=settings.docker_image,
             network=settings.docker_network,
             artifacts_volume=settings.docker_artifacts,
-            user=settings.docker_user,
+            user=settings.docker_user or NON_ROOT_USER,
             env=env,
             predictor_env=settings.to_env(_PREDICTOR_SETTINGS),
             cpus_per_slot=settings.docker_cpus_per_slot,
@@ -148,10 +170,10 @@ class DockerPool:
         return len(containers)
 
     def start(self, unit: Unit):
-        """Starts the container of one unit: labels, limits, GPUs, the artifacts, the network."""
+        """Starts the container of one unit: labels, limits, GPUs, the artifacts, the network, the confinement."""
         pool = self.pool
         labels = {SCOPE_LABEL: pool.scope, KIND_LABEL: unit.kind, JOB_LABEL: str(unit.job_id)}
-        env = dict(pool.env)
+        env = {**pool.env, "BAOBAB_HOME": pool.home_path}
         volumes = {}
         if pool.artifacts_volume:
             volumes[pool.artifacts_volume] = {"bind": pool.artifacts_path, "mode": "rw"}
@@ -188,6 +210,11 @@ class DockerPool:
                 volumes=volumes,
                 network=pool.network,
                 user=pool.user,
+                read_only=True,
+                tmpfs=TMPFS,
+                mounts=[Mount(target=pool.home_path, source=None, type="volume")],
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges:true"],
                 device_requests=device_requests,
                 nano_cpus=int(pool.cpus_per_slot * slots * 1e9),
                 mem_limit=_times(pool.memory_per_slot, slots),
@@ -203,7 +230,8 @@ class DockerPool:
     @staticmethod
     def _remove(container) -> None:
         try:
-            container.remove(force=True)  # SIGKILL: Celery re-queues the trials it held (acks_late)
+            # SIGKILL: Celery re-queues the trials it held (acks_late); v: its home volume goes with it
+            container.remove(force=True, v=True)
         except NotFound:
             pass
 

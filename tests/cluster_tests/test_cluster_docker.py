@@ -6,6 +6,10 @@ is started by the test. The containers share the host's network (``host``), wher
 PostgreSQL, Redis and the API listen on loopback, and mount the API's artifact folder.
 Skipped, with the reason, where no Docker engine or no worker image is here
 (``make docker-engine`` starts one and builds the images where dockerd can run).
+
+The containers run as the images' user (10001), while the API here may run as root: the
+services are started with umask 0, so what the API writes into the shared artifact folder
+(a host folder mounted in the containers) is writable by the containers' user too.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from baobab.worker._docker import JOB_LABEL, KIND_LABEL, SCOPE_LABEL
 
 WORKER_IMAGE = "baobab-worker:0.1.0"
 TRIALS = 4
+PROBE = Path(__file__).parent / "templates" / "container_probe.py"
 
 
 @pytest.fixture
@@ -46,6 +51,29 @@ def scope(docker_client):
         container.remove(force=True)
 
 
+@pytest.fixture
+def docker_cluster(start_cluster: StartCluster, worker_image: str, scope: str, tmp_path: Path):
+    """Starts a cluster whose advisor runs the workers and predictors as containers of ``worker_image``."""
+    shared = tmp_path / "cluster" / "shared-artifacts"
+    shared.mkdir(parents=True)
+    shared.chmod(0o777)
+    umask = os.umask(0)  # inherited by the services (module docstring)
+    try:
+        yield lambda: start_cluster(
+            workers=0,
+            executor="docker",
+            settings={
+                "BAOBAB_DOCKER_IMAGE": worker_image,
+                "BAOBAB_DOCKER_NETWORK": "host",
+                "BAOBAB_DOCKER_ARTIFACTS": str(shared),
+                "BAOBAB_DOCKER_SCOPE": scope,
+                "BAOBAB_DOCKER_MEMORY_PER_SLOT": "2g",
+            },
+        )
+    finally:
+        os.umask(umask)
+
+
 def _containers(client, scope: str) -> dict[tuple[str, str], object]:
     """(kind, job id) -> container, for every container of ``scope``."""
     found = client.containers.list(all=True, filters={"label": f"{SCOPE_LABEL}={scope}"})
@@ -53,20 +81,9 @@ def _containers(client, scope: str) -> dict[tuple[str, str], object]:
 
 
 def test_train_serve_predict_in_worker_and_predictor_containers(
-    start_cluster: StartCluster, breast_cancer: Path, docker_client, worker_image: str, scope: str, tmp_path: Path
+    docker_cluster, breast_cancer: Path, docker_client, scope: str
 ) -> None:
-    cluster = start_cluster(
-        workers=0,
-        executor="docker",
-        settings={
-            "BAOBAB_DOCKER_IMAGE": worker_image,
-            "BAOBAB_DOCKER_NETWORK": "host",
-            "BAOBAB_DOCKER_ARTIFACTS": str(tmp_path / "cluster" / "shared-artifacts"),
-            "BAOBAB_DOCKER_USER": f"{os.getuid()}:{os.getgid()}",  # the owner of that host folder
-            "BAOBAB_DOCKER_SCOPE": scope,
-            "BAOBAB_DOCKER_MEMORY_PER_SLOT": "2g",
-        },
-    )
+    cluster = docker_cluster()
     client = cluster.client
     job = start_breast_cancer_job(cluster, breast_cancer, trials=TRIALS)
     job_id = str(job["id"])
@@ -113,3 +130,43 @@ def test_train_serve_predict_in_worker_and_predictor_containers(
         interval=0.5,
         what="the stopped inference job's predictor container to be removed",
     )
+
+
+def test_a_trial_in_a_worker_container_is_not_root_and_can_write_neither_the_root_nor_the_platform(
+    docker_cluster, breast_cancer: Path, docker_client, scope: str
+) -> None:
+    cluster = docker_cluster()
+    client = cluster.client
+    data = client.create_dataset("probe data", breast_cancer / "train.csv", format="TABULAR", target="target")
+    model = client.create_model(PROBE, task="TABULAR_REGRESSION", class_name="ContainerProbe")
+    job = client.create_train_job(
+        "probe",
+        "TABULAR_REGRESSION",
+        train_dataset_id=data["id"],
+        val_dataset_id=data["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": 1, "GPU_COUNT": 0},
+    )
+    worker = wait_until(
+        lambda: _containers(docker_client, scope).get(("worker", str(job["id"]))), timeout=60, what="the worker"
+    )
+    host = worker.attrs["HostConfig"]
+    assert (host["ReadonlyRootfs"], host["CapDrop"], host["SecurityOpt"]) == (
+        True,
+        ["ALL"],
+        ["no-new-privileges:true"],
+    )
+    job = client.wait_for_train_job("probe", job["app_version"], timeout=240, progress=False)
+    assert job["status"] == "COMPLETED", job
+    (trial,) = client.get_trials("probe", job["app_version"])["trials"]
+    assert trial["worker"].startswith(f"worker@{scope}-worker-")  # it ran in the container
+    found = dict(
+        entry["line"].removeprefix("probe ").split(": ", 1)
+        for entry in client.get_trial_logs(trial["id"])
+        if entry["line"].startswith("probe ")
+    )
+    assert found["uid"] != "0", found
+    assert found["write /"] == found["write /opt/baobab"] == "EROFS", found  # the root and the platform's code
+    assert found["write /tmp"] == "ok", found
+    assert int(found["CapEff"], 16) == int(found["CapBnd"], 16) == 0, found  # no capability, none to regain
+    assert found["NoNewPrivs"] == "1", found

@@ -4,11 +4,15 @@ Nothing can be pulled here, so the containers run a stand-in image built from a 
 (``DOCKER_BASE_IMAGE``, made by ``docker/base.sh``):
 its entrypoint sleeps, whatever ``baobab ...`` arguments the executor passes. What is
 checked is what dockerd was asked for: labels, command, limits, mounts, network, GPUs.
+A probe image, laid out as the worker image is (``/data`` its user's), reports from inside
+what a process there can do: who it is, where it can write, which capabilities it holds.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import json
 import uuid
 
 import docker
@@ -16,11 +20,22 @@ import pytest
 
 from baobab import Settings
 from baobab.store import JobStatus
-from baobab.testing import missing_part
+from baobab.testing import missing_part, wait_until
 from baobab.worker._docker import JOB_LABEL, KIND_LABEL, SCOPE_LABEL, DockerPool, DockerPoolConfig
 from baobab.worker._pool import Unit
 
 STAND_IN = "baobab-test-stand-in:latest"
+PROBE = "baobab-test-probe:latest"
+#: What the probe reports, one ``what=outcome`` line each, then ``probed``; then it sleeps as a worker would.
+PROBE_SCRIPT = r"""
+echo "uid=$(id -u)"
+for place in / /etc /opt "$BAOBAB_HOME" /tmp; do
+    if touch "$place/probe" 2>/dev/null; then echo "write $place=ok"; else echo "write $place=refused"; fi
+done
+grep -E '^(CapPrm|CapEff|CapBnd|NoNewPrivs):' /proc/self/status | tr -d ' \t' | tr : =
+echo probed
+exec sleep 600
+"""
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +43,19 @@ def engine_client(docker_client, docker_base_image):
     dockerfile = f'FROM {docker_base_image}\nENTRYPOINT ["/bin/sh", "-c", "exec sleep 600", "baobab"]\n'
     docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=STAND_IN, rm=True)
     return docker_client
+
+
+@pytest.fixture(scope="module")
+def probe_image(docker_client, docker_base_image):
+    """The base image laid out as the worker image (``/data`` owned by 10001), running :data:`PROBE_SCRIPT`."""
+    dockerfile = (
+        f"FROM {docker_base_image}\n"
+        "RUN mkdir -p /data/artifacts && chown -R 10001:10001 /data\n"
+        "ENV BAOBAB_HOME=/data\n"
+        f'ENTRYPOINT ["/bin/sh", "-c", {json.dumps(PROBE_SCRIPT)}, "baobab"]\n'
+    )
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=PROBE, rm=True)
+    return PROBE
 
 
 @pytest.fixture
@@ -74,7 +102,8 @@ def test_a_worker_container_per_cpu_job_with_labels_limits_volume_and_network(do
     ]
     assert attrs["HostConfig"]["NanoCpus"] == 1_000_000_000  # 2 slots x 0.5 CPU
     assert attrs["HostConfig"]["Memory"] == 512 * 2**20
-    assert [(m["Name"], m["Destination"]) for m in attrs["Mounts"]] == [(docker_pool.pool.scope, "/data/artifacts")]
+    mounts = {m["Destination"]: m["Name"] for m in attrs["Mounts"]}
+    assert mounts.keys() == {"/data/artifacts", "/data"} and mounts["/data/artifacts"] == docker_pool.pool.scope
     assert set(attrs["NetworkSettings"]["Networks"]) == {docker_pool.pool.scope}
     env = dict(item.split("=", 1) for item in attrs["Config"]["Env"])
     assert env["BAOBAB_ARTIFACTS_URL"] == "/data/artifacts"
@@ -86,6 +115,44 @@ def test_a_worker_container_per_cpu_job_with_labels_limits_volume_and_network(do
     jobs.end_train(job, JobStatus.STOPPED)
     docker_pool.reconcile()
     assert docker_pool.running() == {}
+
+
+@pytest.mark.parametrize("kind", ["worker", "predictor"])
+def test_containers_run_non_root_on_a_read_only_root_with_no_capabilities(docker_pool, probe_image, jobs, kind):
+    """Templates run in these containers: what a process there finds, asked from inside by the probe."""
+    probed = dataclasses.replace(docker_pool.pool, worker_image=probe_image)
+    pool = DockerPool(jobs.engine, docker_pool.client, probed, cpu_slots=1)
+    job = jobs.train() if kind == "worker" else jobs.serve(jobs.train(status=JobStatus.COMPLETED))
+    container = pool.start(Unit(kind, job, gpus=0, slots=1))
+    logs = wait_until(
+        lambda: "probed" in (text := container.logs().decode()) and text, timeout=60, what="the probe's report"
+    )
+    report = dict(line.split("=", 1) for line in logs.splitlines() if "=" in line)
+    assert report["uid"] == "10001"
+    assert (report["write /"], report["write /etc"], report["write /opt"]) == ("refused",) * 3  # read-only root
+    assert (report["write /data"], report["write /tmp"]) == ("ok", "ok")  # its home and /tmp, nothing else
+    zero = "0" * 16
+    assert (report["CapPrm"], report["CapEff"], report["CapBnd"]) == (zero, zero, zero)  # every capability dropped
+    assert report["NoNewPrivs"] == "1"  # a setuid program cannot raise them again
+    container.reload()
+    host = container.attrs["HostConfig"]
+    assert host["ReadonlyRootfs"] is True and host["CapDrop"] == ["ALL"]
+    assert host["SecurityOpt"] == ["no-new-privileges:true"] and container.attrs["Config"]["User"] == "10001:10001"
+    (home,) = [m for m in container.attrs["Mounts"] if m["Destination"] == "/data"]
+    assert home["Type"] == "volume" and home["RW"] is True
+    volumes = {m["Name"] for m in container.attrs["Mounts"] if m["Type"] == "volume"}
+    pool.remove_all()  # its home volume goes with it
+    left = {v.name for v in docker_pool.client.volumes.list()}
+    assert home["Name"] not in left and docker_pool.pool.scope in volumes  # the artifacts volume stays
+
+
+@pytest.mark.parametrize("user", ["0", "0:0", "root", "root:baobab"])
+def test_a_root_user_is_refused_naming_the_setting(tmp_path, user):
+    settings = Settings.from_env(
+        {}, home=tmp_path, executor="docker", broker_url="redis://r/0", api_url="http://a", docker_user=user
+    )
+    with pytest.raises(ValueError, match=rf"BAOBAB_DOCKER_USER='{user}' would run templates as root"):
+        DockerPoolConfig.from_settings(settings)
 
 
 def test_a_predictor_per_inference_job(docker_pool, jobs):
