@@ -300,9 +300,7 @@ SETTINGS: tuple[Setting, ...] = (
         "docker_network", str, None, "Docker network of the containers, where the broker and the API are reachable"
     ),
     Setting("docker_artifacts", str, None, "volume name or host folder mounted as the containers' artifacts"),
-    Setting(
-        "docker_user", str, None, "uid:gid of the containers (default: the image's); must own a host folder mounted"
-    ),
+    Setting("docker_user", str, None, "uid:gid of the containers, never root (default 10001:10001, the images' user)"),
     Setting("docker_scope", str, "baobab", "label value naming this platform's containers on a shared Docker host"),
     Setting("docker_cpus_per_slot", float, 1.0, "CPUs a worker container gets per trial slot", minimum=0.01),
     Setting("docker_memory_per_slot", str, "4g", "memory a container gets per trial slot (Docker size: 512m, 4g)"),
