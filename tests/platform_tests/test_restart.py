@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,9 @@ from baobab.testing import wait_until
 TEMPLATES = Path(__file__).parent / "templates"
 TRIALS = 8
 WORKERS = 2
+#: TinyTorch: a small TorchModel whose ``score()`` holds while ``<signal_dir>/hold`` exists.
+TINY_TORCH = Path(__file__).parents[1] / "worker_tests" / "templates" / "tiny_torch.py"
+FUSED_TRIALS = 6
 
 
 def test_killed_platform_finishes_the_job_after_a_restart(
@@ -48,3 +52,50 @@ def test_killed_platform_finishes_the_job_after_a_restart(
         assert by_id[earlier["id"]] == earlier
     # Only what ran at the kill (at most one trial a worker) ran again.
     assert TRIALS <= sum(t["attempts"] for t in trials) <= TRIALS + WORKERS
+
+
+def test_a_fused_group_killed_with_the_platform_has_each_member_requeued_once(
+    start_platform: Callable[[], Any], breast_cancer: Path, tmp_path: Path
+) -> None:
+    """``baobab up`` dies while a fused group holds mid-step: after the restart each of its members runs once
+    more, alone, and every other trial runs once."""
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    hold = signals / "hold"
+    hold.touch()  # the groups hold in their first training step until the kill
+    first = start_platform()
+    client = first.client
+    data = client.create_dataset("bc", breast_cancer / "train.csv", format="TABULAR", target="target")
+    model = client.create_model(TINY_TORCH, task="TABULAR_CLASSIFICATION", class_name="TinyTorch")
+    job = client.create_train_job(
+        "fused-restart",
+        "TABULAR_CLASSIFICATION",
+        train_dataset_id=data["id"],
+        val_dataset_id=data["id"],
+        model_ids=[model["id"]],
+        budget={"MODEL_TRIAL_COUNT": FUSED_TRIALS, "GPU_COUNT": 0},
+        train_args={"target": "target", "signal_dir": str(signals), "warm_start": False, "fusion": {"max_group": 3}},
+    )
+
+    def a_group_trains() -> list[dict[str, Any]] | None:
+        running = client.get_trials("fused-restart", status="RUNNING")["trials"]
+        sizes = Counter((t["fused_group"] or {}).get("id") for t in running if t["fused_group"])
+        groups = [group for group, members in sizes.items() if members == 3]
+        return running if groups and list(signals.glob("training-*")) else None
+
+    running = wait_until(a_group_trains, timeout=120, what="a fused group of 3 to train")
+    first.kill()
+    hold.unlink()
+
+    second = start_platform()
+    job = second.client.wait_for_train_job("fused-restart", job["app_version"], timeout=240, progress=False)
+    assert job["status"] == "COMPLETED", job
+    trials = second.client.get_trials("fused-restart", per_page=500)["trials"]
+    assert sorted(t["number"] for t in trials) == list(range(FUSED_TRIALS))  # none lost, none proposed twice
+    assert all(t["status"] == "COMPLETED" for t in trials), trials
+    killed = {t["id"] for t in running}
+    for trial in trials:
+        if trial["id"] in killed:  # the dead group's claim, then its own, alone
+            assert (trial["attempts"], trial["fused_group"]) == (2, None), trial
+        else:
+            assert trial["attempts"] == 1, trial
