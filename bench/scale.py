@@ -110,7 +110,7 @@ def run_driver(*, jobs: int, trials: int, slots: int, gpus: int, median_s: float
             asha = {"early_stopping": {"rule": "asha", "eta": 3}}
             third = jobs // 3
             add_simulated_jobs(
-                engine, events, jobs=third, trials=trials, gpus=gpus, strategies=strategies, train_args=asha
+                engine, events, jobs=third, trials=trials, gpus=gpus, strategies=strategies, options=asha
             )
             add_simulated_jobs(engine, events, jobs=jobs - third, trials=trials, gpus=gpus, strategies=strategies)
             total = jobs * trials

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from flask import Blueprint, Flask, current_app
+from pydantic import BaseModel
 from werkzeug.routing import Rule
 from werkzeug.routing.converters import (
     AnyConverter,
@@ -53,6 +54,7 @@ __all__ = [
     "api_doc",
     "blueprint",
     "build_document",
+    "register_model",
     "register_schema",
     "schema_ref",
 ]
@@ -92,6 +94,18 @@ def register_schema(name: str, schema: Mapping[str, Any]) -> dict[str, str]:
         raise ValueError(f"another schema is already registered as {name!r}")
     _schemas[name] = schema
     return schema_ref(name)
+
+
+def register_model(model: type[BaseModel]) -> dict[str, str]:
+    """Names the JSON schema of a Pydantic ``model`` (and of the models it holds) in ``components/schemas``.
+
+    The model is the one declaration of a request body or of a part of one: it parses the
+    body, and what it declares is what the document shows. Returns :func:`schema_ref` to it.
+    """
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    for name, part in schema.pop("$defs", {}).items():
+        register_schema(name, part)
+    return register_schema(model.__name__, schema)
 
 
 def schema_ref(name: str) -> dict[str, str]:

@@ -113,7 +113,7 @@ def forecast_train_job() -> dict[str, Any]:
         cap=budget.workers(workers * slots),
         gpus=gpus,
         deadline=budget.time_hours * 3600 if budget.time_hours else float("inf"),
-        max_group=spec.options.largest_group(measured=bool(profiles)),
+        max_group=spec.job_options.largest_group(measured=bool(profiles)),
         profiles=profiles,
         share=_share(spec),
     )
@@ -143,7 +143,7 @@ def _kind(template: ModelTemplate) -> str:
 
 def _share(spec: TrainJobSpec) -> Callable[[Mapping[str, Any]], float]:
     """The share of a trial's epochs the job's early-stopping rule is expected to let run."""
-    rule = spec.options.stopping_rule_for()
+    rule = spec.job_options.stopping_rule_for()
     return lambda knobs: stopped_share(rule, knobs)
 
 

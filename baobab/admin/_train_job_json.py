@@ -132,7 +132,15 @@ TRAIN_JOB_SCHEMA = register_schema(
             "train_dataset_id": {"type": "integer"},
             "val_dataset_id": {"type": "integer"},
             "budget": {"type": "object"},
-            "train_args": {"type": "object", "description": "left out of lists unless asked for"},
+            "train_args": {
+                "type": "object",
+                "description": "train()'s keyword arguments; left out of lists unless asked for",
+            },
+            "options": {
+                "type": "object",
+                "description": "what the job asks the platform for, as POST /api/v1/train_jobs takes them "
+                "(an option left out is its default)",
+            },
             "seed": {
                 "type": ["integer", "null"],
                 "description": "what every proposal and trial seed derives from (null: a job older than seeds)",
@@ -391,6 +399,7 @@ def jobs_json(
             "val_dataset_id": job.val_dataset_id,
             "budget": job.budget,
             **({"train_args": job.train_args} if train_args else {}),
+            "options": job.options,
             "seed": job.seed,
             "owner_id": job.owner_id,
             "created_at": iso(job.created_at),

@@ -3,13 +3,20 @@
 ``POST /api/v1/train_jobs`` takes the fields of :data:`FIELDS`. Each is declared once, as
 its JSON schema (what the API document shows, :data:`CREATE_SCHEMA`) beside its parser
 (what the request is held to), so the two cannot drift apart; a new setting of a job is
-one more entry. :func:`read_train_job_spec` reads the body alone: each field, then what
-ties fields together (the job options need the budget). :func:`check_train_job_spec`
-then checks what only the database knows: the datasets and templates the caller may see,
-of the job's task, the zoo model ``train_args.base_model`` names (one the job's trials may
-read: the caller's own or a PUBLIC one), and the plan each template's sub-job will run (an
-ENAS search needs its policies and enough trials for one cycle and the final phases), which
-is the very check the job driver makes, so a job answered 201 never ends ERRORED for its plan.
+one more entry. The job's ``options`` are one Pydantic model,
+:class:`~baobab.advisor.TrainJobOptions`, which both parses them and writes their schema.
+:func:`read_train_job_spec` reads the body alone: each field, then what ties fields
+together (the job options need the budget). :func:`check_train_job_spec` then checks what
+only the database knows: the datasets and templates the caller may see, of the job's task,
+the zoo model ``options.base_model`` names (one the job's trials may read: the caller's own
+or a PUBLIC one), and the plan each template's sub-job will run (an ENAS search needs its
+policies and enough trials for one cycle and the final phases), which is the very check the
+job driver makes, so a job answered 201 never ends ERRORED for its plan.
+
+``train_args`` are what ``train()`` receives, and nothing else. The options that once rode
+in them (:data:`MOVED_OPTIONS`) are still taken from there for one release: they move into
+``options`` (naming both places is refused), errors name them where they were sent
+(``train_args.policies.final_trials``), and the answer carries a ``Deprecation`` header.
 
 A referenced dataset, model template or zoo model the caller may not see is refused with the same
 message as a missing one (``no dataset 7``), so ids reveal nothing.
@@ -24,10 +31,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flask import Response, after_this_request
 from sqlalchemy.orm import Session
 
 from baobab.admin._access import may_see_private, may_see_shared, shared_with
 from baobab.admin._body import enum_field, json_object, name_field
+from baobab.admin._openapi import register_model
 from baobab.admin._query import MAX_ID
 from baobab.advisor import (
     MIN_TIME_HOURS,
@@ -35,15 +44,24 @@ from baobab.advisor import (
     Budget,
     JobOptions,
     JobOptionsError,
+    TrainJobOptions,
     check_job_plan,
     parse_budget,
     parse_job_options,
 )
 from baobab.exceptions import BudgetError, RequestError, StrategyError
-from baobab.model import BASE_MODEL_ARG, WARM_START_ARG, Task, knob_config_from_json
+from baobab.model import Task, knob_config_from_json
 from baobab.store import Dataset, ModelTemplate, User, ZooModel
 
-__all__ = ["CREATE_SCHEMA", "FIELDS", "TrainJobSpec", "check_train_job_spec", "read_train_job_spec"]
+__all__ = [
+    "CREATE_SCHEMA",
+    "DEPRECATION",
+    "FIELDS",
+    "MOVED_OPTIONS",
+    "TrainJobSpec",
+    "check_train_job_spec",
+    "read_train_job_spec",
+]
 
 _APP = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: train() takes these itself (positional parameters, and the seed the platform derives per trial).
@@ -51,6 +69,11 @@ _RESERVED_TRAIN_ARGS = ("dataset_path", "shared_params", "seed")
 _MAX_MODELS = 100
 #: train_args as JSON, at most: a job's page shows them, and train() gets them in every trial.
 _MAX_TRAIN_ARGS_BYTES = 64 * 1024
+#: The job options a request may still send in ``train_args`` (deprecated: send them in ``options``).
+MOVED_OPTIONS = ("early_stopping", "policies", "fusion", "enas", "warm_start", "base_model")
+#: The ``Deprecation`` header (RFC 9745: since when) of an answer to a request that sent them there.
+DEPRECATION = "@1795910400"  # 2026-11-29
+OPTIONS_SCHEMA = register_model(TrainJobOptions)
 
 
 @dataclass(frozen=True)
@@ -82,7 +105,16 @@ class TrainJobSpec:
     train_args: dict[str, Any]
     strategy: str
     seed: int
-    options: JobOptions
+    #: What the request asked for, as the job stores it.
+    options: TrainJobOptions
+    #: The same, as the driver reads it.
+    job_options: JobOptions
+    #: The options the request sent in ``train_args`` (the deprecated form).
+    moved: tuple[str, ...] = ()
+
+    def option_field(self, name: str) -> str:
+        """Where the request sent option ``name``: ``options.<name>``, or ``train_args.<name>`` (deprecated)."""
+        return f"{'train_args' if name in self.moved else 'options'}.{name}"
 
 
 def _app(value: Any) -> str:
@@ -151,19 +183,6 @@ def _train_args(value: Any) -> dict[str, Any]:
                 f"({', '.join(_RESERVED_TRAIN_ARGS)} are reserved)",
                 field=f"train_args.{name}",
             )
-    warm_start = value.get(WARM_START_ARG, True)
-    if not isinstance(warm_start, bool):
-        raise RequestError(
-            f"'train_args.{WARM_START_ARG}' must be true or false, got {warm_start!r}",
-            field=f"train_args.{WARM_START_ARG}",
-        )
-    if BASE_MODEL_ARG in value:
-        base_model = value[BASE_MODEL_ARG]
-        if isinstance(base_model, bool) or not isinstance(base_model, int) or base_model < 1:
-            raise RequestError(
-                f"'train_args.{BASE_MODEL_ARG}' must be the id of a zoo model (a positive integer), got {base_model!r}",
-                field=f"train_args.{BASE_MODEL_ARG}",
-            )
     size = len(json.dumps(value))
     if size > _MAX_TRAIN_ARGS_BYTES:
         raise RequestError(
@@ -171,6 +190,15 @@ def _train_args(value: Any) -> dict[str, Any]:
             "(every view of the job carries them: send data as a dataset)",
             field="train_args",
         )
+    return value
+
+
+def _options(value: Any) -> dict[str, Any]:
+    """The options as sent (an object): :func:`read_train_job_spec` parses them with those from ``train_args``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RequestError(f'\'options\' must be an object like {{"fusion": "auto"}}, got {value!r}', field="options")
     return value
 
 
@@ -225,21 +253,12 @@ FIELDS = (
         "train_args",
         {
             "type": "object",
-            "description": "keyword arguments of train(), and the job options 'early_stopping' "
-            '(e.g. {"rule": "asha", "eta": 3}), \'policies\' (e.g. {"EARLY_STOP": true, "SHARE_PARAMS": "best"}), '
-            "'fusion' and 'enas' (the enas strategy's cycle, e.g. {\"train_trials\": 2, \"warmup_fraction\": 0.25})",
-            "properties": {
-                WARM_START_ARG: {"type": "boolean", "default": True, "description": "start trials from the zoo"},
-                BASE_MODEL_ARG: {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": "a zoo model (your own or a PUBLIC one) whose weights the template trains on, "
-                    "e.g. as a frozen base under a searched head; passed on to train()",
-                },
-            },
+            "description": "keyword arguments of train(), and nothing else (job options that are still sent "
+            f"here are deprecated: {', '.join(MOVED_OPTIONS)} belong in options)",
         },
         _train_args,
     ),
+    BodyField("options", {**OPTIONS_SCHEMA, "description": "what the job asks the platform for"}, _options),
     BodyField(
         "strategy",
         {"enum": list(STRATEGIES), "default": "auto", "description": "the advisor's search strategy"},
@@ -270,7 +289,7 @@ def read_train_job_spec() -> TrainJobSpec:
 
     Raises:
         RequestError: naming the field at fault (budget keys as ``budget.TIME_HOURS``,
-            templates as ``model_ids[i]``, options as ``train_args.policies.final_trials``).
+            templates as ``model_ids[i]``, options as ``options.policies.final_trials``).
     """
     body = json_object(fields=[field.name for field in FIELDS])
     values: dict[str, Any] = {}
@@ -280,11 +299,36 @@ def read_train_job_spec() -> TrainJobSpec:
             raise RequestError(f"{field.name!r} is required{field.required}", field=field.name)
         values[field.name] = field.parse(value)
     budget: Budget = values["budget"]
+    train_args, sent = values.pop("train_args"), values.pop("options")
+    moved = tuple(name for name in MOVED_OPTIONS if name in train_args)
+    for name in moved:
+        if name in sent:
+            raise RequestError(
+                f"'{name}' is sent both in train_args and in options; send it in options only",
+                field=f"train_args.{name}",
+            )
+    if moved:
+        after_this_request(_deprecated)
     try:
-        options = parse_job_options(values["train_args"], trial_count=budget.model_trial_count)
+        options = TrainJobOptions.parse({**sent, **{name: train_args[name] for name in moved}})
+        job_options = parse_job_options(options, trial_count=budget.model_trial_count)
     except JobOptionsError as e:
-        raise RequestError(str(e), field=e.field) from None
-    return TrainJobSpec(**values, options=options)
+        where = e.field
+        if any(where == f"options.{name}" or where.startswith(f"options.{name}.") for name in moved):
+            where = "train_args" + where.removeprefix("options")
+        raise RequestError(f"{where}: {str(e).removeprefix(f'{e.field}: ')}", field=where) from None
+    return TrainJobSpec(
+        **values,
+        train_args={name: value for name, value in train_args.items() if name not in moved},
+        options=options,
+        job_options=job_options,
+        moved=moved,
+    )
+
+
+def _deprecated(response: Response) -> Response:
+    response.headers["Deprecation"] = DEPRECATION
+    return response
 
 
 def check_train_job_spec(session: Session, user: User, spec: TrainJobSpec, *, cpu_slots: int) -> None:
@@ -294,15 +338,15 @@ def check_train_job_spec(session: Session, user: User, spec: TrainJobSpec, *, cp
         cpu_slots: the trials that run at once on CPUs (the job's cap when GPU_COUNT is 0).
 
     Raises:
-        RequestError: a dataset or template the user may not see or not of the job's task, a
-            ``train_args.base_model`` that names no zoo model of the user's own or PUBLIC,
+        RequestError: a dataset or template the user may not see or not of the job's task, an
+            ``options.base_model`` that names no zoo model of the user's own or PUBLIC,
             or a template whose sub-job could not be planned (an ENAS search that does
             not fit the budget), naming the field at fault.
     """
     _check_dataset(session, user, spec.train_dataset_id, "train_dataset_id", spec.task)
     _check_dataset(session, user, spec.val_dataset_id, "val_dataset_id", spec.task)
-    if BASE_MODEL_ARG in spec.train_args:
-        _check_base_model(session, user, spec.train_args[BASE_MODEL_ARG])
+    if spec.options.base_model is not None:
+        _check_base_model(session, user, spec.options.base_model, spec.option_field("base_model"))
     for i, model_id in enumerate(spec.model_ids):
         field = f"model_ids[{i}]"
         model = _check_model(session, user, model_id, field, spec.task)
@@ -310,7 +354,7 @@ def check_train_job_spec(session: Session, user: User, spec: TrainJobSpec, *, cp
             check_job_plan(
                 spec.strategy,
                 knob_config_from_json(model.knob_config),
-                spec.options,
+                spec.job_options,
                 trial_count=spec.budget.model_trial_count,
                 time_hours=spec.budget.time_hours,
                 workers=spec.budget.workers(cpu_slots),
@@ -331,14 +375,14 @@ def _check_dataset(session: Session, user: User, dataset_id: int, field: str, ta
         )
 
 
-def _check_base_model(session: Session, user: User, zoo_model_id: int) -> None:
+def _check_base_model(session: Session, user: User, zoo_model_id: int, field: str) -> None:
     """The zoo model must be one the job's trials may read: the user's own or a PUBLIC one (an admin's job
     sees no more than anyone's, as the trial's zoo routes do)."""
     model = session.get(ZooModel, zoo_model_id) if zoo_model_id <= MAX_ID else None
     if model is None or not shared_with(user.id, model):
         raise RequestError(
             f"no zoo model {zoo_model_id} that you may see: give the id of your own or a PUBLIC zoo model",
-            field=f"train_args.{BASE_MODEL_ARG}",
+            field=field,
         )
 
 

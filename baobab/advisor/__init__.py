@@ -25,7 +25,23 @@ from baobab.advisor._enas_phases import (
 from baobab.advisor._evolution import EvolutionStrategy
 from baobab.advisor._executor import Executor
 from baobab.advisor._factory import STRATEGIES, choose_strategy, make_strategy
-from baobab.advisor._job_options import AUTO_MAX_GROUP, MAX_GROUP, JobOptions, JobOptionsError, parse_job_options
+from baobab.advisor._job_options import (
+    AUTO_MAX_GROUP,
+    JOB_OPTION_NAMES,
+    MAX_GROUP,
+    EarlyStopping,
+    EnasOptions,
+    FusionChoice,
+    FusionMode,
+    JobOptions,
+    JobOptionsError,
+    MaxGroup,
+    PolicyOptions,
+    ShareFrom,
+    StoppingRuleName,
+    TrainJobOptions,
+    parse_job_options,
+)
 from baobab.advisor._job_plan import check_job_plan
 from baobab.advisor._median import MedianRule
 from baobab.advisor._packing import packed_size
@@ -48,8 +64,18 @@ __all__ = [
     "PHASE_POLICIES",
     "PLANNER_OPTIONS",
     "STOPPING_RULES",
+    "JOB_OPTION_NAMES",
+    "EarlyStopping",
+    "EnasOptions",
+    "FusionChoice",
+    "FusionMode",
     "JobOptions",
     "JobOptionsError",
+    "MaxGroup",
+    "PolicyOptions",
+    "ShareFrom",
+    "StoppingRuleName",
+    "TrainJobOptions",
     "parse_job_options",
     "STRATEGIES",
     "Action",

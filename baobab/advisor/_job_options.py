@@ -1,18 +1,27 @@
-"""A train job's search options: which policies, which early-stopping rule, how trials fuse.
+"""A train job's options: what a job asks the platform for, apart from what ``train()`` receives.
 
-They travel in the job's ``train_args`` under three reserved keys, which the worker never
-passes to ``train()`` (:data:`baobab.model.JOB_OPTION_KEYS`)::
+They travel in the job's ``options``, beside its ``train_args`` (which go to ``train()`` and
+nothing else)::
 
-    "train_args": {
-        "lr": 0.01,                                   # passed to train()
-        "early_stopping": {"rule": "asha", "eta": 3}, # or "median", "none"; the rule's options
+    "options": {
+        "early_stopping": {"rule": "asha", "eta": 3},  # or "median", "none"; the rule's options
         "policies": {"EARLY_STOP": true, "DOWNSCALE": true, "SHARE_PARAMS": "best", "final_trials": 2},
-        "fusion": {"max_group": 8},                   # or "off" (the default), "auto" (experimental)
-        "enas": {"train_trials": 2, "warmup_fraction": 0.25}  # the enas strategy's cycle
+        "fusion": {"max_group": 8},                    # or "off" (the default), "auto" (experimental)
+        "enas": {"train_trials": 2, "warmup_fraction": 0.25},  # the enas strategy's cycle
+        "warm_start": false,                           # true (the default): trials start from the zoo
+        "base_model": 12,                              # a zoo model the template trains on
+        "deterministic": true                          # the same seed searches the same way
     }
 
+:class:`TrainJobOptions` declares each option once, as a Pydantic model: the admin API parses
+a request's ``options`` with it, its JSON schema is the API document's (and the docs', which
+are generated from that document), and the driver reads a stored job's options through it.
+:func:`parse_job_options` turns it into :class:`JobOptions`, the driver's view, and checks
+what ties options to the budget.
+
 ``early_stopping``: a rule of :data:`~baobab.advisor.STOPPING_RULES` fed with the interim
-metrics of the search trials (``rule`` plus the rule's own options, see its class).
+metrics of the search trials (``rule`` plus the rule's own options, see its class; a bare
+rule name is short for ``{"rule": name}``). The rule's class holds the ranges of its options.
 
 ``policies``: EARLY_STOP and DOWNSCALE make the search cheap (short or small trials)
 and add a final phase that retrains the ``final_trials`` best configurations with both
@@ -46,69 +55,350 @@ spent training the shared weights before the controller learns); each one the pl
 default when left out (:data:`~baobab.advisor.PLANNER_OPTIONS` holds their rules). Other
 strategies ignore them.
 
-Everything is checked once, by :func:`parse_job_options` (the admin API calls it, so a
-bad value is a 400 naming the field); the driver trusts what it gets.
+``warm_start``: false trains every trial from scratch even where the zoo holds a similar
+model (the job's trained models still join the zoo). ``base_model``: a zoo model whose
+weights the template trains on (e.g. a frozen base under a searched head); the admin API
+checks that the job's owner may read it, and the worker passes it on to ``train()`` as the
+keyword argument ``base_model``. ``deterministic``: the same seed, data and templates run
+the same trials whatever the number of workers and the order trials finish in.
+
+Everything is checked once, at the boundary (the admin API parses with
+:class:`TrainJobOptions`, so a bad value is a 400 naming the field); the driver trusts
+what it gets.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Strict,
+    Tag,
+    ValidationError,
+    model_validator,
+)
 
 from baobab.advisor._enas_phases import PLANNER_OPTIONS, check_planner_option
 from baobab.advisor._stopping import StoppingEvent, StoppingRule
-from baobab.advisor._stopping_factory import STOPPING_RULES, make_stopping_rule
+from baobab.advisor._stopping_factory import make_stopping_rule
 from baobab.exceptions import StrategyError
-from baobab.model import JOB_OPTION_KEYS, Policy
+from baobab.model import Policy
 
 __all__ = [
-    "EARLY_STOPPING_KEY",
     "AUTO_MAX_GROUP",
-    "ENAS_KEY",
-    "FUSION_KEY",
+    "JOB_OPTION_NAMES",
     "MAX_GROUP",
-    "POLICIES_KEY",
+    "EarlyStopping",
+    "EnasOptions",
+    "FusionChoice",
+    "FusionMode",
     "JobOptions",
     "JobOptionsError",
+    "MaxGroup",
+    "PolicyOptions",
+    "ShareFrom",
+    "StoppingRuleName",
+    "TrainJobOptions",
     "parse_job_options",
 ]
 
-EARLY_STOPPING_KEY, POLICIES_KEY, FUSION_KEY, ENAS_KEY = JOB_OPTION_KEYS
-#: Policies a job may ask for; SKIP_TRAIN and QUICK_EVAL only make sense inside ENAS's cycle.
-_SEARCH_POLICIES = (Policy.EARLY_STOP, Policy.DOWNSCALE, Policy.SHARE_PARAMS)
-#: The policies that make a search trial cheaper than the final model it stands for.
-_REDUCING = frozenset({Policy.EARLY_STOP, Policy.DOWNSCALE})
-_SHARE_FROM = ("recent", "best")
 #: The largest fused group a job may ask for.
 MAX_GROUP = 1024
 #: The largest group "auto" measures: past it a CPU slot's stack has stopped gaining (784-32-10 MLP: 2.4x at
 #: 16 and 32, 1.8x at 64 on one thread), and on a GPU the profile's memory check stops it sooner for most models.
 AUTO_MAX_GROUP = 64
+#: The policies that make a search trial cheaper than the final model it stands for.
+_REDUCING = frozenset({Policy.EARLY_STOP, Policy.DOWNSCALE})
+
+
+class StoppingRuleName(StrEnum):
+    """The early-stopping rules a job may ask for (the names of baobab.advisor.STOPPING_RULES)."""
+
+    NONE = "none"
+    ASHA = "asha"
+    MEDIAN = "median"
+
+
+class ShareFrom(StrEnum):
+    """Whose parameters a SHARE_PARAMS trial starts from: the sub-job's latest, or its best-scored trial's."""
+
+    RECENT = "recent"
+    BEST = "best"
+
+
+class FusionChoice(StrEnum):
+    """The fusion option's named choices; an object with max_group is the third form."""
+
+    OFF = "off"
+    AUTO = "auto"
+
+
+class FusionMode(StrEnum):
+    """How a job's trials fuse, as the driver reads it: the choices, or up to ``max_group`` per group."""
+
+    OFF = "off"
+    AUTO = "auto"
+    MAX_GROUP = "max_group"
 
 
 class JobOptionsError(StrategyError):
-    """A job option breaks a rule; ``field`` names it as the API shows it (``train_args.policies.final_trials``)."""
+    """A job option breaks a rule; ``field`` names it as the API shows it (``options.policies.final_trials``)."""
 
     def __init__(self, message: str, *, field: str) -> None:
         self.field = field
         super().__init__(f"{field}: {message}")
 
 
+class _Declared(BaseModel):
+    """What every part of the options is held to: JSON types as sent (no "1" for 1, no true for 1), no unknown
+    key, finite numbers."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+
+def _rule_check(options: EarlyStopping) -> EarlyStopping:
+    try:
+        make_stopping_rule(options.rule, **(options.model_extra or {}))
+    except StrategyError as e:
+        raise ValueError(str(e)) from None
+    return options
+
+
+class EarlyStopping(_Declared):
+    """A stopping rule and its own options, which the rule's class checks (their one home)."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": True})
+
+    rule: Annotated[StoppingRuleName, Strict(False)] = Field(
+        description="asha: eta, min_resource, max_resource, metric, mode; "
+        "median: grace_steps, min_trials, metric, mode (see the rules' classes)",
+    )
+
+    @model_validator(mode="after")
+    def _checked(self) -> EarlyStopping:
+        return _rule_check(self)
+
+
+def _share_from(value: Any) -> Any:
+    if isinstance(value, bool) or value in tuple(ShareFrom):
+        return value
+    raise ValueError(f'must be true, false, "recent" or "best", got {value!r}')
+
+
+_SHARE_DOC = 'true or "recent": the sub-job\'s latest parameters; "best": the best-scored trial\'s'
+
+
+class PolicyOptions(_Declared):
+    """The policies a job asks for and the final phase that follows a reduced search."""
+
+    EARLY_STOP: bool = Field(default=False, description="search trials train briefly")
+    DOWNSCALE: bool = Field(default=False, description="search trials build smaller models")
+    SHARE_PARAMS: Annotated[bool | Annotated[ShareFrom, Strict(False)], BeforeValidator(_share_from)] = Field(
+        default=False, description='true or "recent": the sub-job\'s latest parameters; "best": the best trial\'s'
+    )
+    final_trials: int = Field(default=1, ge=1, description="configurations the final phase retrains")
+    final_factor: float = Field(default=4.0, ge=1, description="final phase time, in median search trials")
+    final_fraction: float = Field(default=0.2, ge=0, lt=1, description="share of TIME_HOURS kept for the final phase")
+
+
+class EnasOptions(_Declared):
+    """The ENAS planner's cycle; each option left out is the planner's default."""
+
+    train_trials: Annotated[int | None, AfterValidator(lambda v: _planner("train_trials", v))] = Field(
+        default=None, description=f"shared trainings per cycle: {PLANNER_OPTIONS['train_trials'][1]}"
+    )
+    evaluate_trials: Annotated[int | None, AfterValidator(lambda v: _planner("evaluate_trials", v))] = Field(
+        default=None, description=f"evaluations per cycle: {PLANNER_OPTIONS['evaluate_trials'][1]}"
+    )
+    top_k: Annotated[int | None, AfterValidator(lambda v: _planner("top_k", v))] = Field(
+        default=None, description=f"final evaluations: {PLANNER_OPTIONS['top_k'][1]}"
+    )
+    warmup_fraction: Annotated[float | None, AfterValidator(lambda v: _planner("warmup_fraction", v))] = Field(
+        default=None,
+        description=f"share of the budget warming the shared weights first: {PLANNER_OPTIONS['warmup_fraction'][1]}",
+    )
+
+
+def _planner(name: str, value: Any) -> Any:
+    """The planner's rule for option ``name`` (its one home), as a validator."""
+    if value is not None:
+        try:
+            check_planner_option(name, value)
+        except StrategyError as e:
+            raise ValueError(str(e)) from None
+    return value
+
+
+class MaxGroup(_Declared):
+    """Fused groups of up to max_group trials."""
+
+    max_group: int = Field(ge=1, le=MAX_GROUP)
+
+
+def _branch(value: Any) -> str | None:
+    """The branch of a choice-or-object option ``value`` takes: a name, an object, or neither (an error)."""
+    if isinstance(value, str):
+        return "_name"
+    return "_object" if isinstance(value, dict | BaseModel) else None
+
+
+_StoppingForm = Annotated[
+    Annotated[StoppingRuleName, Strict(False), Tag("_name")] | Annotated[EarlyStopping, Tag("_object")],
+    Discriminator(
+        _branch,
+        custom_error_type="early_stopping_form",
+        custom_error_message='must be a rule name or an object like {"rule": "asha", "eta": 3}',
+    ),
+]
+_FusionForm = Annotated[
+    Annotated[FusionChoice, Strict(False), Tag("_name")] | Annotated[MaxGroup, Tag("_object")],
+    Discriminator(
+        _branch,
+        custom_error_type="fusion_form",
+        custom_error_message='must be "off", "auto" or an object like {"max_group": 8}',
+    ),
+]
+#: The parts of an error's location that name a branch of a choice, not a field.
+_BRANCHES = frozenset({"_name", "_object"})
+
+
+class TrainJobOptions(_Declared):
+    """What a train job asks the platform for; each option left out or null is its default."""
+
+    early_stopping: _StoppingForm = Field(
+        default=StoppingRuleName.NONE,
+        description='a rule name, or the rule and its options, e.g. {"rule": "asha", "eta": 3}',
+    )
+    policies: PolicyOptions = Field(
+        default_factory=PolicyOptions, description='e.g. {"EARLY_STOP": true, "SHARE_PARAMS": "best"}'
+    )
+    fusion: _FusionForm = Field(
+        default=FusionChoice.OFF,
+        description='whether same-shaped trials train stacked: "off", "auto" (experimental) or {"max_group": K}',
+    )
+    enas: EnasOptions = Field(
+        default_factory=EnasOptions,
+        description='the enas strategy\'s cycle, e.g. {"train_trials": 2, "warmup_fraction": 0.25}',
+    )
+    warm_start: bool = Field(default=True, description="trials start from the most similar zoo model")
+    base_model: int | None = Field(
+        default=None,
+        ge=1,
+        description="a zoo model (your own or a PUBLIC one) whose weights the template trains on, "
+        "e.g. as a frozen base under a searched head; passed on to train() as base_model",
+    )
+    deterministic: bool = Field(
+        default=False, description="the same seed searches the same way whatever the workers and finishing order"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_are_defaults(cls, value: Any) -> Any:
+        return {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
+
+    @classmethod
+    def parse(cls, value: Any, *, at: str = "options") -> TrainJobOptions:
+        """``value`` (a JSON object, or None for the defaults) as options.
+
+        Args:
+            at: where ``value`` is in the request, the start of a field's name in an error.
+
+        Raises:
+            JobOptionsError: naming the first field at fault (``options.policies.final_trials``).
+        """
+        try:
+            return cls.model_validate({} if value is None else value)
+        except ValidationError as e:
+            raise _options_error(e, at) from None
+
+    def to_json(self) -> dict[str, Any]:
+        """Every option, defaults included: what a job stores and shows."""
+        return self.model_dump(mode="json", exclude_none=False)
+
+
+JOB_OPTION_NAMES: tuple[str, ...] = tuple(TrainJobOptions.model_fields)
+
+
+def _options_error(error: ValidationError, at: str) -> JobOptionsError:
+    first = error.errors(include_url=False)[0]
+    loc = [part for part in first["loc"] if part not in _BRANCHES or not isinstance(part, str)]
+    kind, given = first["type"], first.get("input")
+    if kind == "model_type" and not loc:
+        return JobOptionsError(
+            f'must be an object like {{"policies": {{"EARLY_STOP": true}}}}, got {given!r}', field=at
+        )
+    here = ".".join([at, *(str(p) for p in loc)])
+    if kind == "extra_forbidden":
+        known = ", ".join(_known_keys(loc[:-1]))
+        hint = " (the enas strategy sets it)" if loc[-1] in (Policy.SKIP_TRAIN, Policy.QUICK_EVAL) else ""
+        return JobOptionsError(f"unknown key {loc[-1]!r}{hint}; known keys: {known}", field=here)
+    ctx = first.get("ctx") or {}
+    if kind == "missing":
+        return JobOptionsError("is required", field=here)
+    if kind == "value_error":
+        return JobOptionsError(str(ctx.get("error", first["msg"])), field=here)
+    rule = _RULES.get(kind)
+    text = rule.format(**ctx) if rule else str(first["msg"]).replace("Input should be", "must be")
+    return JobOptionsError(f"{text}, got {given!r}", field=here)
+
+
+#: Error kinds worded as the rest of the API words them.
+_RULES = {
+    "bool_type": "must be true or false",
+    "int_type": "must be a whole number",
+    "float_type": "must be a number",
+    "finite_number": "must be a finite number",
+    "greater_than_equal": "must be >= {ge}",
+    "greater_than": "must be > {gt}",
+    "less_than_equal": "must be <= {le}",
+    "less_than": "must be < {lt}",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "enum": "must be {expected}",
+}
+
+
+def _known_keys(loc: list[Any]) -> list[str]:
+    """The keys the object at ``loc`` (within the options) takes."""
+    model: type[BaseModel] = TrainJobOptions
+    for part in loc:
+        annotation = model.model_fields[str(part)].annotation
+        model = next(cls for cls in _models_in(annotation))
+    return list(model.model_fields)
+
+
+def _models_in(annotation: Any) -> Iterable[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+    for arg in getattr(annotation, "__args__", ()) or getattr(annotation, "__metadata__", ()):
+        yield from _models_in(arg)
+    origin = getattr(annotation, "__origin__", None)
+    if origin is not None:
+        yield from _models_in(origin)
+
+
 @dataclass(frozen=True)
 class JobOptions:
-    """What :func:`parse_job_options` read; the defaults ask for nothing."""
+    """What the driver reads of a job's options (:func:`parse_job_options`); the defaults ask for nothing."""
 
-    stopping_rule: str = "none"
+    stopping_rule: StoppingRuleName = StoppingRuleName.NONE
     stopping_options: Mapping[str, Any] = field(default_factory=dict)
     policies: frozenset[Policy] = frozenset()
-    share_from: str = "recent"
+    share_from: ShareFrom = ShareFrom.RECENT
     final_trials: int = 1
     final_factor: float = 4.0
     final_fraction: float = 0.2
-    #: "off" (the default), "auto" (experimental), or "max_group" (then ``max_group`` is the largest group).
-    fusion: str = "off"
+    fusion: FusionMode = FusionMode.OFF
+    #: The largest group under :attr:`FusionMode.MAX_GROUP`; None otherwise.
     max_group: int | None = None
     #: The ENAS planner's options the job set (keyword arguments of :class:`~baobab.advisor.EnasPlanner`).
     enas: Mapping[str, Any] = field(default_factory=dict)
@@ -123,129 +413,53 @@ class JobOptions:
     def largest_group(self, *, measured: bool) -> int:
         """The most trials a fused group may hold under the ``fusion`` option: ``max_group``'s K, under
         ``auto`` :data:`AUTO_MAX_GROUP` once a profile was ``measured`` (1 before), 1 when off."""
-        if self.fusion == "max_group":
+        if self.fusion is FusionMode.MAX_GROUP:
             return self.max_group or 1
-        return AUTO_MAX_GROUP if self.fusion == "auto" and measured else 1
+        return AUTO_MAX_GROUP if self.fusion is FusionMode.AUTO and measured else 1
 
     def stopping_rule_for(self, history: Iterable[StoppingEvent] = ()) -> StoppingRule:
         return make_stopping_rule(self.stopping_rule, history=history, **self.stopping_options)
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _early_stopping(value: object) -> tuple[str, dict[str, Any]]:
-    where = f"train_args.{EARLY_STOPPING_KEY}"
-    if isinstance(value, str):
-        value = {"rule": value}
-    if not isinstance(value, Mapping):
-        raise JobOptionsError(
-            f'must be a rule name or an object like {{"rule": "asha", "eta": 3}}, got {value!r}', field=where
-        )
-    options = dict(value)
-    rule = options.pop("rule", None)
-    if rule not in STOPPING_RULES:
-        raise JobOptionsError(f"'rule' is {rule!r}; expected one of {', '.join(STOPPING_RULES)}", field=f"{where}.rule")
-    try:
-        make_stopping_rule(rule, **options)
-    except StrategyError as e:
-        raise JobOptionsError(str(e), field=where) from None
-    return rule, options
-
-
-def _fusion(value: object) -> dict[str, Any]:
-    where = f"train_args.{FUSION_KEY}"
-    if value in ("auto", "off"):
-        return {"fusion": value}
-    if isinstance(value, Mapping) and set(value) == {"max_group"}:
-        k = value["max_group"]
-        if isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= MAX_GROUP:
-            return {"fusion": "max_group", "max_group": k}
-        raise JobOptionsError(f"must be a whole number from 1 to {MAX_GROUP}, got {k!r}", field=f"{where}.max_group")
-    raise JobOptionsError(f'must be "auto", "off" or an object like {{"max_group": 8}}, got {value!r}', field=where)
-
-
-def _enas(value: object) -> dict[str, Any]:
-    where = f"train_args.{ENAS_KEY}"
-    if not isinstance(value, Mapping):
-        raise JobOptionsError(f'must be an object like {{"train_trials": 2}}, got {value!r}', field=where)
-    for key, item in value.items():
-        if key not in PLANNER_OPTIONS:
-            raise JobOptionsError(
-                f"unknown key {key!r}; known keys: {', '.join(PLANNER_OPTIONS)}", field=f"{where}.{key}"
-            )
-        try:
-            check_planner_option(key, item)
-        except StrategyError as e:
-            raise JobOptionsError(str(e), field=f"{where}.{key}") from None
-    return dict(value)
-
-
-def _policies(value: object, trial_count: int | None) -> dict[str, Any]:
-    where = f"train_args.{POLICIES_KEY}"
-    if not isinstance(value, Mapping):
-        raise JobOptionsError(f'must be an object like {{"EARLY_STOP": true}}, got {value!r}', field=where)
-    known = (*_SEARCH_POLICIES, "final_trials", "final_factor", "final_fraction")
-    out: dict[str, Any] = {"policies": set()}
-    for key, item in value.items():
-        here = f"{where}.{key}"
-        if key not in known:
-            hint = " (the enas strategy sets it)" if key in (Policy.SKIP_TRAIN, Policy.QUICK_EVAL) else ""
-            raise JobOptionsError(f"unknown key {key!r}{hint}; known keys: {', '.join(known)}", field=here)
-        if key == Policy.SHARE_PARAMS:
-            if item is True or item in _SHARE_FROM:
-                out["policies"].add(Policy.SHARE_PARAMS)
-                out["share_from"] = "recent" if item is True else item
-            elif item is not False:
-                raise JobOptionsError(f'must be true, false, "recent" or "best", got {item!r}', field=here)
-        elif key in _SEARCH_POLICIES:
-            if not isinstance(item, bool):
-                raise JobOptionsError(f"must be true or false, got {item!r}", field=here)
-            if item:
-                out["policies"].add(Policy(key))
-        elif key == "final_trials":
-            if isinstance(item, bool) or not isinstance(item, int) or item < 1:
-                raise JobOptionsError(f"must be a whole number >= 1, got {item!r}", field=here)
-            out[key] = item
-        elif key == "final_factor":
-            if not _number(item) or item < 1:
-                raise JobOptionsError(f"must be a number >= 1, got {item!r}", field=here)
-            out[key] = float(item)
-        else:
-            if not _number(item) or not 0 <= item < 1:
-                raise JobOptionsError(f"must be a number in [0, 1), got {item!r}", field=here)
-            out[key] = float(item)
-    reduced = out["policies"] & _REDUCING
-    final = out.get("final_trials", 1)
-    if reduced and trial_count is not None and trial_count <= final:
-        raise JobOptionsError(
-            f"MODEL_TRIAL_COUNT={trial_count} leaves no search trial before the {final} final trial(s) that "
-            f"{' and '.join(sorted(reduced))} ask for; raise it above {final}",
-            field="budget.MODEL_TRIAL_COUNT",
-        )
-    return out
-
-
-def parse_job_options(train_args: Mapping[str, Any] | None, *, trial_count: int | None = None) -> JobOptions:
-    """The search options in ``train_args`` (see the module docstring), checked.
+def parse_job_options(
+    options: Mapping[str, Any] | TrainJobOptions | None, *, trial_count: int | None = None
+) -> JobOptions:
+    """A job's ``options`` (JSON, or already parsed) as the driver reads them, checked against the budget.
 
     Args:
         trial_count: the job's MODEL_TRIAL_COUNT, which must leave room for the final trials.
 
     Raises:
-        JobOptionsError: naming the field at fault.
+        JobOptionsError: naming the field at fault (``budget.MODEL_TRIAL_COUNT`` when the final
+            trials take every trial).
     """
-    train_args = train_args or {}
-    values: dict[str, Any] = {}
-    if train_args.get(EARLY_STOPPING_KEY) is not None:
-        values["stopping_rule"], values["stopping_options"] = _early_stopping(train_args[EARLY_STOPPING_KEY])
-    if train_args.get(POLICIES_KEY) is not None:
-        parsed = _policies(train_args[POLICIES_KEY], trial_count)
-        values["policies"] = frozenset(parsed.pop("policies"))
-        values.update(parsed)
-    if train_args.get(FUSION_KEY) is not None:
-        values.update(_fusion(train_args[FUSION_KEY]))
-    if train_args.get(ENAS_KEY) is not None:
-        values["enas"] = _enas(train_args[ENAS_KEY])
-    return JobOptions(**values)
+    parsed = options if isinstance(options, TrainJobOptions) else TrainJobOptions.parse(options)
+    stopping = parsed.early_stopping
+    rule, rule_options = (
+        (stopping, {}) if isinstance(stopping, StoppingRuleName) else (stopping.rule, dict(stopping.model_extra or {}))
+    )
+    wanted = parsed.policies
+    policies = {Policy(name) for name in (Policy.EARLY_STOP, Policy.DOWNSCALE) if getattr(wanted, name)}
+    if wanted.SHARE_PARAMS is not False:
+        policies.add(Policy.SHARE_PARAMS)
+    reduced = policies & _REDUCING
+    if reduced and trial_count is not None and trial_count <= wanted.final_trials:
+        raise JobOptionsError(
+            f"MODEL_TRIAL_COUNT={trial_count} leaves no search trial before the {wanted.final_trials} final "
+            f"trial(s) that {' and '.join(sorted(reduced))} ask for; raise it above {wanted.final_trials}",
+            field="budget.MODEL_TRIAL_COUNT",
+        )
+    fusion = parsed.fusion
+    return JobOptions(
+        stopping_rule=rule,
+        stopping_options=rule_options,
+        policies=frozenset(policies),
+        share_from=ShareFrom.BEST if wanted.SHARE_PARAMS == ShareFrom.BEST else ShareFrom.RECENT,
+        final_trials=wanted.final_trials,
+        final_factor=wanted.final_factor,
+        final_fraction=wanted.final_fraction,
+        fusion=FusionMode.MAX_GROUP if isinstance(fusion, MaxGroup) else FusionMode(fusion),
+        max_group=fusion.max_group if isinstance(fusion, MaxGroup) else None,
+        enas=parsed.enas.model_dump(exclude_none=True),
+        deterministic=parsed.deterministic,
+    )

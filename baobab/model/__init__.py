@@ -14,10 +14,7 @@ from baobab.model._base import BaseModel, Params, check_params
 from baobab.model._context import InterimMetric, TrialContext, get_trial_context, trial_context
 from baobab.model._fusion_profile import FusionProfile
 from baobab.model._knobs import (
-    BASE_MODEL_ARG,
     EPOCHS_KNOB,
-    JOB_OPTION_KEYS,
-    WARM_START_ARG,
     ArchKnob,
     BaseKnob,
     CategoricalKnob,
@@ -48,10 +45,7 @@ if TYPE_CHECKING:
     from baobab.model._torch import TorchModel, module_state
 
 __all__ = [
-    "BASE_MODEL_ARG",
     "EPOCHS_KNOB",
-    "JOB_OPTION_KEYS",
-    "WARM_START_ARG",
     "ArchKnob",
     "BaseKnob",
     "BaseModel",

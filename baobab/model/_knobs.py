@@ -21,10 +21,7 @@ from typing import Any, ClassVar
 from baobab.exceptions import KnobConfigError
 
 __all__ = [
-    "BASE_MODEL_ARG",
     "EPOCHS_KNOB",
-    "JOB_OPTION_KEYS",
-    "WARM_START_ARG",
     "ArchKnob",
     "BaseKnob",
     "CategoricalKnob",
@@ -60,18 +57,9 @@ class Policy(enum.StrEnum):
     DOWNSCALE = "DOWNSCALE"
 
 
-#: The train arg that switches warm starting from the model zoo off (``{"warm_start": false}``); the
-#: platform reads it, and a TorchModel given it directly does too.
-WARM_START_ARG = "warm_start"
-#: The train arg that names a zoo model (its id, a positive int) whose weights a template trains on, e.g. as
-#: a frozen base under a searched head; checked when the job is created, and passed on to ``train()``.
-BASE_MODEL_ARG = "base_model"
 #: The knob a TorchModel reads its epoch count from (``TorchModel.epochs``): a value, not a shape, since
 #: a fused stack trains each member's own epochs.
 EPOCHS_KNOB = "epochs"
-#: Keys of a job's ``train_args`` that ask the platform for policies, early stopping, fusion and
-#: the ENAS planner's cycle (see ``baobab.advisor.parse_job_options``); never passed on to ``train()``.
-JOB_OPTION_KEYS: tuple[str, str, str, str] = ("early_stopping", "policies", "fusion", "enas")
 
 
 def _is_scalar(value: object) -> bool:

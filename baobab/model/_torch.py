@@ -19,9 +19,9 @@ import torch
 
 from baobab.model._base import BaseModel, Params, check_params
 from baobab.model._context import TrialContext
-from baobab.model._knobs import EPOCHS_KNOB, WARM_START_ARG, Policy
+from baobab.model._knobs import EPOCHS_KNOB, Policy
 
-__all__ = ["WARM_START_ARG", "TorchModel", "WarmStart", "module_state"]
+__all__ = ["TorchModel", "WarmStart", "module_state"]
 
 _STATE_PREFIX = "module."
 _META_KEYS = ("downscaled", "input_shape", "output_size", "seed")
@@ -52,8 +52,8 @@ class TorchModel(BaseModel):
     2. :meth:`build_module` with ``downscale`` = the ``DOWNSCALE`` policy.
     3. When ``shared_params`` is given: every state-dict entry whose name and shape match
        is copied in, the rest keep their initial values; the count is logged. Otherwise,
-       when the platform set ``self.context.warm_starter`` (trials of a job with the
-       zoo on), the train arg ``warm_start`` is not false and ``SKIP_TRAIN`` is off: the
+       when the platform set ``self.context.warm_starter`` (trials of a job whose option
+       ``warm_start`` is not false) and ``SKIP_TRAIN`` is off: the
        warm starter gets the module and the first two training inputs, and its answer
        (the weights of the most similar zoo model, transformed to fit) is loaded; the
        learning rate of the first :meth:`warm_start_epochs` epochs is then scaled by its
@@ -67,8 +67,7 @@ class TorchModel(BaseModel):
        through ``self.context.report(epoch, ...)``; a stop request from the context
        ends training between batches.
 
-    ``warm_start`` (train arg, reserved; default true): false trains from scratch even when
-    the zoo has a parent. ``seed`` (train arg, else a ``seed`` knob, else the seed torch's generator was given,
+    ``seed`` (train arg, else a ``seed`` knob, else the seed torch's generator was given,
     which the trial runner sets per trial) seeds initialisation, shuffling, dropout and
     the ``QUICK_EVAL`` sample. The other train args are kept in
     ``self.train_args`` (a tabular template reads its ``target`` there); those that
@@ -223,9 +222,6 @@ class TorchModel(BaseModel):
 
     def train(self, dataset_path: str, shared_params: Params | None = None, **train_args: Any) -> None:
         seed = train_args.pop("seed", self.knobs.get("seed"))
-        warm_start = train_args.pop(WARM_START_ARG, True)
-        if not isinstance(warm_start, bool):
-            raise ValueError(f"train arg {WARM_START_ARG!r} must be true or false, got {warm_start!r}")
         self.seed = torch.initial_seed() % 2**63 if seed is None else int(seed)
         self.train_args = dict(train_args)
         torch.manual_seed(self.seed)
@@ -244,7 +240,7 @@ class TorchModel(BaseModel):
         self._lr_scale = 1.0
         if shared_params is not None:
             self.context.log(self.load_shared(module, shared_params))
-        elif warm_start and not self.policy(Policy.SKIP_TRAIN):
+        elif not self.policy(Policy.SKIP_TRAIN):
             self._warm_start(module)
         self.fit_module(module, inputs, targets)
         if self._loop_hook is not None:

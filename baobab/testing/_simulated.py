@@ -416,15 +416,15 @@ def add_simulated_jobs(
     trials: int,
     gpus: int,
     strategies: Sequence[str] = ("random",),
-    train_args: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
     time_hours: float | None = None,
 ) -> list[int]:
     """``jobs`` train jobs on the Branin knobs (one sub-job each, strategies taken in turn), as the API writes them.
 
-    Each asks for ``trials`` trials on ``gpus`` slots at once; ``train_args`` holds the job options
+    Each asks for ``trials`` trials on ``gpus`` slots at once, with the job ``options`` given
     (fusion is off unless they say otherwise: a simulated trial measures no fusion profile).
     """
-    args = {"fusion": "off", **(train_args or {})}
+    job_options = {"fusion": "off", **(options or {})}
     budget: dict[str, Any] = {"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": gpus}
     if time_hours is not None:
         budget["TIME_HOURS"] = time_hours
@@ -454,7 +454,7 @@ def add_simulated_jobs(
                 train_dataset=dataset,
                 val_dataset=dataset,
                 budget=budget,
-                train_args=args,
+                options=job_options,
             )
             job.sub_jobs.append(SubJob(model_template=template, strategy=strategies[n % len(strategies)], seed=n))
             rows.append(job)

@@ -21,7 +21,7 @@ import resource
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from baobab.model import WARM_START_ARG, BaseModel, TrialContext
+from baobab.model import BaseModel, TrialContext
 from baobab.store import TrialClaim
 from baobab.worker._cache import LoadedTemplate
 from baobab.worker._data_cache import DataCache
@@ -60,7 +60,6 @@ def measure_fusion(
     from baobab.model import profile_fusion
 
     seed = trial_seed(claim.seed, claim.number)
-    given = {k: v for k, v in claim.train_args.items() if k != WARM_START_ARG}
     context = TrialContext(zoo_params=zoo_params)  # the measurement's reports and logs are no trial's
     try:
         model: BaseModel = call_template(template.path, f"{claim.class_name}(**knobs)", template.cls, **knobs)
@@ -76,7 +75,7 @@ def measure_fusion(
             train_path,
             max_group=int(request["max_group"]),
             context=context,
-            train_args=train_kwargs(template.cls, given, seed),
+            train_args=train_kwargs(template.cls, claim.train_arguments(), seed),
             budget_s=min(PROFILE_BUDGET_S, float(request.get("budget_s", PROFILE_BUDGET_S))),
             memory_bytes=_memory_bytes(model),
         )

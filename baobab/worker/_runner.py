@@ -66,7 +66,6 @@ from baobab._contained import become_subreaper, children_of, end_strays
 from baobab.enums import Task
 from baobab.exceptions import ArtifactError, KnobConfigError, StoreError
 from baobab.model import (
-    WARM_START_ARG,
     BaseModel,
     InterimMetric,
     Params,
@@ -522,15 +521,6 @@ def _zoo_for(claim: TrialClaim, template: LoadedTemplate, gateway: TrialGateway)
     return gateway.zoo() if _is_torch_model(template.cls) else None
 
 
-def _warm_starts(claim: TrialClaim) -> bool:
-    """Whether the trial starts from a zoo model. A job that switched warm starting off still
-    adds its trained models to the zoo: the switch is about where this job's training starts."""
-    wanted = claim.train_args.get(WARM_START_ARG, True)
-    if not isinstance(wanted, bool):
-        raise TrialFailed(f"train arg {WARM_START_ARG!r} must be true or false, got {wanted!r}")
-    return wanted
-
-
 def _architecture(model: BaseModel) -> dict[str, Any] | None:
     """The mutation record of the instance a SpaceModel trained, as JSON; None for any other template.
 
@@ -589,11 +579,11 @@ def _build(
     path = template.path
     model = call_template(path, f"{claim.class_name}(**knobs)", template.cls, **knobs)
     with _torn_down_on_error(path, model, context):
-        # The runner decides about warm starts (above): no template sees the switch.
-        given = {k: v for k, v in claim.train_args.items() if k != WARM_START_ARG}
-        train_args = train_kwargs(template.cls, given, seed)
+        train_args = train_kwargs(template.cls, claim.train_arguments(), seed)
         shared = _shared_params(claim, resources, gateway.artifacts, context)
-        if zoo is not None and _warm_starts(claim):
+        # A job that switched warm starting off (its option) still adds its trained models to the zoo: the
+        # switch is about where this job's training starts, and no template sees it.
+        if zoo is not None and claim.warm_start:
             from baobab.zoo import make_warm_starter
 
             starter = make_warm_starter(zoo, trial_id=claim.trial_id, seed=seed, model=model)

@@ -40,7 +40,6 @@ import numpy as np
 
 from baobab.exceptions import InvalidArchitectureError, TemplateError
 from baobab.model import (
-    JOB_OPTION_KEYS,
     BaseModel,
     InterimMetric,
     TrialContext,
@@ -279,10 +278,8 @@ def train_kwargs(cls: type[BaseModel], train_args: Mapping[str, Any], seed: int)
 
     ``train()`` takes it when it declares a ``seed`` parameter or ``**kwargs``
     (:class:`~baobab.model.TorchModel` pops it from there); a ``seed`` given in
-    ``train_args`` is passed as given. The job options (:data:`JOB_OPTION_KEYS`) are the
-    platform's, not the template's, and are left out.
+    ``train_args`` is passed as given.
     """
-    train_args = {k: v for k, v in train_args.items() if k not in JOB_OPTION_KEYS}
     if "seed" in train_args or not _takes_seed(cls):
         return dict(train_args)
     return {**train_args, "seed": seed}

@@ -19,6 +19,8 @@ from train_job_world import ENAS_KNOB_CONFIG, T0, add_model, add_trial, job_body
 
 from baobab import Settings
 from baobab.admin import create_app
+from baobab.admin._train_job_spec import DEPRECATION
+from baobab.advisor import TrainJobOptions
 from baobab.model import Task
 from baobab.store import (
     Event,
@@ -40,6 +42,8 @@ Headers = dict[str, str]
 AddUser = Callable[[UserRole], tuple[dict[str, Any], Headers]]
 STATES = [state.value for state in TrialState]
 DROP = object()  # a field to leave out of the body
+#: A job's options when the request sets none: every one at its default.
+DEFAULT_OPTIONS = TrainJobOptions().to_json()
 
 
 @dataclass
@@ -112,7 +116,7 @@ def test_create_get_and_list(app: Flask, client: FlaskClient, world: World) -> N
         "budget": {"GPU_COUNT": 0, "MODEL_TRIAL_COUNT": 5}, "train_args": {"target": "label", "epochs": 2},
         "owner_id": w.alice_id, "started_at": None, "finished_at": None, "trial_counts": zero, "best_score": None,
         "budget_used": {"time_s": 0.0, "time_limit_s": None, "trials": 0, "trial_limit": 10}, "placement": None,
-        "fusion_profiling": None,
+        "fusion_profiling": None, "options": DEFAULT_OPTIONS,
         "sub_jobs": [
             {"id": sub_ids[0], "model_id": w.a_private, "model_name": "a-private", "strategy": "tpe",
              "status": "PENDING", "error": None, "trial_counts": zero},
@@ -244,12 +248,35 @@ def test_every_bad_field_is_refused_by_name(app: Flask, client: FlaskClient, wor
         ({"train_args": ["target"]}, "train_args", "'train_args' must be an object"),
         ({"train_args": {"seed": 1}}, "train_args.seed", "train_args may not set 'seed'"),
         ({"train_args": {"shared_params": {}}}, "train_args.shared_params", "may not set 'shared_params'"),
-        ({"train_args": {"enas": [2]}}, "train_args.enas", 'must be an object like {"train_trials": 2}'),
-        ({"train_args": {"enas": {"epochs": 2}}}, "train_args.enas.epochs", "unknown key 'epochs'"),
+        ({"options": ["fusion"]}, "options", "'options' must be an object"),
+        ({"options": {"epochs": 2}}, "options.epochs", "unknown key 'epochs'; known keys: early_stopping, policies"),
+        ({"options": {"enas": [2]}}, "options.enas", "options.enas: must be an object, got [2]"),
+        ({"options": {"enas": {"epochs": 2}}}, "options.enas.epochs", "unknown key 'epochs'"),
+        ({"options": {"enas": {"train_trials": 0}}}, "options.enas.train_trials", "must be a whole number >= 1"),
+        ({"options": {"enas": {"evaluate_trials": -1}}}, "options.enas.evaluate_trials", "whole number >= 1"),
+        ({"options": {"enas": {"top_k": 1.5}}}, "options.enas.top_k", "must be a whole number, got 1.5"),
+        ({"options": {"enas": {"warmup_fraction": 1.0}}}, "options.enas.warmup_fraction", "in [0, 1)"),
+        ({"options": {"early_stopping": "hyperband"}}, "options.early_stopping", "must be 'none', 'asha' or 'median'"),
+        ({"options": {"early_stopping": {"rule": "asha", "eta": "3"}}}, "options.early_stopping", "eta='3'"),
+        ({"options": {"early_stopping": [1]}}, "options.early_stopping", "must be a rule name or an object"),
+        ({"options": {"policies": {"EARLY_STOP": "yes"}}}, "options.policies.EARLY_STOP",
+         "options.policies.EARLY_STOP: must be true or false, got 'yes'"),
+        ({"options": {"policies": {"QUICK_EVAL": True}}}, "options.policies.QUICK_EVAL", "the enas strategy sets it"),
+        ({"options": {"policies": {"final_trials": 0}}}, "options.policies.final_trials",
+         "options.policies.final_trials: must be >= 1, got 0"),
+        ({"options": {"policies": {"EARLY_STOP": True, "final_trials": 5}}}, "budget.MODEL_TRIAL_COUNT",
+         "MODEL_TRIAL_COUNT=5 leaves no search trial"),
+        ({"options": {"fusion": "always"}}, "options.fusion", "must be 'off' or 'auto', got 'always'"),
+        ({"options": {"fusion": {"max_group": 0}}}, "options.fusion.max_group", "must be >= 1, got 0"),
+        ({"options": {"fusion": {"max_group": 4, "min": 1}}}, "options.fusion.min", "unknown key 'min'"),
+        ({"options": {"warm_start": "no"}}, "options.warm_start", "options.warm_start: must be true or false"),
+        ({"options": {"deterministic": 1}}, "options.deterministic", "must be true or false, got 1"),
+        # The deprecated form: its errors name the field where it was sent.
         ({"train_args": {"enas": {"train_trials": 0}}}, "train_args.enas.train_trials", "must be a whole number >= 1"),
-        ({"train_args": {"enas": {"evaluate_trials": -1}}}, "train_args.enas.evaluate_trials", "whole number >= 1"),
-        ({"train_args": {"enas": {"top_k": 1.5}}}, "train_args.enas.top_k", "must be a whole number >= 1"),
-        ({"train_args": {"enas": {"warmup_fraction": 1.0}}}, "train_args.enas.warmup_fraction", "in [0, 1)"),
+        ({"train_args": {"policies": {"DOWNSCALE": 1}}}, "train_args.policies.DOWNSCALE",
+         "train_args.policies.DOWNSCALE: must be true or false, got 1"),
+        ({"train_args": {"fusion": "auto"}, "options": {"fusion": "off"}}, "train_args.fusion",
+         "'fusion' is sent both in train_args and in options; send it in options only"),
         ({"strategy": "genetic"}, "strategy", "'strategy' is 'genetic'; expected one of auto, random, bayes, tpe"),
         ({"strategy": 3}, "strategy", "'strategy' is 3; expected one of"),
     ]  # fmt: skip
@@ -298,7 +325,7 @@ def test_an_enas_job_its_budget_or_template_cannot_carry_is_refused(
     assert events.get(timeout=0) is None
     # The job's planner options count: two shared trainings per cycle need one trial more.
     longer = job_body(w.a_train, w.a_val, [enas], strategy="enas", budget={"MODEL_TRIAL_COUNT": 9})
-    longer["train_args"] = {"enas": {"train_trials": 2}}
+    longer["options"] = {"enas": {"train_trials": 2}}
     response = client.post("/api/v1/train_jobs", json=longer, headers=w.alice)
     assert response.status_code == 400, response.json
     assert (
@@ -322,23 +349,23 @@ def _zoo_model(engine: Any, owner_id: int, access: ModelAccess) -> int:
 
 
 def test_a_base_model_must_be_a_zoo_model_the_owner_may_see(app: Flask, client: FlaskClient, world: World) -> None:
-    """``train_args.base_model`` names the zoo model the trials train on: an id of one the job's trials may read."""
+    """``options.base_model`` names the zoo model the trials train on: an id of one the job's trials may read."""
     w = world
     engine = app.extensions["baobab"].engine
     mine = _zoo_model(engine, w.alice_id, ModelAccess.PRIVATE)
     public = _zoo_model(engine, w.bob_id, ModelAccess.PUBLIC)
     private = _zoo_model(engine, w.bob_id, ModelAccess.PRIVATE)
     events = app.extensions["baobab"].events.subscribe()
-    not_an_id = "'train_args.base_model' must be the id of a zoo model (a positive integer), got {}"
+    not_an_id = "options.base_model: must be a whole number, got {}"
+    not_positive = "options.base_model: must be >= 1, got {}"
     not_seen = "no zoo model {} that you may see: give the id of your own or a PUBLIC zoo model"
     cases: list[tuple[Any, Headers, str]] = [
         ("7", w.alice, not_an_id.format("'7'")),
         (1.0, w.alice, not_an_id.format("1.0")),
         (True, w.alice, not_an_id.format("True")),
-        (None, w.alice, not_an_id.format("None")),
         ([mine], w.alice, not_an_id.format(f"[{mine}]")),
-        (0, w.alice, not_an_id.format("0")),
-        (-mine, w.alice, not_an_id.format(-mine)),
+        (0, w.alice, not_positive.format("0")),
+        (-mine, w.alice, not_positive.format(-mine)),
         (999_999, w.alice, not_seen.format(999_999)),
         (2**70, w.alice, not_seen.format(2**70)),
         # Another user's PRIVATE zoo model reads like a missing one; an admin's job sees no more than anyone's.
@@ -346,20 +373,54 @@ def test_a_base_model_must_be_a_zoo_model_the_owner_may_see(app: Flask, client: 
         (private, w.admin, not_seen.format(private)),
     ]
     for value, headers, message in cases:
-        body = _body(w, train_args={"target": "label", "base_model": value})
+        body = _body(w, train_args={"target": "label"}, options={"base_model": value})
         response = client.post("/api/v1/train_jobs", json=body, headers=headers)
         assert response.status_code == 400, (value, response.json)
         error = response.json["error"]
-        assert (error["code"], error["field"], error["message"]) == ("bad_request", "train_args.base_model", message)
+        assert (error["code"], error["field"], error["message"]) == ("bad_request", "options.base_model", message)
     with session_scope(engine) as session:
         assert session.scalar(select(func.count(TrainJob.id))) == 0
     assert events.get(timeout=0) is None
-    # One's own zoo model and a PUBLIC one are accepted, and reach train() as given.
+    # One's own zoo model and a PUBLIC one are accepted, and kept as the job's option.
     for base in (mine, public):
-        body = _body(w, train_args={"target": "label", "base_model": base})
+        body = _body(w, train_args={"target": "label"}, options={"base_model": base})
         created = client.post("/api/v1/train_jobs", json=body, headers=w.alice)
         assert created.status_code == 201, created.json
-        assert created.json["train_args"] == {"target": "label", "base_model": base}
+        assert (created.json["train_args"], created.json["options"]["base_model"]) == ({"target": "label"}, base)
+    # Sent in train_args (deprecated), a base model is refused on the field where it was sent.
+    response = client.post("/api/v1/train_jobs", json=_body(w, train_args={"base_model": private}), headers=w.alice)
+    assert (response.status_code, response.json["error"]["field"]) == (400, "train_args.base_model")
+
+
+def test_options_sent_in_train_args_are_taken_for_one_release_with_a_deprecation_header(
+    app: Flask, client: FlaskClient, world: World
+) -> None:
+    """Both forms make the same job; only the old one is answered with a ``Deprecation`` header."""
+    w = world
+    options = {
+        "policies": {"EARLY_STOP": True, "SHARE_PARAMS": "best"},
+        "fusion": {"max_group": 2},
+        "warm_start": False,
+    }
+    new = client.post("/api/v1/train_jobs", json=_body(w, train_args={"target": "label"}, options=options),
+                      headers=w.alice)  # fmt: skip
+    old = client.post("/api/v1/train_jobs", json=_body(w, train_args={"target": "label", **options}), headers=w.alice)
+    assert (new.status_code, old.status_code) == (201, 201), (new.json, old.json)
+    assert "Deprecation" not in new.headers
+    assert old.headers["Deprecation"] == DEPRECATION
+    for job in (new.json, old.json):
+        assert job["train_args"] == {"target": "label"}  # train() gets its own arguments, and nothing else
+        assert job["options"] == {
+            **DEFAULT_OPTIONS, "policies": {**DEFAULT_OPTIONS["policies"], "EARLY_STOP": True, "SHARE_PARAMS": "best"},
+            "fusion": {"max_group": 2}, "warm_start": False,
+        }  # fmt: skip
+    engine = app.extensions["baobab"].engine
+    with session_scope(engine) as session:
+        rows = session.scalars(select(TrainJob).order_by(TrainJob.id)).all()
+        assert [(job.train_args, job.options) for job in rows] == [({"target": "label"}, new.json["options"])] * 2
+    # A request without options in train_args is not deprecated, even with other train args.
+    plain = client.post("/api/v1/train_jobs", json=_body(w, train_args={"epochs": 2}), headers=w.alice)
+    assert plain.status_code == 201 and "Deprecation" not in plain.headers
 
 
 def test_stop(app: Flask, client: FlaskClient, world: World) -> None:

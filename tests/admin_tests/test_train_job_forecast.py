@@ -102,7 +102,7 @@ def test_a_template_nothing_has_finished_of_gives_no_forecast_and_says_why(
         ("", {"model_ids": []}, "model_ids", "'model_ids' is empty"),
         ("", {"model_ids": [999]}, "model_ids[0]", "no model 999"),
         ("", {"budget": {"MODEL_TRIAL_COUNT": 0}}, "budget.MODEL_TRIAL_COUNT", "must be between"),
-        ("", {"train_args": {"fusion": "always"}}, "train_args.fusion", "must be"),
+        ("", {"options": {"fusion": "always"}}, "options.fusion", "must be"),
         ("", {"budget": {"MODEL_TRIAL_COUNT": 2001}}, "budget.MODEL_TRIAL_COUNT", "at most 2000 trials"),
     ],
 )
@@ -169,8 +169,8 @@ def test_under_asha_a_trial_counts_for_its_expected_share_of_its_epochs(app: Fla
     asha = {"early_stopping": {"rule": "asha", "eta": 3}}
     budget = {"MODEL_TRIAL_COUNT": 3}
 
-    def fcfs_seconds(model: int, train_args: dict[str, Any]) -> float:
-        body = job_body(alice["data"], alice["data"], [model], budget=budget, train_args=train_args)
+    def fcfs_seconds(model: int, options: dict[str, Any]) -> float:
+        body = job_body(alice["data"], alice["data"], [model], budget=budget, options=options)
         answer = client.post(f"{URL}?slots=1", json=body, headers=alice["headers"])
         assert answer.status_code == 200, answer.json
         return _by_method(answer.json)["fcfs"]["seconds"]

@@ -38,11 +38,11 @@ SMALL: KnobConfig = {"x": FloatKnob(0.0, 1.0), "small": PolicyKnob("DOWNSCALE"),
 
 
 def job_with(
-    engine: Engine, events: LocalEventChannel, budget: dict[str, Any], train_args: dict[str, Any], **kw: Any
+    engine: Engine, events: LocalEventChannel, budget: dict[str, Any], options: dict[str, Any], **kw: Any
 ) -> int:
     job_id = make_job(engine, None, budget, **kw)
     with session_scope(engine) as session:
-        session.execute(update(TrainJob).where(TrainJob.id == job_id).values(train_args=train_args))
+        session.execute(update(TrainJob).where(TrainJob.id == job_id).values(options=options))
     events.publish(Event(EventKind.JOB_CREATED, job_id))
     return job_id
 

@@ -82,7 +82,7 @@ def run_jobs(
     cluster = ProfilingCluster(engine, events, clock, slots=2, work=work, best=best)
     settings = Settings.from_env(environ={}, home=tmp_path, cpu_slots=2)
     driver = JobDriver(engine, cluster, events, settings, clock=clock, stop_check_s=3600)
-    ids = add_simulated_jobs(engine, None, jobs=jobs, trials=trials, gpus=gpus, train_args={"fusion": "auto"})
+    ids = add_simulated_jobs(engine, None, jobs=jobs, trials=trials, gpus=gpus, options={"fusion": "auto"})
     with session_scope(engine) as session:
         subs = list(session.scalars(select(SubJob).where(SubJob.train_job_id.in_(ids))))
         if template is None:

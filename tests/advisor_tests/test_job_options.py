@@ -1,4 +1,4 @@
-"""Job options in train_args: what parses, and errors that name the field."""
+"""A job's options: what parses, what the driver reads of them, and errors that name the field."""
 
 from __future__ import annotations
 
@@ -7,12 +7,48 @@ from pathlib import Path
 import pytest
 
 from baobab import Placement, Settings
-from baobab.advisor import JobOptionsError, parse_job_options
+from baobab.advisor import (
+    STOPPING_RULES,
+    FusionMode,
+    JobOptionsError,
+    StoppingRuleName,
+    TrainJobOptions,
+    parse_job_options,
+)
 
 
 def test_no_options_ask_for_nothing() -> None:
-    options = parse_job_options({"lr": 0.1})
-    assert options.stopping_rule == "none" and not options.policies and not options.reduced_search
+    for nothing in (None, {}, {"policies": None, "fusion": None}):  # null is "not set"
+        options = parse_job_options(nothing)
+        assert options.stopping_rule is StoppingRuleName.NONE and not options.policies and not options.reduced_search
+        assert options.fusion is FusionMode.OFF and not options.deterministic
+    declared = TrainJobOptions.parse(None)
+    assert (declared.warm_start, declared.base_model, declared.deterministic) == (True, None, False)
+
+
+def test_every_stopping_rule_has_its_name() -> None:
+    assert {rule.value for rule in StoppingRuleName} == set(STOPPING_RULES)
+
+
+def test_what_a_job_stores_reads_back_the_same() -> None:
+    sent = {
+        "early_stopping": {"rule": "asha", "eta": 2},
+        "policies": {"EARLY_STOP": True, "SHARE_PARAMS": "best", "final_trials": 2},
+        "fusion": {"max_group": 4},
+        "enas": {"train_trials": 2},
+        "warm_start": False,
+        "base_model": 12,
+        "deterministic": True,
+    }
+    stored = TrainJobOptions.parse(sent).to_json()
+    assert TrainJobOptions.parse(stored) == TrainJobOptions.parse(sent)
+    assert parse_job_options(stored, trial_count=5) == parse_job_options(sent, trial_count=5)
+    assert (stored["warm_start"], stored["base_model"], stored["deterministic"]) == (False, 12, True)
+
+
+def test_deterministic_reaches_the_drivers_options() -> None:
+    assert parse_job_options({"deterministic": True}).deterministic
+    assert not parse_job_options({"deterministic": False}).deterministic
 
 
 def test_policies_and_rule_parse() -> None:
@@ -42,40 +78,58 @@ def test_fusion_parses() -> None:
     assert parse_job_options({"fusion": "auto"}).fusion == "auto"  # experimental, for those who ask
     assert parse_job_options({"fusion": "off"}).fusion == "off"
     options = parse_job_options({"fusion": {"max_group": 16}})
-    assert (options.fusion, options.max_group) == ("max_group", 16)
+    assert (options.fusion, options.max_group) == (FusionMode.MAX_GROUP, 16)
+    assert options.largest_group(measured=False) == 16
 
 
 @pytest.mark.parametrize(
-    ("train_args", "field", "words"),
+    ("options", "field", "words"),
     [
-        ({"early_stopping": {"rule": "hyperband"}}, "train_args.early_stopping.rule", "asha, median"),
-        ({"early_stopping": {"rule": "asha", "eta": 1}}, "train_args.early_stopping", "eta=1"),
-        ({"early_stopping": {"rule": "median", "eta": 3}}, "train_args.early_stopping", "does not take"),
-        ({"early_stopping": 3}, "train_args.early_stopping", "rule name"),
-        ({"policies": ["EARLY_STOP"]}, "train_args.policies", "object"),
-        ({"policies": {"SKIP_TRAIN": True}}, "train_args.policies.SKIP_TRAIN", "enas"),
-        ({"policies": {"EARLY_STOP": "yes"}}, "train_args.policies.EARLY_STOP", "true or false"),
-        ({"policies": {"SHARE_PARAMS": "oldest"}}, "train_args.policies.SHARE_PARAMS", '"best"'),
-        ({"policies": {"final_trials": 0}}, "train_args.policies.final_trials", ">= 1"),
-        ({"policies": {"final_fraction": 1.5}}, "train_args.policies.final_fraction", "[0, 1)"),
+        ([1], "options", "must be an object"),
+        ({"stopping": "asha"}, "options.stopping", "unknown key 'stopping'; known keys: early_stopping, policies"),
+        ({"early_stopping": {"rule": "hyperband"}}, "options.early_stopping.rule", "'none', 'asha' or 'median'"),
+        ({"early_stopping": {"eta": 3}}, "options.early_stopping.rule", "is required"),
+        ({"early_stopping": {"rule": "asha", "eta": 1}}, "options.early_stopping", "eta=1"),
+        ({"early_stopping": {"rule": "median", "eta": 3}}, "options.early_stopping", "does not take"),
+        ({"early_stopping": 3}, "options.early_stopping", "rule name"),
+        ({"policies": ["EARLY_STOP"]}, "options.policies", "must be an object, got ['EARLY_STOP']"),
+        ({"policies": {"SKIP_TRAIN": True}}, "options.policies.SKIP_TRAIN", "enas"),
+        ({"policies": {"EARLY_STOP": "yes"}}, "options.policies.EARLY_STOP", "must be true or false, got 'yes'"),
+        ({"policies": {"EARLY_STOP": 1}}, "options.policies.EARLY_STOP", "must be true or false, got 1"),
+        ({"policies": {"SHARE_PARAMS": "oldest"}}, "options.policies.SHARE_PARAMS", '"best"'),
+        ({"policies": {"SHARE_PARAMS": 1}}, "options.policies.SHARE_PARAMS", '"recent"'),
+        ({"policies": {"final_trials": 0}}, "options.policies.final_trials", "must be >= 1, got 0"),
+        ({"policies": {"final_trials": 1.5}}, "options.policies.final_trials", "must be a whole number, got 1.5"),
+        ({"policies": {"final_factor": 0.5}}, "options.policies.final_factor", "must be >= 1"),
+        ({"policies": {"final_fraction": 1.5}}, "options.policies.final_fraction", "must be < 1"),
         ({"policies": {"DOWNSCALE": True, "final_trials": 3}}, "budget.MODEL_TRIAL_COUNT", "no search trial"),
-        ({"fusion": "on"}, "train_args.fusion", '"auto", "off" or an object'),
-        ({"fusion": {"max_group": 0}}, "train_args.fusion.max_group", "from 1 to 1024"),
-        ({"fusion": {"max_group": True}}, "train_args.fusion.max_group", "whole number"),
-        ({"fusion": {"max_group": 4, "min_group": 2}}, "train_args.fusion", "max_group"),
-        ({"enas": 2}, "train_args.enas", "object"),
-        ({"enas": {"cycles": 2}}, "train_args.enas.cycles", "known keys: train_trials, evaluate_trials"),
-        ({"enas": {"train_trials": 0}}, "train_args.enas.train_trials", "train_trials=0 must be a whole number >= 1"),
-        ({"enas": {"evaluate_trials": 2.5}}, "train_args.enas.evaluate_trials", "a whole number >= 1"),
-        ({"enas": {"top_k": True}}, "train_args.enas.top_k", "a whole number >= 1"),
-        ({"enas": {"warmup_fraction": 1}}, "train_args.enas.warmup_fraction", "a number in [0, 1)"),
-        ({"enas": {"warmup_fraction": "half"}}, "train_args.enas.warmup_fraction", "a number in [0, 1)"),
+        ({"fusion": "on"}, "options.fusion", "must be 'off' or 'auto', got 'on'"),
+        ({"fusion": 8}, "options.fusion", '"off", "auto" or an object'),
+        ({"fusion": {"max_group": 0}}, "options.fusion.max_group", "must be >= 1"),
+        ({"fusion": {"max_group": 2048}}, "options.fusion.max_group", "must be <= 1024"),
+        ({"fusion": {"max_group": True}}, "options.fusion.max_group", "whole number"),
+        ({"fusion": {"max_group": 4, "min_group": 2}}, "options.fusion.min_group", "known keys: max_group"),
+        ({"enas": 2}, "options.enas", "must be an object"),
+        ({"enas": {"cycles": 2}}, "options.enas.cycles", "known keys: train_trials, evaluate_trials"),
+        ({"enas": {"train_trials": 0}}, "options.enas.train_trials", "train_trials=0 must be a whole number >= 1"),
+        ({"enas": {"evaluate_trials": 2.5}}, "options.enas.evaluate_trials", "must be a whole number"),
+        ({"enas": {"top_k": True}}, "options.enas.top_k", "must be a whole number"),
+        ({"enas": {"warmup_fraction": 1}}, "options.enas.warmup_fraction", "a number in [0, 1)"),
+        ({"enas": {"warmup_fraction": "half"}}, "options.enas.warmup_fraction", "must be a number"),
+        ({"warm_start": "no"}, "options.warm_start", "must be true or false, got 'no'"),
+        ({"warm_start": 0}, "options.warm_start", "must be true or false, got 0"),
+        ({"base_model": 0}, "options.base_model", "must be >= 1, got 0"),
+        ({"base_model": "12"}, "options.base_model", "must be a whole number, got '12'"),
+        ({"base_model": True}, "options.base_model", "must be a whole number, got True"),
+        ({"deterministic": "yes"}, "options.deterministic", "must be true or false, got 'yes'"),
+        ({"deterministic": 1}, "options.deterministic", "must be true or false, got 1"),
     ],
 )
-def test_bad_options_name_their_field(train_args: dict, field: str, words: str) -> None:
+def test_bad_options_name_their_field(options: object, field: str, words: str) -> None:
     with pytest.raises(JobOptionsError) as raised:
-        parse_job_options(train_args, trial_count=3)
+        parse_job_options(options, trial_count=3)  # type: ignore[arg-type]
     assert raised.value.field == field
+    assert str(raised.value).startswith(f"{field}: ")
     assert words in str(raised.value)
 
 

@@ -60,7 +60,7 @@ def test_five_thousand_trials_on_a_hundred_slots_are_each_run_once_and_keep_the_
     # Each job may take 40 slots: 400 wanted of 100, so fairness, not caps, shares them out.
     plain = add_simulated_jobs(engine, events, jobs=4, trials=TRIALS, gpus=40)
     asha = add_simulated_jobs(
-        engine, events, jobs=4, trials=TRIALS, gpus=40, train_args={"early_stopping": {"rule": "asha", "eta": 3}}
+        engine, events, jobs=4, trials=TRIALS, gpus=40, options={"early_stopping": {"rule": "asha", "eta": 3}}
     )
     # 1,800 s on 10 to 20 slots (fair shares) against 500 trials of 60 s: cut off well before the end.
     timed = add_simulated_jobs(engine, events, jobs=2, trials=TRIALS, gpus=40, time_hours=0.5)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from alembic import command
-from sqlalchemy import Connection, inspect, text
+from sqlalchemy import Connection, inspect, select, text
 
+from baobab.advisor import parse_job_options
 from baobab.enums import RevisionAction
 from baobab.store._db import (
     InferenceJob,
+    TrainJob,
     create_engine_from_url,
     current_revision,
     inference_revision,
@@ -167,5 +170,60 @@ def test_0015_adds_the_trials_time_breakdown_keeping_their_rows_and_takes_it_awa
         assert "time_breakdown" not in trial_columns()
         with engine.connect() as connection:
             assert connection.execute(text("SELECT count(*) FROM trials")).scalar() == len(trials)
+    finally:
+        engine.dispose()
+
+
+def test_0017_moves_the_job_options_out_of_train_args_and_back(db_url: str) -> None:
+    """Jobs written at 0016 kept their options in train_args: 0017 moves them to options, and the driver reads them."""
+    at_0016 = {
+        1: {"target": "label"},  # nothing to move
+        2: {
+            "lr": 0.1,
+            "early_stopping": {"rule": "asha", "eta": 3},
+            "policies": {"EARLY_STOP": True, "final_trials": 2},
+            "fusion": {"max_group": 4},
+            "enas": {"train_trials": 2},
+            "warm_start": False,
+            "base_model": 7,
+        },
+        3: {"fusion": None, "epochs": 2},  # null meant "not set"
+    }
+    _migrate(db_url, "0011")
+    engine = create_engine_from_url(db_url)
+    try:
+        with engine.begin() as connection:
+            _rows_at_0011(connection)  # train job 1; two more of its app
+            for job_id in (2, 3):
+                connection.execute(
+                    text(
+                        "INSERT INTO train_jobs (id, owner_id, app, app_version, task, train_dataset_id, "
+                        "val_dataset_id, budget, train_args, status, created_at) VALUES (:id, 1, 'shop', :id, "
+                        "'TABULAR_CLASSIFICATION', 1, 1, '{}', '{}', 'COMPLETED', :t)"
+                    ),
+                    {"id": job_id, "t": CREATED.isoformat()},
+                )
+        _migrate(db_url, "0016")
+        with engine.begin() as connection:
+            for job_id, args in at_0016.items():
+                connection.execute(
+                    text("UPDATE train_jobs SET train_args = :a WHERE id = :id"), {"a": json.dumps(args), "id": job_id}
+                )
+        _migrate(db_url, "0017")
+        with session_scope(engine) as session:
+            jobs = {job.id: (job.train_args, job.options) for job in session.scalars(select(TrainJob))}
+        moved = {key: value for key, value in at_0016[2].items() if key != "lr"}
+        assert jobs == {1: ({"target": "label"}, {}), 2: ({"lr": 0.1}, moved), 3: ({"epochs": 2}, {})}
+        options = parse_job_options(jobs[2][1], trial_count=5)  # what the driver reads of a migrated job
+        assert (options.stopping_rule, options.final_trials, options.max_group) == ("asha", 2, 4)
+        assert dict(options.enas) == {"train_trials": 2}
+        _migrate(db_url, "0016", down=True)
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT id, train_args FROM train_jobs ORDER BY id")).all()
+        assert {job_id: json.loads(args) if isinstance(args, str) else args for job_id, args in rows} == {
+            1: {"target": "label"},
+            2: at_0016[2],
+            3: {"epochs": 2},
+        }
     finally:
         engine.dispose()

@@ -1,6 +1,6 @@
 """Fused trials on a real store (SQLite and PostgreSQL), with real worker processes.
 
-A job with ``train_args.fusion = {"max_group": K}`` trains its trials in groups of up to K,
+A job with ``options.fusion = {"max_group": K}`` trains its trials in groups of up to K,
 each group in one worker process as one stacked computation
 (:func:`baobab.model.train_fused`), and each member stays a trial of its own: its claim,
 metrics, logs, parameters, score and outcome, and its stop requests. The template is
@@ -67,7 +67,8 @@ def _job(platform: Platform, fusion: object, *, trials: int = 6, template: tuple
             train_dataset_id=platform.datasets[0],
             val_dataset_id=platform.datasets[1],
             budget={"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0},
-            train_args={"target": "y", "signal_dir": str(platform.signal_dir), "warm_start": False, "fusion": fusion},
+            train_args={"target": "y", "signal_dir": str(platform.signal_dir)},
+            options={"warm_start": False, "fusion": fusion},
             seed=1,
             sub_jobs=[(platform.template(*template), "random")],
         )

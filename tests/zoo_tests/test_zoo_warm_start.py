@@ -96,17 +96,27 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _run(
-    world: World, zoo: Any, sub_job: int, template: type[TorchModel], dataset: str, **knobs: Any
+    world: World,
+    zoo: Any,
+    sub_job: int,
+    template: type[TorchModel],
+    dataset: str,
+    *,
+    warm_start: bool = True,
+    **knobs: Any,
 ) -> tuple[int, TrialContext, TorchModel]:
-    """One trial as the runner runs it, with the zoo (or a zoo per trial id); its id, context and trained model."""
+    """One trial as the runner runs it, with the zoo (or a zoo per trial id); its id, context and trained model.
+
+    ``warm_start``: the job's option; the runner gives the trial no warm starter when it is false.
+    """
     trial = world.trial(sub_job)
     if callable(zoo):
         zoo = zoo(trial)
-    train_args = knobs.pop("train_args", {})
     model = template(**{"channels": 4, "depth": 2, "epochs": 4, **knobs})
-    context = TrialContext(warm_starter=make_warm_starter(zoo, trial_id=trial, seed=trial))  # the job's task
+    starter = make_warm_starter(zoo, trial_id=trial, seed=trial) if warm_start else None  # the job's task
+    context = TrialContext(warm_starter=starter)
     with trial_context(context):
-        model.train(dataset, **train_args)
+        model.train(dataset)
         score = model.evaluate(dataset)
         graph = model_graph(model)
     world.finish(trial, score, model.dump_parameters())
@@ -183,18 +193,15 @@ def test_a_model_that_cannot_be_traced_trains_cold_and_is_never_a_parent(world: 
     assert _parent_of(world, later)[0] != untraced[0].id  # ...but never a parent
 
 
-def test_warm_start_false_in_the_train_args_trains_from_scratch(world: World, dataset: str) -> None:
+def test_a_trial_without_a_warm_starter_trains_from_scratch(world: World, dataset: str) -> None:
+    """The job option ``warm_start: false``: the runner gives its trials no warm starter."""
     owner = world.user()
     zoo = DbZoo(world.engine, world.artifacts)
     _run(world, zoo, world.job(owner), TinyCnn, dataset, channels=4)
-    trial, context, model = _run(
-        world, zoo, world.job(owner), TinyCnn, dataset, channels=4, train_args={"warm_start": False}
-    )
+    trial, context, model = _run(world, zoo, world.job(owner), TinyCnn, dataset, channels=4, warm_start=False)
     assert _parent_of(world, trial) == (None, None)
     assert not any("warm start" in line for line in context.logs)
-    assert "warm_start" not in model.train_args  # not stored with the parameters
-    with pytest.raises(ValueError, match="'warm_start' must be true or false"):
-        TinyCnn(channels=4, depth=1, epochs=1).train(dataset, warm_start="no")
+    assert model.train_args == {}  # the option is the platform's: train() never sees it
 
 
 def test_a_failing_zoo_means_a_cold_start_never_a_failed_trial(world: World, dataset: str) -> None:

@@ -76,7 +76,7 @@ def job_state(
         job.stop(StopCause.TIME, now + grace_s)
     elif status is JobStatus.STOPPING:
         job.stop(StopCause.USER, now + grace_s)
-    return job, parse_job_options(row.train_args, trial_count=budget.model_trial_count)
+    return job, parse_job_options(row.options, trial_count=budget.model_trial_count)
 
 
 def sub_job_state(

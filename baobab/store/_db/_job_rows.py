@@ -66,6 +66,7 @@ def add_train_job(
     train_args: Mapping[str, Any],
     seed: int,
     sub_jobs: Iterable[tuple[int, str]],
+    options: Mapping[str, Any] | None = None,
 ) -> TrainJob:
     """Add a PENDING train job seeded with ``seed``, with a PENDING sub-job per ``(template id, strategy)``.
 
@@ -84,6 +85,7 @@ def add_train_job(
         val_dataset_id=val_dataset_id,
         budget=dict(budget),
         train_args=dict(train_args),
+        options=dict(options or {}),
         seed=seed,
         status=JobStatus.PENDING,
     )

@@ -167,7 +167,11 @@ class TrainJob(Base):
     train_dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="RESTRICT"))
     val_dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="RESTRICT"))
     budget: Mapped[dict[str, Any]]
+    #: The keyword arguments of ``train()``, and nothing else.
     train_args: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    #: What the job asks the platform for (``baobab.advisor.TrainJobOptions`` as JSON; a key left out
+    #: is its default): early stopping, policies, fusion, ENAS, warm start, a base model, determinism.
+    options: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default=text("'{}'"))
     #: What every sub-job's seed derives from (None for jobs made before seeds were kept).
     seed: Mapped[int | None] = mapped_column(BigInteger)
     status: Mapped[JobStatus] = mapped_column(string_enum(JobStatus), default=JobStatus.PENDING)

@@ -92,6 +92,15 @@ class TrialClaim:
     check_reload: bool = False
     #: The driver asks this trial to measure fusion first (``{"max_group": K}``; job option fusion "auto").
     fusion_profile: dict[str, Any] | None = None
+    #: The job's options a worker reads (a job's stored options leave out those at their defaults, those of
+    #: ``baobab.advisor.TrainJobOptions``): whether the trial starts from the zoo, and the zoo model its
+    #: template trains on.
+    warm_start: bool = True
+    base_model: int | None = None
+
+    def train_arguments(self) -> dict[str, Any]:
+        """What ``train()`` receives from the job: its train args, and ``base_model`` when the job names one."""
+        return {**self.train_args, **({"base_model": self.base_model} if self.base_model is not None else {})}
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -191,6 +200,7 @@ _INPUTS = (
         _val_set.c.artifact_path,
         _val_set.c.checksum,
         _jobs.c.task,
+        _jobs.c.options,
         exists().where(_scored.c.sub_job_id == _sub_jobs.c.id, _scored.c.status.in_(TrialState.SCORED)).label("scored"),
     )
     .select_from(
@@ -298,7 +308,8 @@ def claim_trial_in(
     inputs = session.execute(_INPUTS, {"b_sub_job": sub_job_id}).first()
     assert inputs is not None  # the foreign keys hold: a trial's sub-job, job, template and datasets exist
     seed, template_key, template_checksum, class_name, train_args, train_key, train_sum, val_key, val_sum = inputs[:9]
-    task, scored = inputs[9:]
+    task, options, scored = inputs[9:]
+    options = options or {}
     return TrialClaim(
         trial_id=trial_id,
         attempt=attempt,
@@ -318,6 +329,8 @@ def claim_trial_in(
         task=task.value,
         check_reload=not scored,
         fusion_profile=None if fusion_profile is None else dict(fusion_profile),
+        warm_start=options.get("warm_start", True),
+        base_model=options.get("base_model"),
     )
 
 
