@@ -80,6 +80,7 @@ _JOB_FIELDS: list[Column] = [
     ("val dataset", "val_dataset_id"),
     ("budget", _budget),
     ("train args", lambda j: j.get("train_args") or None),
+    ("options", lambda j: j.get("options") or None),
     ("trials", _counts),
     ("best score", "best_score"),
     ("owner", "owner_id"),
@@ -172,6 +173,14 @@ def _job_spec_options(command: Callable[..., None]) -> Callable[..., None]:
             metavar="KEY=JSON",
             help="An argument of train(), read as JSON, else as text (repeatable).",
         ),
+        click.option(
+            "--option",
+            "option_values",
+            multiple=True,
+            metavar="NAME=JSON",
+            help="A job option, e.g. early_stopping=asha, 'policies={\"EARLY_STOP\": true}', warm_start=false "
+            "(read as JSON, else as text; repeatable).",
+        ),
         click.option("--strategy", help="The search strategy (random, bayes, tpe, ...) [default: auto]."),
     ]
 
@@ -185,6 +194,7 @@ def _job_spec_options(command: Callable[..., None]) -> Callable[..., None]:
         model_ids: tuple[int, ...],
         budget_values: tuple[str, ...],
         train_arg_values: tuple[str, ...],
+        option_values: tuple[str, ...],
         strategy: str | None,
         **rest: Any,
     ) -> None:
@@ -196,6 +206,7 @@ def _job_spec_options(command: Callable[..., None]) -> Callable[..., None]:
             "model_ids": list(model_ids),
             "budget": assignments(budget_values, option="--budget", upper_keys=True, json_only=True),
             "train_args": assignments(train_arg_values, option="--train-arg") or None,
+            "options": assignments(option_values, option="--option") or None,
             "strategy": strategy,
         }
         command(spec=spec, **rest)

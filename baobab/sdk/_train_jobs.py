@@ -14,6 +14,7 @@ from baobab.sdk._transport import Json, Transport, query_params
 __all__ = ["TrainJobs"]
 
 _JOB_FINISHED = frozenset({"COMPLETED", "ERRORED", "STOPPED"})
+_MOVE_OPTIONS = "pass the job options (early_stopping, policies, fusion, enas, warm_start, base_model) as options=..."
 
 
 class TrainJobs(Transport):
@@ -31,19 +32,29 @@ class TrainJobs(Transport):
         train_args: Mapping[str, Any] | None = None,
         strategy: str | None = None,
         seed: int | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> Json:
         """Starts tuning ``model_ids`` on a task; the job is version ``app_version`` of ``app``.
 
         Args:
             budget: e.g. ``{"MODEL_TRIAL_COUNT": 20, "GPU_COUNT": 0}`` or ``{"TIME_HOURS": 0.5}``;
                 MODEL_TRIAL_COUNT is per model template.
-            train_args: passed to each template's ``train(**train_args)``.
+            train_args: passed to each template's ``train(**train_args)``, and nothing else.
             strategy: a search strategy name, or None for ``auto``.
             seed: seeds every proposal and trial, so that the same seed, data and templates
                 search the same way; None for a random one (the job shows it).
+            options: what the job asks the platform for, e.g. ``{"early_stopping": "asha",
+                "policies": {"EARLY_STOP": True}, "fusion": {"max_group": 4}, "warm_start": False}``
+                (the train-jobs page of the docs lists them; each one left out is its default).
+
+        Warns:
+            DeprecationWarning: job options were sent in ``train_args``, the form before ``options``
+                (the server still takes it, for one release).
         """
-        body = _job_body(app, task, train_dataset_id, val_dataset_id, model_ids, budget, train_args, strategy, seed)
-        return self._call("POST", "/train_jobs", json=body)
+        body = _job_body(
+            app, task, train_dataset_id, val_dataset_id, model_ids, budget, train_args, strategy, seed, options
+        )
+        return self._call("POST", "/train_jobs", json=body, deprecated=_MOVE_OPTIONS)
 
     def forecast_train_job(
         self,
@@ -58,6 +69,7 @@ class TrainJobs(Transport):
         strategy: str | None = None,
         workers: int = 1,
         slots: int | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> Json:
         """How long the job :meth:`create_train_job` would create takes on ``workers`` machines of
         ``slots`` trial slots each (None: the platform's own), without creating it.
@@ -67,9 +79,11 @@ class TrainJobs(Transport):
         its ``seconds``, ``trials_finished`` within TIME_HOURS and ``utilisation``; or none, and
         ``fallback`` says why (a template with no finished trial yet).
         """
-        body = _job_body(app, task, train_dataset_id, val_dataset_id, model_ids, budget, train_args, strategy, None)
+        body = _job_body(
+            app, task, train_dataset_id, val_dataset_id, model_ids, budget, train_args, strategy, None, options
+        )
         params = query_params(workers=workers, slots=slots)
-        return self._call("POST", "/train_jobs/forecast", json=body, params=params)
+        return self._call("POST", "/train_jobs/forecast", json=body, params=params, deprecated=_MOVE_OPTIONS)
 
     def get_train_job(self, app: str, version: int | None = None, *, owner_id: int | None = None) -> Json:
         """One version of your app's train job; the latest when ``version`` is None.
@@ -164,6 +178,7 @@ def _job_body(
     train_args: Mapping[str, Any] | None,
     strategy: str | None,
     seed: int | None,
+    options: Mapping[str, Any] | None,
 ) -> Json:
     """A train job's body: the fields given, and the optional ones only when set (the API's defaults)."""
     body: Json = {
@@ -176,6 +191,8 @@ def _job_body(
     }
     if train_args is not None:
         body["train_args"] = dict(train_args)
+    if options is not None:
+        body["options"] = dict(options)
     if strategy is not None:
         body["strategy"] = strategy
     if seed is not None:

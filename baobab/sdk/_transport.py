@@ -16,6 +16,7 @@ import json
 import os
 import socket
 import tempfile
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -75,10 +76,29 @@ class Transport:
         self._session.close()
 
     def _call(
-        self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None, auth: bool = True
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        auth: bool = True,
+        deprecated: str = "",
     ) -> Any:
-        """One request to the admin API; the decoded JSON answer, or None for 204."""
+        """One request to the admin API; the decoded JSON answer, or None for 204.
+
+        Args:
+            deprecated: what to do instead, said in the DeprecationWarning raised (at the caller of
+                the client's method) when the answer carries a ``Deprecation`` header.
+        """
         response = self._send_api(method, path, json=json, params=params, auth=auth)
+        if "Deprecation" in response.headers:
+            warnings.warn(
+                f"{method} {API}{path}: the server deprecates this form of the request "
+                f"(Deprecation: {response.headers['Deprecation']}); {deprecated or 'see the API document'}",
+                DeprecationWarning,
+                stacklevel=3,
+            )
         if response.status_code == 204:
             return None
         return _decode(response)

@@ -2,10 +2,10 @@
 
 Task IMAGE_CLASSIFICATION. The base is the convolutional part of a ``TorchCnn`` from the
 model zoo (``examples/models/torch_cnn.py``: conv, batch norm, ReLU and 2x2 max pooling
-blocks, doubling the channels), named by the job's train arg ``base_model`` (a zoo model id:
-``train_args={"base_model": 12}``). Only the head trains: flatten, a linear layer of
-``adapter_width`` units, ReLU, dropout and a linear classifier; learning rate, weight decay,
-dropout and width are searched.
+blocks, doubling the channels), named by the job's option ``base_model`` (a zoo model id:
+``options={"base_model": 12}``; the platform passes it to ``train()`` as ``base_model``). Only
+the head trains: flatten, a linear layer of ``adapter_width`` units, ReLU, dropout and a linear
+classifier; learning rate, weight decay, dropout and width are searched.
 
 The base's architecture is declared by the ``base_*`` FixedKnobs, so that saved parameters
 rebuild the module without the zoo (inference, the platform's reload check); change them to
@@ -13,7 +13,7 @@ match another zoo model. The base's weights come from the zoo each time a trial 
 any warm start or shared parameters, so every trial trains on exactly the zoo model's base:
 frozen, and in eval mode whatever mode the network is put in, so its BatchNorm statistics
 never change. Trials of one job that share the width run fused with the base kept once
-(``train_args={"base_model": 12, "fusion": {"max_group": 4}}``).
+(``options={"base_model": 12, "fusion": {"max_group": 4}}``).
 
 The zoo is reached through the platform (a train job); ``baobab dev test-model`` has none,
 and training there fails saying so. Predictions are class probabilities, index = class.
@@ -103,8 +103,8 @@ class TorchAdapter(TorchModel):
         zoo_model_id = self.train_args.get("base_model")
         if isinstance(zoo_model_id, bool) or not isinstance(zoo_model_id, int) or zoo_model_id < 1:
             raise ValueError(
-                f"{type(self).__name__} needs the train arg 'base_model': the id of a TorchCnn zoo model whose "
-                f"convolutional blocks it trains on, got {zoo_model_id!r}"
+                f"{type(self).__name__} needs the train arg 'base_model' (the job option): the id of a TorchCnn "
+                f"zoo model whose convolutional blocks it trains on, got {zoo_model_id!r}"
             )
         zoo = self.zoo_state(zoo_model_id)
         base = module.get_submodule("base").layers

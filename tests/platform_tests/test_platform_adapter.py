@@ -1,5 +1,5 @@
 """Adapters on a frozen zoo base through ``baobab up``: a pre-trained TorchCnn registered in the zoo, a job of
-TorchAdapter trials naming it (``train_args.base_model``) trained fused, and one of them served."""
+TorchAdapter trials naming it (``options.base_model``) trained fused, and one of them served."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_adapter_trials_train_fused_on_one_zoo_base_and_serve(
         val_dataset_id=val["id"],
         model_ids=[model["id"]],
         budget={"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
-        train_args={"base_model": zoo_model["id"], "fusion": {"max_group": 3}},
+        options={"base_model": zoo_model["id"], "fusion": {"max_group": 3}},
         strategy="random",
     )
     job = client.wait_for_train_job("adapters", job["app_version"], timeout=240, progress=False)

@@ -128,7 +128,7 @@ def test_an_enas_job_searches_a_model_space_on_its_super_network(
         model_ids=[model["id"]],
         budget={"MODEL_TRIAL_COUNT": 14, "GPU_COUNT": 0},
         strategy="enas",
-        train_args={"enas": {"train_trials": 2, "evaluate_trials": 2, "top_k": 2}},
+        options={"enas": {"train_trials": 2, "evaluate_trials": 2, "top_k": 2}},
     )
     job = client.wait_for_train_job("macro", job["app_version"], timeout=300, progress=False)
     assert job["status"] == "COMPLETED", job

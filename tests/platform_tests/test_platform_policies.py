@@ -18,11 +18,6 @@ def test_asha_stops_weak_trials_and_share_params_hands_on_parameters(
     model = client.create_model(TEMPLATES / "sharer.py", task="TABULAR_CLASSIFICATION", class_name="Sharer")
     arrivals = tmp_path / "arrivals"
     arrivals.mkdir()
-    train_args = {
-        "arrivals_dir": str(arrivals),
-        "early_stopping": {"rule": "asha", "eta": 3},
-        "policies": {"SHARE_PARAMS": True},
-    }
     job = client.create_train_job(
         "policies",
         "TABULAR_CLASSIFICATION",
@@ -30,7 +25,8 @@ def test_asha_stops_weak_trials_and_share_params_hands_on_parameters(
         val_dataset_id=train["id"],
         model_ids=[model["id"]],
         budget={"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
-        train_args=train_args,
+        train_args={"arrivals_dir": str(arrivals)},
+        options={"early_stopping": {"rule": "asha", "eta": 3}, "policies": {"SHARE_PARAMS": True}},
     )
     job = client.wait_for_train_job("policies", job["app_version"], timeout=120, progress=False)
     assert job["status"] == "COMPLETED", job

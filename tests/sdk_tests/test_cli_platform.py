@@ -340,6 +340,14 @@ def test_models_jobs_and_serving(api_server: ApiServer, backstage: Any, config_h
     assert result.exit_code == 1 and "is ERRORED: 1 completed, 1 errored" in result.stdout
     assert result.stderr.endswith("\nerror: train job fraud v1 ERRORED; see `baobab jobs trials fraud`\n")
 
+    # Job options: --option NAME=JSON, each refused naming its field when bad.
+    optioned = [*create[:3], "opts", *create[4:]]  # another app: the listings below show fraud's one job
+    assert_error(run([*optioned, "--option", "fusion=always"]), "options.fusion: must be 'off' or 'auto', got 'always'")
+    result = run([*optioned, "--option", "early_stopping=asha", "--option", 'policies={"EARLY_STOP": true}'])
+    assert result.exit_code == 0, result.output
+    job = json.loads(run(["jobs", "show", "opts", "--json"]).stdout)
+    assert (job["options"]["early_stopping"], job["options"]["policies"]["EARLY_STOP"]) == ("asha", True)
+
 
 def test_forecast_a_job_before_creating_it(
     api_server: ApiServer, backstage: Any, config_home: Path, tmp_path: Path

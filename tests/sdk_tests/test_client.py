@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -271,6 +272,7 @@ def test_models_train_jobs_trials_and_inference_jobs(
     assert (job["app"], job["app_version"], job["status"]) == ("fraud", 1, "PENDING")
     assert job["train_args"] == {"target": "label"} and job["budget"] == budget
     assert [(s["model_id"], s["strategy"]) for s in job["sub_jobs"]] == [(model["id"], "random")]
+    _the_job_options_and_their_old_form(root, train["id"], val["id"], model["id"])
     assert root.get_train_job("fraud") == root.get_train_job("fraud", 1) == job
     assert [j["id"] for j in root.list_train_jobs(app="fraud")] == [job["id"]] and root.list_train_jobs("x") == []
     with pytest.raises(ApiError, match="used by a train job") as caught:
@@ -400,3 +402,25 @@ def test_inference_job_versions(root: Client, backstage: Any, tmp_path: Path) ->
     ]  # fmt: skip
     assert history[2]["error"] == "no member could be loaded: trial 1: boom"
     assert [r["revision"] for r in root.get_revisions(job_id, limit=1)] == [5]
+
+
+def _the_job_options_and_their_old_form(client: Client, train: int, val: int, model: int) -> None:
+    """``options=`` makes the job quietly; options in ``train_args`` (the old form) make the same job, with a
+    DeprecationWarning at the caller's line; a bad option is an ApiError naming it."""
+    args = {"app": "options", "task": "TABULAR_CLASSIFICATION", "train_dataset_id": train, "val_dataset_id": val,
+            "model_ids": [model], "budget": {"MODEL_TRIAL_COUNT": 3}}  # fmt: skip
+    options = {"early_stopping": "median", "fusion": {"max_group": 2}, "warm_start": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning at all
+        new = client.create_train_job(**args, train_args={"target": "label"}, options=options)
+    with pytest.warns(DeprecationWarning, match=r"deprecates this form.*as options=") as caught:
+        old = client.create_train_job(**args, train_args={"target": "label", **options})
+    assert caught[0].filename == __file__  # the warning points at the caller
+    for job in (new, old):
+        assert job["train_args"] == {"target": "label"}
+        assert (job["options"]["early_stopping"], job["options"]["fusion"]) == ("median", {"max_group": 2})
+        assert job["options"]["warm_start"] is False
+    with pytest.raises(ApiError) as bad:
+        client.create_train_job(**args, options={"fusion": {"max_group": 0}})
+    assert (bad.value.status, bad.value.field) == (400, "options.fusion.max_group")
+    assert "options.fusion.max_group: must be >= 1, got 0" in str(bad.value)
