@@ -88,6 +88,8 @@ export interface TrainJob {
   val_dataset_id: number;
   budget: Record<string, number>;
   train_args: Record<string, unknown>;
+  /** What the job asks the platform for (early stopping, policies, fusion, ...), as POST /train_jobs takes them. */
+  options: Record<string, unknown>;
   /** What every proposal and trial seed derives from; null for a job older than seeds. */
   seed: number | null;
   owner_id: number;
@@ -171,7 +173,7 @@ export interface Trial {
   has_architecture?: boolean;
 }
 
-/** Trials of one sub-job that one worker process trained together (train_args.fusion). */
+/** Trials of one sub-job that one worker process trained together (options.fusion). */
 export interface FusedGroup {
   /** The id of the group's first trial. */
   id: number;
@@ -199,7 +201,7 @@ export interface FusionMeasurement extends FusionRequest {
   reason: string | null;
 }
 
-/** A trial's `fusion_profile` (job option train_args.fusion "auto"): the request, then the request with its measurement. */
+/** A trial's `fusion_profile` (job option options.fusion "auto"): the request, then the request with its measurement. */
 export type FusionProfile = FusionRequest | FusionMeasurement;
 
 /** One node of a SpaceModel instance's graph (GET /trials/<id>/architecture). */

@@ -28,7 +28,7 @@ export function fieldFor(apiField: string | null, fields: readonly string[]): st
   }
 }
 
-/** A check the form makes before asking the API, naming the field as the API would (`train_args.fusion`). */
+/** A check the form makes before asking the API, naming the field as the API would (`options.fusion`). */
 export class FieldError extends Error {
   readonly field: string;
 

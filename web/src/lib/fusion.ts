@@ -1,4 +1,4 @@
-// A trial's fusion profile (job option train_args.fusion "auto") in words and rows: what the
+// A trial's fusion profile (job option options.fusion "auto") in words and rows: what the
 // worker measured before the trial trained, by group size, and the size it chose for the later
 // trials of the same structure.
 

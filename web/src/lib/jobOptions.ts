@@ -2,16 +2,15 @@ import { messageOf } from "../api/client";
 import { FieldError, parseJsonObject, typedNumber } from "./forms";
 
 /**
- * A train job's options as the create form sets them, and the `train_args` keys they write.
+ * A train job's options as the create form sets them, and the `options` they write.
  *
  * The names and limits are the server's (baobab/advisor/_job_options.py and the stopping
- * rules' classes), which checks them when the job is created and names the field at fault;
- * the form offers nothing else, and leaves a key out while its control is at the default,
- * so a job asks for exactly what the user changed. `fusion` is the one the server does not
- * check yet, so the form does.
+ * rules' classes), which checks them when the job is created and names the field at fault
+ * (`options.policies.final_trials`); the form offers nothing else, and leaves a key out while
+ * its control is at the default, so a job asks for exactly what the user changed.
  */
 
-/** A number option: its `train_args` name, the limits the server holds it to, and its default. */
+/** A number option: its name in `options`, the limits the server holds it to, and its default. */
 export interface NumberOption {
   name: string;
   whole: boolean;
@@ -80,8 +79,8 @@ export const RULE_HINTS: Record<string, string> = {
 };
 
 export const FUSION_MODES = {
-  auto: "auto",
   off: "off",
+  auto: "auto (experimental)",
   max_group: "max_group: at most K trials a group",
 } as const;
 type FusionMode = keyof typeof FUSION_MODES;
@@ -111,11 +110,11 @@ export const DEFAULT_JOB_OPTIONS: JobOptions = {
   metric: "",
   mode: "max",
   warmStart: true,
-  fusion: "auto",
+  fusion: "off",
   maxGroup: "",
 };
 
-/** The `train_args` keys the controls own, with the control that sets each (for the error that names it). */
+/** The options the controls set, with the control that sets each (for the error that names it). */
 export const OPTION_CONTROLS = {
   policies: "Policies",
   early_stopping: "Early stopping",
@@ -155,17 +154,21 @@ function earlyStoppingArg(options: JobOptions): Record<string, unknown> | undefi
 }
 
 function fusionArg(options: JobOptions): unknown {
-  if (options.fusion !== "max_group") return options.fusion === "auto" ? undefined : options.fusion;
+  if (options.fusion !== "max_group") return options.fusion === "off" ? undefined : options.fusion;
   const size = typedNumber(options.maxGroup);
   if (typeof size !== "number" || !Number.isInteger(size) || size < 1) {
     const got = options.maxGroup.trim() ? options.maxGroup : "nothing";
-    throw new FieldError("train_args.fusion.max_group", `fusion max_group must be a whole number >= 1 (the most trials a group), got ${got}`);
+    throw new FieldError("options.fusion.max_group", `fusion max_group must be a whole number >= 1 (the most trials a group), got ${got}`);
   }
   return { max_group: size };
 }
 
-/** The `train_args` keys the controls set: none while every control is at its default. */
-export function jobOptionArgs(options: JobOptions): Record<string, unknown> {
+/**
+ * The job's `options`: those the controls set, none while every control is at its default.
+ *
+ * Throws a FieldError naming the control whose value the server would refuse.
+ */
+export function jobOptionsFrom(options: JobOptions): Record<string, unknown> {
   const args: Record<string, unknown> = {
     policies: policiesArg(options),
     early_stopping: earlyStoppingArg(options),
@@ -176,13 +179,13 @@ export function jobOptionArgs(options: JobOptions): Record<string, unknown> {
 }
 
 /**
- * The job's `train_args`: what was typed as JSON (template arguments such as "target") with
- * the controls' keys added. A control's key typed too is refused, not overridden: whichever
- * won, the other would silently ask for what the job will not do.
+ * The job's `train_args`: what was typed as JSON (template arguments such as "target"), which
+ * train() receives and nothing else. A job option typed there is refused, pointing at its
+ * control (the server takes that old form only for one release, with a warning).
  *
- * Throws a FieldError naming `train_args`, or the control whose value the server would refuse.
+ * Throws a FieldError naming `train_args`.
  */
-export function trainArgsFrom(typed: string, options: JobOptions): Record<string, unknown> {
+export function trainArgsFrom(typed: string): Record<string, unknown> {
   let args: Record<string, unknown>;
   try {
     args = parseJsonObject(typed, "train args");
@@ -195,5 +198,5 @@ export function trainArgsFrom(typed: string, options: JobOptions): Record<string
     const controls = owned.map((key) => OPTION_CONTROLS[key]).join(", ");
     throw new FieldError("train_args", `train args set ${keys}, which the form's controls set (${controls}): remove ${owned.length > 1 ? "them" : "it"} here and use the controls`);
   }
-  return { ...args, ...jobOptionArgs(options) };
+  return args;
 }

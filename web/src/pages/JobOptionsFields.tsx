@@ -18,12 +18,12 @@ import {
 
 /** The form fields of the job options, named as the API names them in its errors. */
 export const OPTION_FIELDS = [
-  "train_args.policies",
-  ...FINAL_OPTIONS.map((spec) => `train_args.policies.${spec.name}`),
-  "train_args.early_stopping",
-  "train_args.warm_start",
-  "train_args.fusion",
-  "train_args.fusion.max_group",
+  "options.policies",
+  ...FINAL_OPTIONS.map((spec) => `options.policies.${spec.name}`),
+  "options.early_stopping",
+  "options.warm_start",
+  "options.fusion",
+  "options.fusion.max_group",
 ] as const;
 
 interface Props {
@@ -68,8 +68,8 @@ function NumberField(props: { spec: NumberOption; value: string; error?: string;
 /** Policies, early stopping, fusion and warm start: the job options as controls (see lib/jobOptions). */
 export function JobOptionsFields({ options, setOptions, errors, templates }: Props) {
   const set = (change: Partial<JobOptions>) => setOptions((o) => ({ ...o, ...change }));
-  const policiesError = errors["train_args.policies"];
-  const stoppingError = errors["train_args.early_stopping"];
+  const policiesError = errors["options.policies"];
+  const stoppingError = errors["options.early_stopping"];
   return (
     <>
       <fieldset className={policiesError ? "field-invalid" : undefined}>
@@ -115,7 +115,7 @@ export function JobOptionsFields({ options, setOptions, errors, templates }: Pro
                 key={spec.name}
                 spec={spec}
                 value={options.final[spec.name] ?? ""}
-                error={errors[`train_args.policies.${spec.name}`]}
+                error={errors[`options.policies.${spec.name}`]}
                 onChange={(value) => setOptions((o) => ({ ...o, final: { ...o.final, [spec.name]: value } }))}
               />
             ))}
@@ -163,7 +163,7 @@ export function JobOptionsFields({ options, setOptions, errors, templates }: Pro
       </fieldset>
 
       <div className="form-grid">
-        <Field label="Fusion" error={errors["train_args.fusion"]} hint="structurally identical trials run stacked as one computation; auto: where measured profiles say it pays">
+        <Field label="Fusion" error={errors["options.fusion"]} hint="structurally identical trials run stacked as one computation; auto (experimental): where measured profiles say it pays">
           {(aria) => (
             <select {...aria} value={options.fusion} onChange={(e) => set({ fusion: e.target.value as JobOptions["fusion"] })}>
               {Object.entries(FUSION_MODES).map(([value, label]) => (
@@ -175,19 +175,19 @@ export function JobOptionsFields({ options, setOptions, errors, templates }: Pro
           )}
         </Field>
         {options.fusion === "max_group" && (
-          <Field label="K" error={errors["train_args.fusion.max_group"]} hint="the most trials in one fused group (a whole number >= 1)">
+          <Field label="K" error={errors["options.fusion.max_group"]} hint="the most trials in one fused group (a whole number >= 1)">
             {(aria) => (
               <input {...aria} type="number" min={1} step={1} value={options.maxGroup} onChange={(e) => set({ maxGroup: e.target.value })} />
             )}
           </Field>
         )}
-        <div className={`field${errors["train_args.warm_start"] ? " field-invalid" : ""}`}>
+        <div className={`field${errors["options.warm_start"] ? " field-invalid" : ""}`}>
           <label className="check">
             <input type="checkbox" checked={options.warmStart} onChange={(e) => set({ warmStart: e.target.checked })} />
             Warm start
           </label>
           <div className="hint">TorchModel trials start from the most similar model of the zoo</div>
-          <GroupError message={errors["train_args.warm_start"]} />
+          <GroupError message={errors["options.warm_start"]} />
         </div>
       </div>
     </>

@@ -35,6 +35,7 @@ function job(status: string, trials: number, placement: unknown = null) {
     val_dataset_id: 2,
     budget: { GPU_COUNT: 0, TIME_HOURS: 0.5, MODEL_TRIAL_COUNT: 10 },
     train_args: {},
+    options: {},
     seed: 42,
     owner_id: 1,
     created_at: "2030-01-01T00:00:00+00:00",

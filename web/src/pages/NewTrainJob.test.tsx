@@ -65,9 +65,13 @@ async function fillValidForm(user: ReturnType<typeof userEvent.setup>) {
   await user.click(screen.getByRole("checkbox", { name: /forest/ }));
 }
 
-/** The train_args of the create request the form sent. */
+/** The train_args and the options of the create request the form sent. */
 function sentTrainArgs(calls: Call[]): unknown {
   return (calls.find((c) => c.method === "POST")!.body as { train_args: unknown }).train_args;
+}
+
+function sentOptions(calls: Call[]): unknown {
+  return (calls.find((c) => c.method === "POST")!.body as { options: unknown }).options;
 }
 
 async function typeTrainArgs(user: ReturnType<typeof userEvent.setup>, json: string) {
@@ -119,6 +123,7 @@ describe("NewTrainJob", () => {
       budget: { GPU_COUNT: 0, TIME_HOURS: -1, MODEL_TRIAL_COUNT: 10 },
       strategy: "auto",
       train_args: {},
+      options: {},
     });
   });
 
@@ -169,12 +174,13 @@ describe("NewTrainJob", () => {
     const user = userEvent.setup();
     await fillValidForm(user);
     expect(screen.getByRole("checkbox", { name: "Warm start" })).toBeChecked();
-    expect(screen.getByLabelText("Fusion")).toHaveValue("auto");
+    expect(screen.getByLabelText("Fusion")).toHaveValue("off");
     expect(screen.getByLabelText("Rule")).toHaveValue("none");
     await typeTrainArgs(user, '{"target": "label"}');
     await user.click(screen.getByRole("button", { name: "Create train job" }));
     expect(await screen.findByText("job page")).toBeInTheDocument();
     expect(sentTrainArgs(calls)).toEqual({ target: "label" });
+    expect(sentOptions(calls)).toEqual({});
   });
 
   it("writes the policies and early stopping the controls set, beside the typed train args", async () => {
@@ -195,8 +201,8 @@ describe("NewTrainJob", () => {
     await user.selectOptions(screen.getByLabelText("Mode"), "min");
     await user.click(screen.getByRole("button", { name: "Create train job" }));
     expect(await screen.findByText("job page")).toBeInTheDocument();
-    expect(sentTrainArgs(calls)).toEqual({
-      target: "label",
+    expect(sentTrainArgs(calls)).toEqual({ target: "label" });
+    expect(sentOptions(calls)).toEqual({
       policies: { EARLY_STOP: true, SHARE_PARAMS: "best", final_trials: 2, final_fraction: 0.5 },
       early_stopping: { rule: "asha", eta: 4, max_resource: 27, metric: "error", mode: "min" },
     });
@@ -218,19 +224,19 @@ describe("NewTrainJob", () => {
     await user.type(screen.getByLabelText("min_trials"), "5");
     await user.click(screen.getByRole("button", { name: "Create train job" }));
     expect(await screen.findByText("job page")).toBeInTheDocument();
-    expect(sentTrainArgs(calls)).toEqual({ policies: { SHARE_PARAMS: "recent" }, early_stopping: { rule: "median", min_trials: 5 } });
+    expect(sentOptions(calls)).toEqual({ policies: { SHARE_PARAMS: "recent" }, early_stopping: { rule: "median", min_trials: 5 } });
   });
 
-  it("writes warm start off and fusion off or a largest group", async () => {
+  it("writes warm start off and fusion auto or a largest group", async () => {
     const calls = mockApi({ ...ROUTES, "POST /train_jobs": apiError(400, "not now") });
     renderForm();
     const user = userEvent.setup();
     await fillValidForm(user);
     await user.click(screen.getByRole("checkbox", { name: "Warm start" }));
-    await user.selectOptions(screen.getByLabelText("Fusion"), "off");
+    await user.selectOptions(screen.getByLabelText("Fusion"), "auto");
     await user.click(screen.getByRole("button", { name: "Create train job" }));
     expect(await screen.findByText("not now")).toBeInTheDocument();
-    expect(sentTrainArgs(calls)).toEqual({ warm_start: false, fusion: "off" });
+    expect(sentOptions(calls)).toEqual({ warm_start: false, fusion: "auto" });
 
     calls.length = 0;
     await user.click(screen.getByRole("checkbox", { name: "Warm start" }));
@@ -238,7 +244,7 @@ describe("NewTrainJob", () => {
     await user.type(screen.getByLabelText("K"), "4");
     await user.click(screen.getByRole("button", { name: "Create train job" }));
     await screen.findByText("not now");
-    expect(sentTrainArgs(calls)).toEqual({ fusion: { max_group: 4 } });
+    expect(sentOptions(calls)).toEqual({ fusion: { max_group: 4 } });
   });
 
   it("refuses a largest fusion group below 1 beside it, before asking the API", async () => {
@@ -265,7 +271,7 @@ describe("NewTrainJob", () => {
   });
 
   it("shows the API's errors on job options beside their controls", async () => {
-    let answer = apiError(400, "train_args.policies.EARLY_STOP: must be true or false, got 1", "train_args.policies.EARLY_STOP");
+    let answer = apiError(400, "options.policies.EARLY_STOP: must be true or false, got 1", "options.policies.EARLY_STOP");
     mockApi({ ...ROUTES, "POST /train_jobs": () => answer });
     renderForm();
     const user = userEvent.setup();
@@ -276,12 +282,12 @@ describe("NewTrainJob", () => {
     expect(await within(policies).findByRole("alert")).toHaveTextContent("must be true or false");
     expect(screen.getByLabelText("Train args")).toHaveAttribute("aria-invalid", "false");
 
-    answer = apiError(400, "train_args.policies.final_trials: must be a whole number >= 1, got 0", "train_args.policies.final_trials");
+    answer = apiError(400, "options.policies.final_trials: must be >= 1, got 0", "options.policies.final_trials");
     await user.type(screen.getByLabelText("final_trials"), "0");
     await user.click(screen.getByRole("button", { name: "Create train job" }));
-    await waitFor(() => expect(screen.getByLabelText("final_trials")).toHaveAccessibleDescription(/whole number >= 1, got 0/));
+    await waitFor(() => expect(screen.getByLabelText("final_trials")).toHaveAccessibleDescription(/must be >= 1, got 0/));
 
-    answer = apiError(400, "train_args.early_stopping: asha option eta=1 must be a whole number >= 2", "train_args.early_stopping");
+    answer = apiError(400, "options.early_stopping: asha option eta=1 must be a whole number >= 2", "options.early_stopping");
     await user.selectOptions(screen.getByLabelText("Rule"), "asha");
     await user.click(screen.getByRole("button", { name: "Create train job" }));
     const stopping = screen.getByRole("group", { name: "Early stopping" });

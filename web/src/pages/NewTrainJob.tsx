@@ -8,7 +8,7 @@ import { Field } from "../components/Field";
 import { FORM, type FieldErrors, formErrors, typedNumber } from "../lib/forms";
 import { useApiEnums } from "../lib/enums";
 import { useLoad } from "../lib/hooks";
-import { DEFAULT_JOB_OPTIONS, trainArgsFrom } from "../lib/jobOptions";
+import { DEFAULT_JOB_OPTIONS, jobOptionsFrom, trainArgsFrom } from "../lib/jobOptions";
 import { JobOptionsFields, OPTION_FIELDS } from "./JobOptionsFields";
 
 /** The form fields, named as the API names the fields of a create request. */
@@ -24,6 +24,7 @@ export const JOB_FIELDS = [
   "budget.MODEL_TRIAL_COUNT",
   "strategy",
   "train_args",
+  "options",
   ...OPTION_FIELDS,
 ] as const;
 
@@ -72,8 +73,10 @@ export function NewTrainJob() {
   const submit = async (event: React.FormEvent) => {
     event.preventDefault();
     let args: Record<string, unknown>;
+    let jobOptions: Record<string, unknown>;
     try {
-      args = trainArgsFrom(trainArgs, options);
+      args = trainArgsFrom(trainArgs);
+      jobOptions = jobOptionsFrom(options);
     } catch (e) {
       setErrors(formErrors(e, JOB_FIELDS));
       return;
@@ -92,6 +95,7 @@ export function NewTrainJob() {
       budget: budgetBody,
       strategy,
       train_args: args,
+      options: jobOptions,
     };
     setBusy(true);
     setErrors({});
