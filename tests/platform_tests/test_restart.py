@@ -74,7 +74,8 @@ def test_a_fused_group_killed_with_the_platform_has_each_member_requeued_once(
         val_dataset_id=data["id"],
         model_ids=[model["id"]],
         budget={"MODEL_TRIAL_COUNT": FUSED_TRIALS, "GPU_COUNT": 0},
-        train_args={"target": "target", "signal_dir": str(signals), "warm_start": False, "fusion": {"max_group": 3}},
+        train_args={"target": "target", "signal_dir": str(signals)},
+        options={"warm_start": False, "fusion": {"max_group": 3}},
     )
 
     def a_group_trains() -> list[dict[str, Any]] | None:
