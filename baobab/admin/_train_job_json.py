@@ -120,7 +120,7 @@ TRAIN_JOB_SCHEMA = register_schema(
         "required": [
             "id", "app", "app_version", "task", "status", "error", "train_dataset_id", "val_dataset_id", "budget",
             "seed", "owner_id", "created_at", "started_at", "finished_at", "trial_counts", "best_score",
-            "budget_used", "placement", "fusion_profiling", "sub_jobs",
+            "budget_used", "placement", "fusion_profiling", "determinism", "sub_jobs",
         ],
         "properties": {
             "id": {"type": "integer"},
@@ -197,6 +197,18 @@ TRAIN_JOB_SCHEMA = register_schema(
                         "reason": {"type": "string"},
                         "at": {"type": "string", "format": "date-time"},
                     },
+                },
+            },
+            "determinism": {
+                "type": ["object", "null"],
+                "description": "deterministic mode's cost so far: W (a trial learns from the trials numbered below "
+                "its own minus W), the seconds the job held at least one slot idle waiting for an earlier trial, "
+                "and the slot-seconds so held; null for a job that is not deterministic",
+                "required": ["window", "wait_s", "idle_slot_s"],
+                "properties": {
+                    "window": {"type": "integer", "minimum": 1},
+                    "wait_s": {"type": "number", "minimum": 0},
+                    "idle_slot_s": {"type": "number", "minimum": 0},
                 },
             },
             "sub_jobs": {
@@ -410,11 +422,13 @@ def jobs_json(
             "budget_used": _budget_used(
                 job, sum(sum(counts.get(sub["id"], {}).values()) for sub in subs[job.id]), len(subs[job.id]), now
             ),
-            # One column holds both: the planner's outlook (none under the rules) and the profiling decisions.
-            "placement": {k: v for k, v in job.placement.items() if k != "profiling"}
+            # One column holds all three: the planner's outlook (none under the rules), the profiling decisions and
+            # what deterministic mode's window cost (record_train_job_window).
+            "placement": {k: v for k, v in job.placement.items() if k not in ("profiling", "deterministic")}
             if job.placement and "method" in job.placement
             else None,
             "fusion_profiling": (job.placement or {}).get("profiling"),
+            "determinism": (job.placement or {}).get("deterministic"),
             "sub_jobs": subs[job.id],
         }
         for job in jobs

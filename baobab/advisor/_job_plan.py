@@ -6,6 +6,7 @@ and for the job driver, which runs the plan it builds here.
 
 from __future__ import annotations
 
+from baobab.advisor._deterministic import check_deterministic
 from baobab.advisor._factory import strategy_class
 from baobab.advisor._job_options import JobOptions
 from baobab.advisor._plans import Plan, options_plan
@@ -40,9 +41,11 @@ def check_job_plan(
     Raises:
         StrategyError: the strategy's plan does not fit the template or the budget (an
             ENAS search with too few trials for one cycle and its final phases, or a
-            template without the policies it needs). The message is the one a sub-job
-            the driver could not plan ends ERRORED with.
+            template without the policies it needs), or deterministic mode asked with what it
+            cannot make repeatable (:func:`~baobab.advisor._deterministic.check_deterministic`).
+            The message is the one a sub-job the driver could not plan ends ERRORED with.
     """
+    check_deterministic(strategy, options)
     cls = strategy_class(strategy)
     try:
         plan = (

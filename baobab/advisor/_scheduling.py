@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
+from baobab.advisor._deterministic import WindowWait
 from baobab.advisor._durations import RecentDurations
 from baobab.advisor._job_options import AUTO_MAX_GROUP, JobOptions
 from baobab.advisor._packing import packed_size
@@ -149,6 +150,10 @@ class SubJobState:
     with that message, whatever trials completed before. ``history`` holds the records of
     finished trials until the strategy is built (lazily, when the sub-job first gets a
     slot); from then on records go to ``strategy.observe``.
+
+    In deterministic mode (``window`` is W, see :mod:`baobab.advisor._deterministic`),
+    records wait in ``held`` until the window passes them (:meth:`release_window`), and
+    ``window_proposals`` keeps the proposals of the trials a later proposal counts as pending.
     """
 
     id: int
@@ -206,12 +211,51 @@ class SubJobState:
     device_kind: str = "cpu"
     #: The last :meth:`profile_gate` decision the driver stored on the job (None: none yet).
     profiling_decision: str | None = None
+    #: Deterministic mode: W, trial n learning from trials numbered below n - W only; None otherwise.
+    window: int | None = None
+    #: Deterministic mode: records of finished trials the window has not passed yet, by trial number.
+    held: dict[int, TrialRecord] = field(default_factory=dict)
+    #: Deterministic mode: the proposals of the trials from the window's start on, by trial number.
+    window_proposals: dict[int, Knobs] = field(default_factory=dict)
 
     def next_step(self, job: JobState, now: float) -> Next:
-        """What the sub-job's plan says to start next (see :mod:`baobab.advisor._plans`)."""
+        """What the sub-job's plan says to start next (see :mod:`baobab.advisor._plans`); WAIT while the
+        deterministic window waits for an earlier trial (:meth:`window_blocks`)."""
+        step = self._plan_step(job, now)
+        return Outcome.WAIT if isinstance(step, PlanStep) and self.window_blocks() else step
+
+    def _plan_step(self, job: JobState, now: float) -> Next:
         if self.plan is None:
             return Outcome.DONE if not self.wants_trials() or not job.may_start(now) else PlanStep(None)
         return self.plan.next(self, job, now)
+
+    def window_blocks(self) -> bool:
+        """Deterministic mode: whether the next trial must wait, a trial numbered below it minus W still running."""
+        if self.window is None:
+            return False
+        below = self.next_number - self.window
+        return any(trial.number < below for trial in self.active.values())
+
+    def held_by_window(self, job: JobState, now: float) -> bool:
+        """Whether the plan would start a trial now and only the deterministic window holds it back."""
+        return self.window_blocks() and isinstance(self._plan_step(job, now), PlanStep)
+
+    def release_window(self, number: int) -> None:
+        """Deterministic mode, before trial ``number`` is proposed: the strategy learns the results of the
+        trials numbered below ``number - W`` (in number order), and the proposals before the window go."""
+        assert self.window is not None
+        below = number - self.window
+        for done in sorted(n for n in self.held if n < below):
+            _learn(self, self.held.pop(done))
+        for old in [n for n in self.window_proposals if n < below]:
+            del self.window_proposals[old]
+
+    def window_pending(self, number: int) -> list[Knobs]:
+        """Deterministic mode: what trial ``number`` counts as pending, the proposals of trials ``number - W``
+        to ``number - 1`` in number order, whether they finished or not (which depends on timing)."""
+        assert self.window is not None
+        below = number - self.window
+        return [proposal for n, proposal in sorted(self.window_proposals.items()) if below <= n < number]
 
     def group_size(self, job: JobState, step: PlanStep, now: float, limit: int) -> int:
         """How many trials the unit of work that ``step`` starts may hold, ``limit`` at most: 1, or a
@@ -338,23 +382,31 @@ class SubJobState:
         bisect.insort(self.best, (*rank, proposal), key=lambda item: item[:2])
         del self.best[max(BEST_KEPT, self.options.final_trials) :]
 
-    def shared_params(self, parent: int | None = None) -> str | None:
-        """The parameters the next SHARE_PARAMS trial starts from: its ``parent``'s when the strategy
+    def shared_params(self, parent: int | None = None, number: int | None = None) -> str | None:
+        """The parameters SHARE_PARAMS trial ``number`` starts from: its ``parent``'s when the strategy
         named one and that trial shared its parameters (an evolution child starts where the parent it
-        mutates ended), else the latest shared, or the best-scored."""
-        if not self.shared:
+        mutates ended), else the latest shared, or the best-scored.
+
+        In deterministic mode only trials numbered below ``number - W`` count, and the latest is the
+        highest-numbered of them rather than the last to finish."""
+        shared = self.shared
+        if self.window is not None and number is not None:
+            shared = sorted((item for item in shared if item[1] < number - self.window), key=lambda item: item[1])
+        if not shared:
             return None
-        for _, number, path in self.shared:
-            if number == parent:
+        for _, done, path in shared:
+            if done == parent:
                 return path
         if self.options.share_from == "best":
-            scored = [item for item in self.shared if item[0] is not None]
+            scored = [item for item in shared if item[0] is not None]
             if scored:
                 return max(scored, key=lambda item: (item[0], -item[1]))[2]
-        return self.shared[-1][2]
+        return shared[-1][2]
 
     def add_started(self, trial: ActiveTrial) -> None:
         self.started[trial.phase] += 1
+        if self.window is not None:
+            self.window_proposals[trial.number] = trial.proposal
 
     def add_finished(
         self,
@@ -493,6 +545,8 @@ class JobState:
     stop_reason: str = ""
     grace_end: float | None = None
     cancelled: bool = False
+    #: Deterministic mode: what the window cost the job so far; None otherwise.
+    window_wait: WindowWait | None = None
 
     @property
     def running(self) -> int:
@@ -503,6 +557,14 @@ class JobState:
     def units(self) -> int:
         """Units of work submitted and not finished: a fused group counts once (it takes one slot)."""
         return len({trial.unit for sub in self.sub_jobs.values() for trial in sub.active.values()})
+
+    def window_held(self, now: float, free: int) -> int:
+        """Deterministic mode: how many of ``free`` slots, left after the driver started what it could, the job's
+        cap would give it and only the window keeps idle (a sub-job waits for a trial below its next minus W)."""
+        room = min(free, self.cap - self.units)
+        if self.window_wait is None or room <= 0:
+            return 0
+        return room if any(sub.held_by_window(self, now) for sub in self.sub_jobs.values()) else 0
 
     def deadline_near(self, now: float) -> bool:
         """True once a trial started now would, at the median duration, end after the deadline."""
@@ -631,7 +693,8 @@ def record_finished(
 
     The one place for it, so that a driver replaying a job's rows after a restart ends with
     the same counts as the driver that saw the trials finish one by one. Records go to the
-    strategy once it is built, to ``sub.history`` until then.
+    strategy once it is built, to ``sub.history`` until then; in deterministic mode to
+    ``sub.held`` first, until the window passes them (:meth:`SubJobState.release_window`).
     """
     sub.count(state, error)
     if duration is not None and state is not TrialState.CANCELLED:
@@ -640,6 +703,15 @@ def record_finished(
     if not sub.observes(trial):
         return  # a final retraining: the search it ends is over
     record = record_for(trial, state, score)
+    if sub.window is not None:
+        sub.held[trial.number] = record  # the strategy learns it once the window passes it
+    else:
+        _learn(sub, record)
+
+
+def _learn(sub: SubJobState, record: TrialRecord) -> None:
+    """The sub-job's strategy observes ``record``, or once built will (``sub.history``); a failure to is the
+    sub-job's failure."""
     if sub.strategy is None:
         sub.history.append(record)
         return
@@ -647,4 +719,4 @@ def record_finished(
         sub.strategy.observe(record)
     except Exception as e:
         if sub.failure is None:
-            sub.failure = f"strategy {sub.strategy.name!r} failed to observe trial {trial.number}: {e}"
+            sub.failure = f"strategy {sub.strategy.name!r} failed to observe trial {record.trial_id}: {e}"

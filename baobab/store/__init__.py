@@ -58,7 +58,7 @@ _DB_NAMES = frozenset(
         "Lease", "mark_inference_job_stopped",
         "release_login_attempt", "reserve_login_attempt", "ModelAccess", "ModelTemplate", "promote_inference_version",
         "record_revision_error", "record_served_revision", "record_train_job_placement",
-        "record_train_job_profiling", "RELEASED",
+        "record_train_job_profiling", "record_train_job_window", "RELEASED",
         "request_train_job_stop", "request_trial_stop", "requeue_trial", "RevisionAction",
         "rollback_inference_revision", "serve_inference_job", "session_scope", "set_inference_versions",
         "set_trial_parent", "start_train_job", "sub_job_seed", "SubJob", "take_over_inference_jobs", "TrainJob",

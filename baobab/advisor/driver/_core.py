@@ -207,6 +207,8 @@ class DriverCore:
         ending, done = job.ending(now)
         if not ending and not done:
             return
+        if done and job.window_wait is not None and job.window_wait.note(0, now):
+            _rows.record_window(self.engine, job.id, job.window_wait.record())  # a wait the job's end ended
         outcomes = {sub.id: sub.outcome(job.stop_cause) for sub in ending}
         for sub in ending:
             sub.status, sub.error = outcomes[sub.id]

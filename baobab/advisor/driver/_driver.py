@@ -234,7 +234,16 @@ class JobDriver(StoreSync):
             if ok:
                 free -= 1
                 started += 1
+        self._note_windows(now, free)
         return started
+
+    def _note_windows(self, now: float, free: int) -> None:
+        """Deterministic jobs: add up the slots the window held idle since the last pass, and store what waiting
+        cost a job when a wait of it ended (what a user sees of the mode's price)."""
+        for job in list(self._jobs.values()):
+            if job.window_wait is not None and job.window_wait.note(job.window_held(now, free), now):
+                with self._guard(job):
+                    _rows.record_window(self.engine, job.id, job.window_wait.record())
 
     def _publish_load(self) -> None:
         units = sum(job.units for job in self._jobs.values())
@@ -338,7 +347,7 @@ class JobDriver(StoreSync):
                 policies=policies,
                 phase=step.phase,
                 servable=servable(policies),
-                shared_params_path=sub.shared_params(trial.parent) if sharing else None,
+                shared_params_path=sub.shared_params(trial.parent, trial.number) if sharing else None,
                 fusion_profile=None if trial.profiling is None else sub.profile_request(),
             )
             for trial in trials
@@ -390,7 +399,11 @@ class JobDriver(StoreSync):
         assert sub.knob_config is not None
         config = sub.knob_config
         number = sub.next_number
-        pending = [t.proposal for t in sub.active.values()]
+        if sub.window is None:
+            pending = [t.proposal for t in sub.active.values()]
+        else:  # deterministic: what it learns from, and what counts as pending, depend on numbers, not on timing
+            sub.release_window(number)
+            pending = sub.window_pending(number)
         if step.proposal is not None:
             first = step.proposal
         elif step.phase is not None:

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Row
 
 from baobab.advisor._budget import parse_budget
+from baobab.advisor._deterministic import WindowWait
 from baobab.advisor._job_options import JobOptions, parse_job_options
 from baobab.advisor._job_plan import check_job_plan
 from baobab.advisor._plans import options_plan
@@ -76,7 +77,10 @@ def job_state(
         job.stop(StopCause.TIME, now + grace_s)
     elif status is JobStatus.STOPPING:
         job.stop(StopCause.USER, now + grace_s)
-    return job, parse_job_options(row.options, trial_count=budget.model_trial_count)
+    options = parse_job_options(row.options, trial_count=budget.model_trial_count)
+    if options.deterministic:  # the window the job started with, and what waiting cost it so far
+        job.window_wait = WindowWait.from_record((row.placement or {}).get("deterministic"))
+    return job, options
 
 
 def sub_job_state(
@@ -95,6 +99,7 @@ def sub_job_state(
         status=row.status if row.status.is_finished() else JobStatus.RUNNING,
         error=row.error,
         options=options,
+        window=None if job.window_wait is None else job.window_wait.window,
     )
     try:
         sub.knob_config = knob_config_from_json(knob_config_text)

@@ -27,6 +27,7 @@ from baobab.store import (
     fuse_trials,
     record_train_job_placement,
     record_train_job_profiling,
+    record_train_job_window,
     request_train_job_stop,
     requeue_trial,
     session_scope,
@@ -43,6 +44,7 @@ __all__ = [
     "leasable",
     "record_placements",
     "record_profiling",
+    "record_window",
     "release_leases",
     "renew_leases",
     "start_job",
@@ -137,6 +139,12 @@ def record_profiling(engine: Engine, job_id: int, sub_job_id: int, decision: Map
     """The driver's new fusion profiling decision for a sub-job (see ``SubJobState.profile_gate``)."""
     with session_scope(engine) as session:
         record_train_job_profiling(session, job_id, sub_job_id, dict(decision))
+
+
+def record_window(engine: Engine, job_id: int, record: Mapping[str, Any]) -> None:
+    """What deterministic mode's window cost the job so far (see ``WindowWait.record``)."""
+    with session_scope(engine) as session:
+        record_train_job_window(session, job_id, dict(record))
 
 
 def end_job(

@@ -111,6 +111,8 @@ class StoreSync(DriverCore):
             status = JobStatus.RUNNING
             logger.info("job %s (%s v%s): taken up", row.id, row.app, row.app_version)
         job, options = job_state(row, status, started_at, now, cpu_slots=self.settings.cpu_slots, grace_s=self.grace_s)
+        if job.window_wait is not None and "deterministic" not in (row.placement or {}):
+            _rows.record_window(self.engine, job.id, job.window_wait.record())  # its window, stored before it is used
         subs, trials = job_rows(self.engine, row.id)
         gpu = parse_budget(row.budget, stored=True).gpu_count > 0
         for sub_row, model_name, knob_config_text in subs:

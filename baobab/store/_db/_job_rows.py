@@ -38,6 +38,7 @@ __all__ = [
     "finish_train_job",
     "record_train_job_placement",
     "record_train_job_profiling",
+    "record_train_job_window",
     "request_train_job_stop",
     "start_train_job",
     "sub_job_seed",
@@ -209,6 +210,16 @@ def record_train_job_profiling(session: Session, job_id: int, sub_job_id: int, d
     placement = dict(job.placement or {})
     placement["profiling"] = {**placement.get("profiling", {}), str(sub_job_id): dict(decision)}
     job.placement = placement
+    return True
+
+
+def record_train_job_window(session: Session, job_id: int, record: dict[str, Any]) -> bool:
+    """Store what deterministic mode's window cost an unfinished job (the window, the seconds it waited)
+    under ``placement["deterministic"]``; True if the job was unfinished."""
+    job = session.get(TrainJob, job_id, with_for_update=True)
+    if job is None or job.status not in JobStatus.UNFINISHED:
+        return False
+    job.placement = {**(job.placement or {}), "deterministic": dict(record)}
     return True
 
 
