@@ -52,13 +52,13 @@ def check_deterministic(strategy: str, options: JobOptions) -> None:
         return
     if options.stopping_rule != "none":
         raise StrategyError(
-            f"deterministic: true does not work with early stopping (rule {options.stopping_rule!r}): a stop "
+            f"deterministic: true does not work with early stopping (rule '{options.stopping_rule}'): a stop "
             "request reaches a running trial between two of its reports, so where it stops depends on timing; "
             'set early_stopping to "none" or deterministic to false'
         )
     if options.fusion != "off":
         raise StrategyError(
-            f"deterministic: true does not work with fusion ({options.fusion!r}): group sizes follow the free "
+            f"deterministic: true does not work with fusion ('{options.fusion}'): group sizes follow the free "
             'slots and the time left; set fusion to "off" or deterministic to false'
         )
     if strategy == "enas":

@@ -148,6 +148,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "one trial at a time on the GPU; trials of seconds, so fusion profiles cost more than they gain",
         _PLACEMENT,
     ),
+    "deterministic.md": Benchmark(
+        "any: virtual time on a simulated cluster",
+        "nothing: both modes run the same trial lengths, in virtual time",
+        ("baobab/advisor/_deterministic.py", "baobab/advisor/_scheduling.py", "baobab/advisor/driver"),
+    ),
     "scale.md": Benchmark(
         "2 cores, shared; simulated 1,000 slots",
         "the driver: the cluster is simulated, only the driver's time is real",

@@ -116,7 +116,7 @@ def test_create_get_and_list(app: Flask, client: FlaskClient, world: World) -> N
         "budget": {"GPU_COUNT": 0, "MODEL_TRIAL_COUNT": 5}, "train_args": {"target": "label", "epochs": 2},
         "owner_id": w.alice_id, "started_at": None, "finished_at": None, "trial_counts": zero, "best_score": None,
         "budget_used": {"time_s": 0.0, "time_limit_s": None, "trials": 0, "trial_limit": 10}, "placement": None,
-        "fusion_profiling": None, "options": DEFAULT_OPTIONS,
+        "fusion_profiling": None, "determinism": None, "options": DEFAULT_OPTIONS,
         "sub_jobs": [
             {"id": sub_ids[0], "model_id": w.a_private, "model_name": "a-private", "strategy": "tpe",
              "status": "PENDING", "error": None, "trial_counts": zero},
@@ -346,6 +346,41 @@ def _zoo_model(engine: Any, owner_id: int, access: ModelAccess) -> int:
     with session_scope(engine) as session:
         session.add(row)
     return row.id
+
+
+def test_deterministic_with_what_it_cannot_repeat_is_refused_and_alone_is_taken(
+    app: Flask, client: FlaskClient, world: World
+) -> None:
+    """options.deterministic with early stopping, fusion or ENAS: a 400 that says why and how to fix it; alone: a 201,
+    and the job's JSON says what waiting cost it (nothing yet: no driver runs here)."""
+    w = world
+    engine = app.extensions["baobab"].engine
+    enas = add_model(engine, w.alice_id, name="d-enas", knob_config=ENAS_KNOB_CONFIG)
+    refused = [
+        ([w.a_private], {}, {"deterministic": True, "early_stopping": "asha"}, "early stopping (rule 'asha')"),
+        ([w.a_private], {}, {"deterministic": True, "fusion": {"max_group": 4}}, "fusion ('max_group')"),
+        (
+            [enas],
+            {"strategy": "enas", "budget": {"MODEL_TRIAL_COUNT": 20}},
+            {"deterministic": True},
+            "the enas strategy",
+        ),
+    ]
+    for models, fields, options, message in refused:
+        body = job_body(w.a_train, w.a_val, models, options=options, **fields)
+        response = client.post("/api/v1/train_jobs", json=body, headers=w.alice)
+        assert response.status_code == 400, (options, response.json)
+        error = response.json["error"]
+        assert error["field"] == "model_ids[0]", error
+        assert f"deterministic: true does not work with {message}" in error["message"], error["message"]
+        assert "deterministic to false" in error["message"]
+    with session_scope(engine) as session:
+        assert session.scalar(select(func.count(TrainJob.id))) == 0
+    body = job_body(w.a_train, w.a_val, [w.a_private], options={"deterministic": True})
+    created = client.post("/api/v1/train_jobs", json=body, headers=w.alice)
+    assert created.status_code == 201, created.json
+    job = client.get(f"/api/v1/train_jobs/fraud/{created.json['app_version']}", headers=w.alice).json
+    assert job["options"]["deterministic"] is True and job["determinism"] is None
 
 
 def test_a_base_model_must_be_a_zoo_model_the_owner_may_see(app: Flask, client: FlaskClient, world: World) -> None:
