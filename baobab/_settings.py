@@ -164,6 +164,15 @@ class Setting:
         return value
 
 
+def _default_gpus() -> int:
+    # The NVIDIA GPUs this process may use: CUDA_VISIBLE_DEVICES when it is set (empty or -1: none),
+    # else the device files, so that no CUDA library has to load to count them.
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    return len([p for p in Path("/dev").glob("nvidia*") if p.name.removeprefix("nvidia").isdigit()])
+
+
 def _default_cpu_slots() -> int:
     # The cores this process may run on, which in a container can be fewer than the machine's.
     if hasattr(os, "sched_getaffinity"):
@@ -233,6 +242,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("zip_total_mb", int, 4096, "largest inflated size or decoded images of an uploaded zip (MiB)", minimum=1),
     Setting("zip_max_ratio", float, 200.0, "largest compression ratio of a zip member of 1 MiB or more", minimum=1),
     Setting("cpu_slots", int, _default_cpu_slots(), "trials run at once on CPUs (default: usable cores)", minimum=1),
+    Setting(
+        "gpus",
+        int,
+        _default_gpus(),
+        "GPUs the workers have in all; a train job asking for more GPU_COUNT is refused (kubernetes executor: "
+        "k8s_gpus_per_pod x k8s_max_gpu_pods instead; default: the NVIDIA GPUs this machine shows)",
+        minimum=0,
+    ),
     Setting("trial_timeout_s", float, None, "wall-clock limit of one trial in seconds (default: none)", minimum=0.001),
     Setting(
         "trial_memory_mb",
@@ -359,6 +376,7 @@ class Settings:
     zip_total_mb: int
     zip_max_ratio: float
     cpu_slots: int
+    gpus: int
     trial_timeout_s: float | None
     trial_memory_mb: int | None
     data_cache_mb: int
@@ -457,6 +475,12 @@ class Settings:
             if value is not None and (names is None or setting.name in names):
                 env[setting.env] = value.value if isinstance(value, StrEnum) else str(value)
         return env
+
+    def gpus_offered(self) -> int:
+        """The most GPUs one train job can get: the pods the kubernetes executor may scale to, else ``gpus``."""
+        if self.executor is Executor.KUBERNETES:
+            return self.k8s_gpus_per_pod * self.k8s_max_gpu_pods
+        return self.gpus
 
     def signing_key(self) -> str:
         """The key that signs tokens: ``BAOBAB_SECRET_KEY``, or in embedded mode one of this home's.

@@ -98,7 +98,7 @@ def forecast_train_job() -> dict[str, Any]:
         )
     me = current_user()
     with session_scope(admin_state().engine) as session:
-        check_train_job_spec(session, me, spec, cpu_slots=workers * slots)
+        check_train_job_spec(session, me, spec, cpu_slots=workers * slots, gpus=admin_state().settings.gpus_offered())
         templates = [session.get_one(ModelTemplate, model_id) for model_id in spec.model_ids]  # checked just now
         kinds = [_kind(template) for template in templates]
         measured, profiles = _history(session, me, spec, templates)

@@ -331,18 +331,28 @@ def _deprecated(response: Response) -> Response:
     return response
 
 
-def check_train_job_spec(session: Session, user: User, spec: TrainJobSpec, *, cpu_slots: int) -> None:
+def check_train_job_spec(session: Session, user: User, spec: TrainJobSpec, *, cpu_slots: int, gpus: int) -> None:
     """Checks what ``spec`` names in the database, as ``user`` sees it, and the plan of each sub-job.
 
     Args:
         cpu_slots: the trials that run at once on CPUs (the job's cap when GPU_COUNT is 0).
+        gpus: the most GPUs the platform can give one job (:meth:`Settings.gpus_offered
+            <baobab.Settings.gpus_offered>`): a job asking for more would wait for ever, or
+            before this check ran on the CPU without saying so.
 
     Raises:
-        RequestError: a dataset or template the user may not see or not of the job's task, an
-            ``options.base_model`` that names no zoo model of the user's own or PUBLIC,
+        RequestError: a GPU_COUNT above ``gpus``, a dataset or template the user may not see or
+            not of the job's task, an ``options.base_model`` that names no zoo model of the user's own or PUBLIC,
             or a template whose sub-job could not be planned (an ENAS search that does
             not fit the budget), naming the field at fault.
     """
+    if spec.budget.gpu_count > gpus:
+        offered = f"has {gpus} GPU{'' if gpus == 1 else 's'}" if gpus else "has no GPU"
+        raise RequestError(
+            f"budget.GPU_COUNT is {spec.budget.gpu_count}, but this platform {offered} (BAOBAB_GPUS); "
+            f"ask for at most {gpus}{', or 0 to train on CPU slots' if gpus else ': 0 trains on CPU slots'}",
+            field="budget.GPU_COUNT",
+        )
     _check_dataset(session, user, spec.train_dataset_id, "train_dataset_id", spec.task)
     _check_dataset(session, user, spec.val_dataset_id, "val_dataset_id", spec.task)
     if spec.options.base_model is not None:

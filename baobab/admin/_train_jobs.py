@@ -59,11 +59,11 @@ def create_train_job() -> tuple[dict[str, Any], int]:
     """
     spec = read_train_job_spec()
     me = current_user()
-    cpu_slots = admin_state().settings.cpu_slots
+    settings = admin_state().settings
 
     for attempt in range(_CREATE_ATTEMPTS):
         with session_scope(admin_state().engine) as session:
-            check_train_job_spec(session, me, spec, cpu_slots=cpu_slots)
+            check_train_job_spec(session, me, spec, cpu_slots=settings.cpu_slots, gpus=settings.gpus_offered())
             latest = session.scalar(
                 select(func.max(TrainJob.app_version)).where(TrainJob.app == spec.app, TrainJob.owner_id == me.id)
             )

@@ -29,7 +29,11 @@ from baobab.store import upgrade_database
 
 #: Settings whose default is measured on the machine that imports the registry; the page
 #: says what it is measured from instead of the build machine's number.
-MACHINE_DEFAULTS = {"cpu_slots": "the cores this process may use", "home": "`~/.baobab`"}
+MACHINE_DEFAULTS = {
+    "cpu_slots": "the cores this process may use",
+    "gpus": "the NVIDIA GPUs this machine shows",
+    "home": "`~/.baobab`",
+}
 METHODS = ("get", "post", "put", "patch", "delete")
 
 
