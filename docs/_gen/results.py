@@ -8,9 +8,10 @@ copying it::
     "gain/fcfs/trials_per_hour") }}x the trials per hour of one trial per slot
 
 so a rerun of the benchmark changes the page, and a figure cannot quietly come from another
-run. A path is the JSON's keys and list indices joined by ``/`` (keys may hold spaces and
-dots). ``tests/docs_tests/test_figures.py`` fails on a measured figure written into a page
-by hand.
+run. A path is the JSON's keys, list indices and row selectors (``system=Baobab``) joined
+by ``/`` (keys may hold spaces and dots); prefer a selector to an index, which a rerun may
+shift. ``tests/docs_tests/test_figures.py`` fails on a measured figure written into a page by
+hand.
 
 The benchmark index (``{{ benchmark_index() }}``) shows each result's commit and whether the
 code it measures changed since, computed from git at build time: a result older than its
@@ -207,13 +208,27 @@ def _load(file: str) -> Any:
     return json.loads(path.read_text())
 
 
+def _pick(items: list[Any], part: str) -> Any:
+    """The one item of ``items`` whose fields match ``part`` (``system=Baobab&workload=noop``): a
+    row named by what it is, so a rerun that reorders the rows cannot shift a figure to another."""
+    wanted = [condition.split("=", 1) for condition in part.split("&")]
+    found = [item for item in items if isinstance(item, dict) and all(str(item.get(k)) == v for k, v in wanted)]
+    if len(found) != 1:
+        raise LookupError(part)
+    return found[0]
+
+
 def value(file: str, path: str) -> Any:
-    """The field at ``path`` (keys and list indices joined by ``/``) of ``bench/results/<file>``."""
+    """The field at ``path`` of ``bench/results/<file>``: keys, list indices or row selectors
+    (``key=value&key=value``, exactly one row matching) joined by ``/``."""
     node = _load(file)
     for part in path.split("/"):
         try:
-            node = node[int(part)] if isinstance(node, list) else node[part]
-        except (KeyError, IndexError, ValueError, TypeError):
+            if isinstance(node, list):
+                node = _pick(node, part) if "=" in part else node[int(part)]
+            else:
+                node = node[part]
+        except (LookupError, ValueError, TypeError):
             raise FigureError(f"bench/results/{file} has no {path!r} (stopped at {part!r})") from None
     return node
 
