@@ -48,7 +48,7 @@ def scope(docker_client):
     name = f"baobab-test-{uuid.uuid4().hex[:8]}"
     yield name
     for container in docker_client.containers.list(all=True, filters={"label": f"{SCOPE_LABEL}={name}"}):
-        container.remove(force=True)
+        container.remove(force=True, v=True)  # its home volume too
 
 
 @pytest.fixture
