@@ -67,6 +67,7 @@ __all__ = [
     "TemplateProcess",
     "become_subreaper",
     "children_of",
+    "descendants_of",
     "end_strays",
     "host_pid",
     "how_it_ended",
@@ -186,6 +187,12 @@ def children_of(pid: int) -> set[int]:
     return {child for child, parent in _parents().items() if parent == pid}
 
 
+def descendants_of(pid: int) -> set[int]:
+    """The processes below ``pid``, as this process's ``/proc`` shows them: template processes too, whose
+    sessions of their own put them out of reach of a signal to ``pid``'s group."""
+    return _below(_parents(), {pid}) - {pid}
+
+
 def end_strays(keep: Iterable[int] = ()) -> int:
     """Kill this process's children but ``keep``, and their descendants; reap them; how many were killed.
 
@@ -202,12 +209,7 @@ def end_strays(keep: Iterable[int] = ()) -> int:
         strays = {pid for pid, parent in parents.items() if parent == me and pid not in kept}
         if not strays:
             return killed
-        tree = set(strays)
-        grown = True
-        while grown:  # their descendants: killed at once, none is left to fork again
-            more = {pid for pid, parent in parents.items() if parent in tree} - tree
-            tree |= more
-            grown = bool(more)
+        tree = _below(parents, strays)  # their descendants: killed at once, none is left to fork again
         for pid in tree:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -219,6 +221,17 @@ def end_strays(keep: Iterable[int] = ()) -> int:
             except ChildProcessError:
                 pass
         killed += len(tree)
+
+
+def _below(parents: dict[int, int], roots: set[int]) -> set[int]:
+    """``roots`` and every process below them in ``parents`` (pid -> parent pid)."""
+    tree = set(roots)
+    grown = True
+    while grown:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grown = bool(more)
+    return tree
 
 
 def _parents() -> dict[int, int]:

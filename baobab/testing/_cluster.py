@@ -25,6 +25,8 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from baobab._contained import descendants_of
+
 __all__ = ["LocalCluster", "Service"]
 
 #: Variables only the API, the advisor and the predictor host get; workers never do.
@@ -64,12 +66,19 @@ class Service:
         return self.process is not None and self.process.poll() is None
 
     def signal(self, how: signal.Signals) -> None:
-        """Send ``how`` to the whole process group (a worker's pool processes included)."""
+        """Send ``how`` to the whole process group (a worker's pool processes included) and to every process
+        below it (a pool process's worker processes, each in a session of its own): the machine as a whole."""
         if self.process is not None:
+            below = descendants_of(self.process.pid) if self.process.returncode is None else set()
             try:
                 os.killpg(self.process.pid, how)
             except ProcessLookupError:
                 pass
+            for pid in below:
+                try:
+                    os.kill(pid, how)
+                except ProcessLookupError:
+                    pass
 
     def kill(self) -> None:
         """``kill -9`` of the service and its children: a machine that dies."""

@@ -5,15 +5,24 @@ worker that holds its job's data when it can: :mod:`baobab.worker._affinity`). W
 trial row's rules (:mod:`baobab.store._db._trial_rows`), which make every delivery of a
 trial safe, however many there are:
 
-- A trial is one task message, ``baobab.run_trial(trial_id, token)``, acknowledged only
-  when the trial is over (``acks_late``), one at a time per worker process
+- A trial is one task message, ``baobab.run_trial(trial_id, token, owner)``, acknowledged
+  only when the trial is over (``acks_late``), one at a time per pool process
   (``prefetch_multiplier=1``). A fused group is one message too,
-  ``baobab.run_trials(trial_ids, tokens)``, run by one pool process
-  (:func:`~baobab.worker.run_trials`: each member claimed with its own token). A
-  worker process that dies mid-trial (``kill -9``, a segfault in a template) has its
+  ``baobab.run_trials(trial_ids, tokens, owner)``, run by one pool process
+  (:func:`~baobab.worker.run_trials`: each member claimed with its own token). ``owner``
+  is the user whose job it is. A pool process that dies mid-trial (``kill -9``) has its
   message put back at once (``reject_on_worker_lost``); a whole worker machine that
   dies has its messages delivered again after ``BAOBAB_REDELIVERY_S`` (the Redis
   visibility timeout).
+- A pool process runs no template code. It hands each unit of work to a worker process
+  of its own (:mod:`baobab.worker._process`), the one the local executor runs: a
+  template process (:mod:`baobab._contained`: its own PID namespace, its tree ended with
+  each trial and with itself), confined to its user's folder under the worker's
+  ``BAOBAB_HOME/workers`` (:mod:`baobab._sandbox`), with none of the pool process's
+  environment. It serves one user: a unit of another user's job replaces it. It beats
+  for its trials, and exits when a trial does not stop past its time limit; a worker
+  process that dies mid-trial (a segfault in a template) leaves its trial to the
+  heartbeat rules (the job driver hands it out again, up to its attempts).
 - A delivery claims the trial through the API. A trial still RUNNING on a worker that
   beats is refused, and the task retries (Celery's ``retry``) after the time by which
   that worker's silence would make it stale; then it takes the trial over. A finished
@@ -22,11 +31,12 @@ trial safe, however many there are:
   died finds them still RUNNING and leaves them, and once their heartbeat is stale the
   job driver requeues each member alone.
 - Workers hold no database credentials: they report through the admin API with the
-  trial's token (:class:`~baobab.worker.ApiGateway`), and read and write artifacts at
-  the shared ``BAOBAB_ARTIFACTS_URL``. A pool process sends a trial's outcome with the
-  claim of its next trial, in one request (:class:`~baobab.worker.FinishRelay`): the
-  outcome waits up to :data:`FINISH_WAIT_S` after the task returns, and goes alone when
-  no next trial comes by then or the process ends.
+  trial's token (:class:`~baobab.worker.ApiGateway`), and read the trial's inputs and
+  store its parameters through it too: no process of a worker reaches the artifact
+  store. A worker process sends a trial's outcome with the claim of its next trial, in
+  one request (:class:`~baobab.worker.FinishRelay`): the outcome waits up to
+  :data:`FINISH_WAIT_S` after the task returns, and goes alone when no next trial comes
+  by then or the process ends.
 
 :class:`CeleryExecutor` is the advisor's side. It knows what runs from the store, not
 from its memory, so a new advisor sees the same as the one it replaces: a trial is held
@@ -47,8 +57,11 @@ import os
 import queue
 import socket
 import threading
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
 from celery import Celery, signals
@@ -56,12 +69,10 @@ from celery.utils import worker_direct
 from kombu import Queue
 from sqlalchemy import Engine, Row, and_, or_, select
 
-from baobab._http import api_session
-from baobab._sandbox import THREAD_VARIABLES
+from baobab._sandbox import THREAD_VARIABLES, Confinement, protected_paths, template_env
 from baobab._settings import ENV_PREFIX
 from baobab.exceptions import StoreError
 from baobab.store import (
-    ArtifactStore,
     Event,
     EventChannel,
     EventKind,
@@ -75,8 +86,10 @@ from baobab.store import (
     session_scope,
 )
 from baobab.worker._affinity import affinity_view, choose_node
-from baobab.worker._gateway import ApiGateway, FinishRelay
-from baobab.worker._runner import TrialOutcome, WorkerResources, run_trials
+from baobab.worker._memory import default_memory_mb
+from baobab.worker._process import OVERRUN_EXIT
+from baobab.worker._runner import TrialOutcome
+from baobab.worker._spawn import WorkerProcess
 from baobab.worker._telemetry import record_trial
 
 if TYPE_CHECKING:
@@ -89,13 +102,17 @@ logger = logging.getLogger("baobab.worker")
 #: Trials of jobs with GPU_COUNT = 0, and of jobs that ask for GPUs.
 CPU_QUEUE, GPU_QUEUE = "baobab.cpu", "baobab.gpu"
 _TASK, _GROUP_TASK = "baobab.run_trial", "baobab.run_trials"
-#: The exit status of a worker process that gave up a trial which would not stop.
-_OVERRUN_EXIT = 75
 #: How often the executor asks the workers how many trials they can run at once (and sees the broker live).
 _WATCH_S = 5.0
 #: How long a trial's outcome waits in its pool process for the claim of the next trial (module docstring):
 #: Celery hands over the next message within a few milliseconds of the last task's end, even on a busy machine.
 FINISH_WAIT_S = 0.05
+#: How long a worker process let go (another user's trial comes, the pool process ends) may take to send
+#: the outcome it holds and exit.
+_LET_GO_S = 10.0
+#: How long past a trial's time limit a pool process waits for its worker process's own verdict (it beats,
+#: asks the trial to stop and gives it a grace period) before it kills it.
+_DEADLINE_SLACK_S = 60.0
 
 
 def job_queue(job_id: int) -> str:
@@ -132,50 +149,145 @@ def make_celery(settings: Settings) -> Celery:
 # -- the worker's side -----------------------------------------------------------------------
 
 
-class _WorkerProcess:
-    """What one Celery pool process keeps across trials (made on its first trial)."""
+@dataclass
+class _Pool:
+    """What :func:`run_worker` tells its pool processes, which are forks of it."""
 
-    resources: WorkerResources | None = None
-    artifacts: ArtifactStore | None = None
-    http = None
-    relay: FinishRelay | None = None
+    slots: int = 1
+    threads: int = 1
+
+
+_POOL = _Pool()
+
+
+class _PoolProcess:
+    """What one Celery pool process keeps across trials: the worker process that runs them (see the module docstring).
+
+    Args:
+        settings: the worker's settings (its home, the API's URL, heartbeat and time limit).
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.worker: WorkerProcess | None = None
+        protected = protected_paths(settings.home, settings.database_url, settings.artifacts_url)
+        limit = settings.trial_timeout_s
+        self._time_limit = float(limit) if limit else None
+        memory_mb = settings.trial_memory_mb or default_memory_mb(_POOL.slots)
+        self._args = [
+            *("--api-url", str(settings.api_url)),
+            *("--confinement", Confinement(protected, private=settings.home / "workers").to_json()),
+            *("--memory-mb", str(memory_mb)),
+            *("--data-cache-mb", str(settings.data_cache_mb)),
+            *("--heartbeat-s", str(settings.heartbeat_s)),
+            *("--finish-wait-s", str(FINISH_WAIT_S)),
+            *(("--time-limit-s", str(self._time_limit)) if self._time_limit is not None else ()),
+        ]
+        signals.worker_process_shutdown.connect(self._let_go, weak=False)
+
+    def run(self, name: str, trial_ids: list[int], tokens: list[str], owner: int) -> list[TrialOutcome]:
+        """Run a unit of work in the worker process of ``owner``; one outcome per trial.
+
+        A trial its worker process said nothing of (it died, or was killed past the trial's time
+        limit) has an outcome that did not run, and no retry: it is the heartbeat rules'.
+
+        Raises:
+            StoreError: the admin API could not be reached, or no worker process could start.
+        """
+        worker = self._worker_for(owner, name)
+        worker.trials, worker.owner, worker.log_offset = list(trial_ids), owner, worker.log_size()
+        replies: dict[int, dict[str, Any]] = {}
+        deadline = None if self._time_limit is None else time.monotonic() + self._time_limit + _DEADLINE_SLACK_S
+        if worker.send(op="run", trials=trial_ids, tokens=tokens, owner=owner):
+            while len(replies) < len(trial_ids):
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                wait(worker.waitables(), timeout)
+                for message in worker.receive():
+                    if message.get("op") == "ready":
+                        worker.ready = True
+                    elif message.get("trial") in trial_ids:
+                        replies[int(message["trial"])] = message
+                if len(replies) < len(trial_ids) and (worker.gone() or _past(deadline)):
+                    break
+        worker.trials = []
+        if len(replies) < len(trial_ids):
+            self._lost(worker, [i for i in trial_ids if i not in replies])
+        unreachable = [r["error"] for r in replies.values() if r.get("op") == "failed" and r.get("unreachable")]
+        if unreachable:
+            raise StoreError(unreachable[0])
+        return [_outcome(trial_id, replies.get(trial_id)) for trial_id in trial_ids]
+
+    def _worker_for(self, owner: int, name: str) -> WorkerProcess:
+        """The worker process of ``owner``: this process's, or a new one (the last served another user, or is gone)."""
+        worker = self.worker
+        if worker is not None and (worker.gone() or worker.owner not in (None, owner)):
+            self._let_go()
+        if self.worker is None:
+            from billiard.process import current_process
+
+            index = getattr(current_process(), "index", 0) or 0
+            try:
+                self.worker = WorkerProcess(
+                    index,
+                    env=template_env(threads=_POOL.threads),
+                    log_path=self.settings.home / "logs" / f"celery-{index}.log",
+                    args=[*self._args, "--name", name],
+                )
+            except OSError as e:
+                raise StoreError(f"cannot start a worker process: {e}") from e
+        return self.worker
+
+    def _lost(self, worker: WorkerProcess, trial_ids: list[int]) -> None:
+        """The worker process ended, or outlived the trials' time limit, before it said how they went."""
+        worker.kill(grace=1.0)
+        self.worker = None
+        how, tail = worker.how_it_ended(), worker.log_tail()
+        if worker.process.returncode == OVERRUN_EXIT:
+            logger.warning("trials %s did not stop (past their time limit, or no longer ours): given up", trial_ids)
+        elif not worker.ready:
+            raise StoreError(f"the worker process {how} while starting; the last lines of its log:\n{tail}")
+        else:
+            logger.error("the worker process %s while running trials %s; its log ends:\n%s", how, trial_ids, tail)
+
+    def _let_go(self, **_: Any) -> None:
+        """Let the worker process go: it sends the outcome it holds and exits (or is killed)."""
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.let_go(_LET_GO_S)
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def _outcome(trial_id: int, reply: dict[str, Any] | None) -> TrialOutcome:
+    """A worker process's reply on a trial as :func:`~baobab.worker.run_trials` gives it."""
+    if reply is None or reply.get("op") != "done":
+        if reply is not None:
+            logger.error("trial %d: the worker process could not run it: %s", trial_id, reply.get("error"))
+        return TrialOutcome(trial_id, None, ran=False)
+    status = None if reply.get("status") is None else TrialState(reply["status"])
+    retry = reply.get("retry_after_s")
+    return TrialOutcome(
+        trial_id,
+        status,
+        ran=bool(reply.get("ran")),
+        retry_after_s=None if retry is None else float(retry),
+        phases=dict(reply.get("phases") or {}),
+    )
 
 
 def _register_task(app: Celery, settings: Settings) -> None:
-    state = _WorkerProcess()
+    pool: list[_PoolProcess] = []  # made on the pool process's first trial
 
-    def run(task: Any, trial_ids: list[int], tokens: list[str]) -> list[TrialOutcome]:
+    def run(task: Any, trial_ids: list[int], tokens: list[str], owner: int) -> list[TrialOutcome]:
         if settings.api_url is None:
             raise StoreError("baobab worker needs BAOBAB_API_URL: the admin API that trials report to")
-        if state.resources is None:
-            name = f"{task.request.hostname}:{os.getpid()}"
-            state.resources = WorkerResources(
-                cache_dir=settings.home / "cache", name=name, data_cache_mb=settings.data_cache_mb
-            )
-            state.artifacts = ArtifactStore(settings.artifacts_url)
-            state.http = api_session()
-            state.relay = _send_on_shutdown(FinishRelay(FINISH_WAIT_S))
-        api_url = settings.api_url
-        gateways = [
-            ApiGateway(
-                api_url,
-                trial_id,
-                token,
-                heartbeat_s=settings.heartbeat_s,
-                session=state.http,
-                artifacts=state.artifacts,
-                relay=state.relay,
-            )
-            for trial_id, token in zip(trial_ids, tokens, strict=True)
-        ]
+        if not pool:
+            pool.append(_PoolProcess(settings))
+        name = f"{task.request.hostname}:{os.getpid()}"
         try:
-            outcomes = run_trials(
-                trial_ids,
-                state.resources,
-                gateways=gateways,
-                time_limit_s=settings.trial_timeout_s,
-                on_overrun=lambda: os._exit(_OVERRUN_EXIT),
-            )
+            outcomes = pool[0].run(name, trial_ids, tokens, owner)
         except StoreError as e:
             # The API stayed unreachable through the gateway's retries: deliver the trials again later
             # (a member this process claimed is its own again: the claim of the same worker is given back).
@@ -187,27 +299,14 @@ def _register_task(app: Celery, settings: Settings) -> None:
         return outcomes
 
     @app.task(name=_TASK, bind=True, max_retries=None)
-    def run_trial_task(self: Any, trial_id: int, token: str) -> None:
-        (outcome,) = run(self, [trial_id], [token])
+    def run_trial_task(self: Any, trial_id: int, token: str, owner: int) -> None:
+        (outcome,) = run(self, [trial_id], [token], owner)
         if not outcome.ran and outcome.retry_after_s is not None:
             raise self.retry(countdown=outcome.retry_after_s + settings.heartbeat_s)
 
     @app.task(name=_GROUP_TASK, bind=True, max_retries=None)
-    def run_trials_task(self: Any, trial_ids: list[int], tokens: list[str]) -> None:
-        run(self, trial_ids, tokens)  # members held elsewhere are left to the job driver (module docstring)
-
-
-def _send_on_shutdown(relay: FinishRelay) -> FinishRelay:
-    """A pool process that ends (the worker stops, or replaces it) first sends the outcome ``relay`` holds."""
-
-    @signals.worker_process_shutdown.connect(weak=False)
-    def send(**_: Any) -> None:
-        try:
-            relay.flush()
-        except StoreError as e:
-            logger.warning("%s", e)
-
-    return relay
+    def run_trials_task(self: Any, trial_ids: list[int], tokens: list[str], owner: int) -> None:
+        run(self, trial_ids, tokens, owner)  # members held elsewhere are left to the job driver (module docstring)
 
 
 def run_worker(
@@ -236,9 +335,9 @@ def run_worker(
     threads = max(1, (os.cpu_count() or 1) // concurrency)
     for variable in THREAD_VARIABLES:
         os.environ.setdefault(variable, str(threads))
-    # The pool processes that run templates are forks of this one: none of the platform's
-    # variables go with them (the settings are read already; the app holds the broker).
-    # The rest stays: a filesystem package may need its credentials for the artifact URL.
+    _POOL.slots, _POOL.threads = concurrency, threads
+    # The pool processes are forks of this one: none of the platform's variables go with them (the
+    # settings are read already; the app holds the broker). Their worker processes get none of theirs.
     for variable in [name for name in os.environ if name.startswith(ENV_PREFIX)]:
         del os.environ[variable]
     app = make_celery(settings)
@@ -392,6 +491,17 @@ class CeleryExecutor:
         node = choose_node(holders, nodes, load, queue_ahead=self.queue_ahead, home=home)
         return (worker_direct(node), node) if node is not None else (shared, None)
 
+    def _owner_of(self, trial_id: int) -> int:
+        """The user whose job the trial is (0 for a trial that does not exist: its claim fails anyway)."""
+        query = (
+            select(TrainJob.owner_id)
+            .join(SubJob, SubJob.train_job_id == TrainJob.id)
+            .join(Trial, Trial.sub_job_id == SubJob.id)
+            .where(Trial.id == trial_id)
+        )
+        with session_scope(self.engine) as session:
+            return session.scalar(query) or 0
+
     def close(self) -> None:
         self._closed.set()
         self._outbox.put(None)
@@ -405,11 +515,14 @@ class CeleryExecutor:
             if unit is None:
                 return
             tokens = [issue_trial_token(self.settings.signing_key(), trial_id) for trial_id in unit]
-            task, args = (_TASK, [unit[0], tokens[0]]) if len(unit) == 1 else (_GROUP_TASK, [unit, tokens])
             delay = 0.1
             while not self._closed.is_set():
                 try:
-                    queue_, node = self.destination(unit[0])  # the members are trials of one job
+                    owner = self._owner_of(unit[0])  # the members are trials of one job
+                    task, args = (
+                        (_TASK, [unit[0], tokens[0], owner]) if len(unit) == 1 else (_GROUP_TASK, [unit, tokens, owner])
+                    )
+                    queue_, node = self.destination(unit[0])
                     self.app.send_task(task, args=args, queue=queue_, retry=False)
                     with self._lock:
                         self._shared_only.difference_update(unit)

@@ -1,13 +1,21 @@
-"""The long-lived worker process of the local executor: ``python -m baobab.worker._process``.
+"""The long-lived process that runs templates for a worker: ``python -m baobab.worker._process``.
 
-:class:`~baobab.worker.LocalExecutor` starts it with two pipes (file descriptors given
-as arguments), the admin API's URL and its confinement, in an environment with none of
-the platform's settings (:func:`baobab._sandbox.template_env`); its stdout and stderr
-are a log file under ``settings.home / "logs"``. Its memory is limited to one trial
+:class:`~baobab.worker.LocalExecutor` starts it for each of its slots, and a Celery
+pool process (:mod:`baobab.worker._celery`) for the trials it is handed, each as a
+:class:`~baobab.worker._spawn.WorkerProcess` (a template process: its own PID
+namespace), with two pipes (file descriptors given as arguments), the admin API's URL
+and its confinement, in an environment with none of the platform's settings nor any
+other variable of its starter's (:func:`baobab._sandbox.template_env`); its stdout and
+stderr are a log file under ``settings.home / "logs"``. Its memory is limited to one trial
 slot's share (:mod:`baobab.worker._memory`). It runs one unit of work at a time with
 :func:`run_trials` (a trial, or the members of a fused group trained together),
-reporting through the admin API with each trial's token, and keeps its caches
-(imported templates, fetched and decoded datasets) from trial to trial.
+reporting through the admin API with each trial's token, through which it also reads
+the trial's inputs and stores its parameters (it holds no artifact URL), and keeps its
+caches (imported templates, fetched and decoded datasets) from trial to trial. For a
+Celery pool process (``--heartbeat-s``) it beats for its trials itself, gives up a trial
+past ``--time-limit-s`` that does not stop by exiting with status 75, and holds each
+trial's outcome for the claim of the next one (:class:`~baobab.worker.FinishRelay`),
+sending it before it exits.
 
 A worker serves one user. Its first trial says whose (``owner``): before it starts
 any thread it confines itself (:func:`baobab._sandbox.confine`) to that user's folder
@@ -27,12 +35,14 @@ message:
   once trial N's outcome is stored (``status`` is what the trial is now, null if it does
   not exist; ``ran``: whether this worker ran it; ``phases``: its seconds per phase, for
   the executor's metrics), one per member of a group;
-  ``{"op": "failed", "trial": N, "error": "..."}`` when the worker could not run it (the
-  admin API failed).
+  (``retry_after_s``: the trial runs on a live worker, ask again after that long);
+  ``{"op": "failed", "trial": N, "error": "...", "unreachable": true}`` when the worker
+  could not run it (``unreachable``: the admin API could not be reached).
 
 A control thread reads the executor's messages while the main thread runs a trial,
 so a stop request reaches the running trial's context at once. The end of the
-command pipe means the executor is gone: the worker exits at once.
+command pipe means the executor is gone, or lets the worker go: the worker sends the
+outcome it holds, if any, and exits.
 """
 
 from __future__ import annotations
@@ -54,8 +64,9 @@ from typing import Any
 from baobab._contained import host_pid
 from baobab._http import api_session
 from baobab._sandbox import Confinement, confine
+from baobab.exceptions import StoreError
 from baobab.model import TrialContext
-from baobab.worker._gateway import ApiGateway
+from baobab.worker._gateway import ApiGateway, FinishRelay
 from baobab.worker._memory import limit_memory
 from baobab.worker._runner import WorkerResources, run_trials
 
@@ -65,6 +76,8 @@ logger = logging.getLogger("baobab.worker")
 
 #: The exit status of a worker whose executor went away.
 _ORPHANED = 70
+#: The exit status of a worker that gave up a trial which would not stop (its time ran out, or its claim).
+OVERRUN_EXIT = 75
 
 
 class _Worker:
@@ -77,6 +90,9 @@ class _Worker:
         api_url: str,
         confinement: Confinement,
         data_cache_mb: int,
+        heartbeat_s: float | None = None,
+        time_limit_s: float | None = None,
+        relay: FinishRelay | None = None,
     ) -> None:
         self._commands = commands
         self._replies = replies
@@ -84,6 +100,9 @@ class _Worker:
         self._api_url = api_url
         self._confinement = confinement
         self._data_cache_mb = data_cache_mb
+        self._heartbeat_s = heartbeat_s
+        self._time_limit_s = time_limit_s
+        self._relay = relay
         self._http = api_session()
         self._resources: WorkerResources | None = None
         self._owner: int | None = None
@@ -133,8 +152,9 @@ class _Worker:
         try:
             return dict(json.loads(self._commands.recv_bytes()))
         except (EOFError, OSError):
-            # The executor is gone: nobody will read a result or stop us. The trial
-            # row stays RUNNING; whoever restarts the platform finds it lost.
+            # The executor is gone, or lets us go: nobody will read a result or stop us. A
+            # running trial's row stays RUNNING; whoever restarts the platform finds it lost.
+            self._send_held()
             os._exit(_ORPHANED)
 
     def _run(self, trial_ids: list[int]) -> None:
@@ -148,15 +168,32 @@ class _Worker:
                 context.request_stop(reason)
         assert self._resources is not None  # bound before the first trial
         gateways = [
-            ApiGateway(self._api_url, trial_id, self._tokens.pop(trial_id), heartbeat_s=None, session=self._http)
+            ApiGateway(
+                self._api_url,
+                trial_id,
+                self._tokens.pop(trial_id),
+                heartbeat_s=self._heartbeat_s,
+                session=self._http,
+                relay=self._relay,
+            )
             for trial_id in trial_ids
         ]
         try:
-            outcomes = run_trials(trial_ids, self._resources, gateways=gateways, contexts=contexts)
+            outcomes = run_trials(
+                trial_ids,
+                self._resources,
+                gateways=gateways,
+                contexts=contexts,
+                time_limit_s=self._time_limit_s,
+                on_overrun=None if self._heartbeat_s is None else _give_up,
+            )
         except Exception as e:
             logger.exception("trials %s: the worker could not run them", trial_ids)
             error = f"{type(e).__name__}: {e}"
-            replies: list[dict[str, Any]] = [{"op": "failed", "trial": i, "error": error} for i in trial_ids]
+            unreachable = isinstance(e, StoreError)
+            replies: list[dict[str, Any]] = [
+                {"op": "failed", "trial": i, "error": error, "unreachable": unreachable} for i in trial_ids
+            ]
         else:
             replies = [
                 {
@@ -165,6 +202,7 @@ class _Worker:
                     "status": None if o.status is None else o.status.value,
                     "ran": o.ran,
                     "phases": o.phases,
+                    "retry_after_s": o.retry_after_s,
                 }
                 for o in outcomes
             ]
@@ -194,7 +232,21 @@ class _Worker:
         try:
             self._replies.send_bytes(json.dumps(message).encode())
         except OSError:
+            self._send_held()
             os._exit(_ORPHANED)
+
+    def _send_held(self) -> None:
+        """Send the outcome the relay holds for a next claim that will not come."""
+        if self._relay is not None:
+            try:
+                self._relay.flush()
+            except StoreError as e:  # the trial is left to the heartbeat rules
+                logger.warning("%s", e)
+
+
+def _give_up() -> None:
+    """A trial does not stop, past its time limit or no longer ours: exit, and its starter goes on."""
+    os._exit(OVERRUN_EXIT)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -206,6 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--confinement", required=True, help="JSON: the protected paths and the private root")
     parser.add_argument("--memory-mb", type=int, required=True, help="this worker's memory limit (one trial slot)")
     parser.add_argument("--data-cache-mb", type=int, required=True, help="the budget of the shared dataset cache")
+    parser.add_argument("--name", help="how trials name this worker (by default host:local-<index>:<pid>)")
+    parser.add_argument("--heartbeat-s", type=float, help="beat for each trial this often (nobody watches us)")
+    parser.add_argument("--time-limit-s", type=float, help="with --heartbeat-s: a trial's time limit")
+    parser.add_argument("--finish-wait-s", type=float, help="with --heartbeat-s: how long an outcome waits for a claim")
     args = parser.parse_args(argv)
     limit_memory(args.memory_mb)
     # Whole lines reach the log file at once: a crash report quotes its last lines.
@@ -220,13 +276,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.set_inheritable(fd, False)  # templates' own subprocesses must not hold our pipes
     commands = Connection(args.commands, writable=False)
     replies = Connection(args.replies, readable=False)
-    name = f"{socket.gethostname()}:local-{args.index}:{host_pid()}"  # getpid() is 2 in its PID namespace
+    name = args.name or f"{socket.gethostname()}:local-{args.index}:{host_pid()}"  # getpid() is 2 in its namespace
     confinement = Confinement.from_json(args.confinement)
     if confinement.private is None:
         parser.error("--confinement needs a private root: the folder of the users' folders")
     logger.info("worker %s ready", name)
+    relay = FinishRelay(args.finish_wait_s) if args.heartbeat_s is not None and args.finish_wait_s else None
     worker = _Worker(
-        commands, replies, name=name, api_url=args.api_url, confinement=confinement, data_cache_mb=args.data_cache_mb
+        commands,
+        replies,
+        name=name,
+        api_url=args.api_url,
+        confinement=confinement,
+        data_cache_mb=args.data_cache_mb,
+        heartbeat_s=args.heartbeat_s,
+        time_limit_s=args.time_limit_s if args.heartbeat_s is not None else None,
+        relay=relay,
     )
     worker.serve()
     return 0

@@ -1,4 +1,4 @@
-"""One worker process as the local executor sees it: start, talk, kill, and say how it died.
+"""A worker process as its starter (the local executor, a Celery pool process) sees it: start, talk, end it.
 
 The process is ``python -m baobab.worker._process`` (see there for the messages),
 started fresh (no fork of the executor's threads), as a
@@ -7,7 +7,7 @@ killing it also kills whatever it started (data loader workers, a template's
 subprocesses and daemons). Its stdout and stderr go to ``logs/worker-<index>.log``; a crash
 report quotes the lines it wrote since its current trial started.
 
-Its death is noticed without polling: the executor waits on the reply pipe (end of
+Its death is noticed without polling: the starter waits on the reply pipe (end of
 file) and on a pidfd of the process (readable once it exits), next to its other
 waits.
 """
@@ -170,6 +170,12 @@ class WorkerProcess:
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
+
+    def let_go(self, grace_s: float) -> None:
+        """Close its command pipe, which it takes as leave to exit (sending the outcome it holds first);
+        then :meth:`kill` it once it has, or after ``grace_s`` seconds."""
+        self.commands.close()
+        self.kill(grace=grace_s)
 
     def how_it_ended(self) -> str:
         """'was killed by signal SIGKILL (out of memory?)', 'exited with status 3', ... (after :meth:`kill`)."""

@@ -1,5 +1,5 @@
-"""Fused trials on a cluster: a group is one Celery task run by one pool process; killed mid-step, its
-members are requeued by the job driver, each alone, and every trial is accounted for once."""
+"""Fused trials on a cluster: a group is one Celery task run by one pool process (in its worker process);
+killed mid-step, its members are requeued by the job driver, each alone, and every trial is accounted for once."""
 
 from __future__ import annotations
 
@@ -29,8 +29,9 @@ def test_a_fused_group_runs_in_one_pool_process_and_is_requeued_alone_when_it_di
     running = cluster.client.get_trials("fused", status="RUNNING")["trials"]
     assert len(running) == 3 and len({t["worker"] for t in running}) == 1  # one group, one pool process
     assert {t["fused_group"]["size"] for t in running} == {3}
-    pid = int(training.name.removeprefix("training-"))
-    assert running[0]["worker"].endswith(f":{pid}")
+    pid = int(training.name.removeprefix("training-"))  # the worker process's launcher: killed, its tree dies
+    pool_process = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    assert running[0]["worker"].endswith(f":{pool_process}")  # the pool process that started it
     os.kill(pid, signal.SIGKILL)
     hold.unlink()
 

@@ -2,13 +2,16 @@
 
 The same snooping template as the embedded test (platform_tests/templates/snoop.py) looks in its
 environment and in every ``/proc/<pid>/environ`` it can read: here every service runs on this one
-machine, so it can read the API's, the advisor's and the predictor host's. Cluster workers run
-templates unconfined (the README says so), so this test probes secrets, not the disk.
+machine, so without its PID namespace it would read the API's, the advisor's, the worker's and the
+predictor host's. Every service also holds a credential a filesystem package would read for the
+artifact URL (``FS_CREDENTIAL``): the worker's pool processes keep it, their worker processes (which
+run the template) get none of it. The disk is probed by test_cluster_containment.py.
 """
 
 from __future__ import annotations
 
 import runpy
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -27,10 +30,11 @@ def _snoop_findings(probe: dict[str, Any]) -> list[str]:
 def test_a_template_finds_no_secret_on_celery_workers_or_in_a_prediction(
     start_cluster: StartCluster, breast_cancer: Path, postgres_url: str
 ) -> None:
-    cluster = start_cluster(workers=1, slots=1)
+    credential = "fs-credential-" + secrets.token_hex(8)
+    cluster = start_cluster(workers=1, slots=1, settings={"FS_CREDENTIAL": credential})
     services, client = cluster.services, cluster.client
     services.add_predictor_host()
-    probe = {"secrets": [services.secret_key, ADMIN_PASSWORD, postgres_url], "paths": []}
+    probe = {"secrets": [services.secret_key, ADMIN_PASSWORD, postgres_url, credential], "paths": []}
     # The probe works: a process that keeps the secret in its environment is found out. The holder
     # says it is up before the probe looks: Popen returns once exec has begun, a moment before the
     # kernel has laid out the new program's environment (until then /proc/<pid>/environ reads empty).
@@ -60,7 +64,7 @@ def test_a_template_finds_no_secret_on_celery_workers_or_in_a_prediction(
     assert trial["worker"].startswith("w0@")  # it ran on the Celery worker
     logs = [entry["line"] for entry in client.get_trial_logs(trial["id"])]
     assert [line for line in logs if line.startswith("found: ")] == []
-    assert "probed 0 paths and 3 secrets" in logs
+    assert "probed 0 paths and 4 secrets" in logs
     assert trial["score"] == 0.0
 
     served = client.create_inference_job("snoop", job["app_version"], k=1)

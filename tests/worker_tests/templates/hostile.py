@@ -10,6 +10,9 @@ What ``train()`` does is up to its train args (the knobs are an advisor's to pic
 - ``server_pid``: reads ``/proc/<server_pid>/environ`` and
   ``cmdline`` and signals the pid (signal 0: the permission check, nothing delivered);
   logs ``hostile <what>: <outcome>`` lines, the outcome ``ok`` or the exception's name.
+  ``server_pids``: the same for each pid, logged as ``hostile <what> <pid>: <outcome>``.
+- ``read``: paths to read (a folder is listed), ``write``: files to create; logs
+  ``hostile read <path>: <outcome>`` and ``hostile write <path>: <outcome>`` lines.
 
 The score is the ``x`` knob.
 """
@@ -45,21 +48,45 @@ def start_daemon(lock_path):
     os.waitpid(middle, 0)
 
 
-def snoop(server_pid):
-    """What this process can do to the process ``server_pid``: one line per attempt."""
+def snoop(server_pid, named=False):
+    """What this process can do to the process ``server_pid``: one line per attempt (``named``: with the pid)."""
     lines = []
+    pid = f" {server_pid}" if named else ""
     for what in ("environ", "cmdline"):
         try:
             with open(f"/proc/{server_pid}/{what}", "rb") as f:
                 f.read()
-            lines.append(f"hostile {what}: ok")
+            lines.append(f"hostile {what}{pid}: ok")
         except OSError as e:
-            lines.append(f"hostile {what}: {type(e).__name__}")
+            lines.append(f"hostile {what}{pid}: {type(e).__name__}")
     try:
         os.kill(server_pid, 0)
-        lines.append("hostile kill: ok")
+        lines.append(f"hostile kill{pid}: ok")
     except OSError as e:
-        lines.append(f"hostile kill: {type(e).__name__}")
+        lines.append(f"hostile kill{pid}: {type(e).__name__}")
+    return lines
+
+
+def touch(read=(), write=()):
+    """What this process can do to the paths: read them (a folder is listed) or create them, one line each."""
+    lines = []
+    for path in read:
+        try:
+            if os.path.isdir(path):
+                os.listdir(path)
+            else:
+                with open(path, "rb") as f:
+                    f.read(1)
+            lines.append(f"hostile read {path}: ok")
+        except OSError as e:
+            lines.append(f"hostile read {path}: {type(e).__name__}")
+    for path in write:
+        try:
+            with open(path, "w") as f:
+                f.write("planted by a template")
+            lines.append(f"hostile write {path}: ok")
+        except OSError as e:
+            lines.append(f"hostile write {path}: {type(e).__name__}")
     return lines
 
 
@@ -68,13 +95,17 @@ class Hostile(BaseModel):
     def get_knob_config():
         return {"mode": CategoricalKnob(MODES), "x": FloatKnob(0.0, 1.0), "quick": PolicyKnob("EARLY_STOP")}
 
-    def train(self, dataset_path, shared_params=None, *, lock=None, server_pid=None, **train_args):
+    def train(
+        self, dataset_path, shared_params=None, *, lock=None, server_pid=None, server_pids=(), read=(), write=(), **_
+    ):
         if lock is not None:
             start_daemon(lock)
             self.context.log("hostile daemon started")
-        if server_pid is not None:
-            for line in snoop(int(server_pid)):
-                self.context.log(line)
+        lines = [] if server_pid is None else snoop(int(server_pid))
+        for pid in server_pids:
+            lines += snoop(int(pid), named=True)
+        for line in lines + touch(read, write):
+            self.context.log(line)
 
     def evaluate(self, dataset_path):
         return self.knobs["x"]
