@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery import Celery, signals
 from celery.utils import worker_direct
-from kombu import Queue
+from kombu.entity import Queue
 from sqlalchemy import Engine, Row, and_, or_, select
 
 from baobab._sandbox import THREAD_VARIABLES, Confinement, protected_paths, template_env
@@ -298,15 +298,17 @@ def _register_task(app: Celery, settings: Settings) -> None:
                 record_trial(outcome.status, outcome.phases)
         return outcomes
 
-    @app.task(name=_TASK, bind=True, max_retries=None)
     def run_trial_task(self: Any, trial_id: int, token: str, owner: int) -> None:
         (outcome,) = run(self, [trial_id], [token], owner)
         if not outcome.ran and outcome.retry_after_s is not None:
             raise self.retry(countdown=outcome.retry_after_s + settings.heartbeat_s)
 
-    @app.task(name=_GROUP_TASK, bind=True, max_retries=None)
     def run_trials_task(self: Any, trial_ids: list[int], tokens: list[str], owner: int) -> None:
         run(self, trial_ids, tokens, owner)  # members held elsewhere are left to the job driver (module docstring)
+
+    # Registered by calls, not as decorators: Celery is untyped, and a decorator would untype the functions.
+    app.task(name=_TASK, bind=True, max_retries=None)(run_trial_task)
+    app.task(name=_GROUP_TASK, bind=True, max_retries=None)(run_trials_task)
 
 
 def run_worker(
@@ -359,13 +361,14 @@ def run_worker(
 def _pin_gpus(gpus: list[str]) -> None:
     """Each pool process sees one GPU: the one of its pool index (stable when a process is replaced)."""
 
-    @signals.worker_process_init.connect(weak=False)
     def _pin(**_: Any) -> None:
         from billiard.process import current_process
 
         index = getattr(current_process(), "index", 0) or 0
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
         logger.info("pool process %d pinned to GPU %s", os.getpid(), os.environ["CUDA_VISIBLE_DEVICES"])
+
+    signals.worker_process_init.connect(_pin, weak=False)
 
 
 # -- the advisor's side ----------------------------------------------------------------------
@@ -607,7 +610,7 @@ def _named(unit: Sequence[int]) -> str:
     return f"trial {unit[0]}" if len(unit) == 1 else f"fused group {list(unit)}"
 
 
-def _units(rows: Sequence[Row[Any]]) -> list[list[int]]:
+def _units(rows: Sequence[Row[int, int | None]]) -> list[list[int]]:
     """Trial rows (``id``, ``fused_group``) as units of work: the members of a group together, in id order."""
     units: dict[tuple[str, int], list[int]] = {}
     for row in sorted(rows, key=lambda r: r.id):
