@@ -11,10 +11,10 @@ next trial comes in time, the outcome goes alone. The outcome is then stored aft
 Celery acknowledged the trial's message: a worker machine that dies in that moment
 loses it, and the trial, RUNNING with a heartbeat that stopped, is handed out again by
 the job driver like any trial of a dead worker.
-A cluster worker reads and writes artifacts at the shared artifact URL; a local
-worker (``baobab up``), confined away from the platform's home, reads its trial's
-inputs and stores its parameters through the API too (:class:`TrialArtifacts`), so a
-template can reach no other trial's artifacts.
+Every worker process (of ``baobab up`` or of a Celery pool process), confined away from
+the platform's home and the artifact store, reads its trial's inputs and stores its
+parameters through the API too (:class:`TrialArtifacts`), so a template can reach no
+other trial's artifacts.
 """
 
 from __future__ import annotations
@@ -165,8 +165,8 @@ class ApiGateway:
     Args:
         heartbeat_s: seconds between heartbeats; None where the executor watches the
             worker process itself (a local worker).
-        artifacts: the artifact store the worker reaches; None: the trial's own
-            artifacts through the API (a confined local worker).
+        artifacts: an artifact store to reach directly, for a trial run beside it (the
+            tests); None: the trial's own artifacts through the API, as every worker does.
         relay: where :meth:`finish_soon` leaves the outcome for the process's next claim,
             and where :meth:`claim` finds the last one to carry; None: each goes alone, now.
     """
