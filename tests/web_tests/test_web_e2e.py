@@ -443,9 +443,10 @@ def test_the_new_job_forms_controls_set_policies_and_early_stopping(
     expect(page).to_have_url(f"{platform.url}/jobs/opts/1")
     shown = page.get_by_text("train args")
     expect(shown).to_contain_text("EARLY_STOP")
-    assert json.loads(shown.inner_text().split("train args ", 1)[1]) == {
-        "target": "target",
-        "policies": {"EARLY_STOP": True},
-        "early_stopping": {"rule": "asha", "eta": 2},
-    }
+    # train() gets only its own arguments; the platform's choices are the job's options.
+    train_args, options = shown.inner_text().split("train args ", 1)[1].split(" · options ", 1)
+    assert json.loads(train_args) == {"target": "target"}
+    options = json.loads(options)
+    assert options["policies"]["EARLY_STOP"] is True and options["policies"]["DOWNSCALE"] is False
+    assert options["early_stopping"] == {"rule": "asha", "eta": 2}
     expect(page.get_by_test_id("job-page")).to_have_attribute("data-status", "COMPLETED", timeout=JOB_TIMEOUT_MS)
