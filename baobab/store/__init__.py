@@ -62,7 +62,8 @@ _DB_NAMES = frozenset(
         "request_train_job_stop", "request_trial_stop", "requeue_trial", "RevisionAction",
         "rollback_inference_revision", "serve_inference_job", "session_scope", "set_inference_versions",
         "set_trial_parent", "start_train_job", "sub_job_seed", "SubJob", "take_over_inference_jobs", "TrainJob",
-        "Trial", "TrialClaim", "TrialLog", "TrialState", "upgrade_database", "User", "UserRole", "VersionSpec",
+        "Trial", "TrialClaim", "TrialLog", "trial_owner", "TrialState", "upgrade_database", "User", "UserRole",
+        "VersionSpec",
         "ZooModel",
     }
 )  # fmt: skip

@@ -84,6 +84,7 @@ from baobab.store import (
     issue_trial_token,
     request_trial_stop,
     session_scope,
+    trial_owner,
 )
 from baobab.worker._affinity import affinity_view, choose_node
 from baobab.worker._memory import default_memory_mb
@@ -494,17 +495,6 @@ class CeleryExecutor:
         node = choose_node(holders, nodes, load, queue_ahead=self.queue_ahead, home=home)
         return (worker_direct(node), node) if node is not None else (shared, None)
 
-    def _owner_of(self, trial_id: int) -> int:
-        """The user whose job the trial is (0 for a trial that does not exist: its claim fails anyway)."""
-        query = (
-            select(TrainJob.owner_id)
-            .join(SubJob, SubJob.train_job_id == TrainJob.id)
-            .join(Trial, Trial.sub_job_id == SubJob.id)
-            .where(Trial.id == trial_id)
-        )
-        with session_scope(self.engine) as session:
-            return session.scalar(query) or 0
-
     def close(self) -> None:
         self._closed.set()
         self._outbox.put(None)
@@ -521,7 +511,7 @@ class CeleryExecutor:
             delay = 0.1
             while not self._closed.is_set():
                 try:
-                    owner = self._owner_of(unit[0])  # the members are trials of one job
+                    owner = trial_owner(self.engine, unit[0])  # the members are trials of one job
                     task, args = (
                         (_TASK, [unit[0], tokens[0], owner]) if len(unit) == 1 else (_GROUP_TASK, [unit, tokens, owner])
                     )

@@ -46,7 +46,7 @@ from datetime import UTC, datetime
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from baobab._sandbox import Confinement, protected_paths, template_env
 from baobab.exceptions import StoreError
@@ -54,15 +54,13 @@ from baobab.store import (
     Event,
     EventChannel,
     EventKind,
-    SubJob,
-    TrainJob,
-    Trial,
     TrialState,
     create_engine_from_url,
     end_trial,
     issue_trial_token,
     requeue_trial,
     session_scope,
+    trial_owner,
 )
 from baobab.worker._memory import default_memory_mb
 from baobab.worker._spawn import WorkerProcess
@@ -183,7 +181,7 @@ class LocalExecutor:
             RuntimeError: the executor is closed.
         """
         unit = [trials] if isinstance(trials, int) else list(trials)
-        owner = self._owner_of(unit[0])  # the members are trials of one job
+        owner = trial_owner(self._engine, unit[0])  # the members are trials of one job
         with self._lock:
             if self._closed:
                 raise RuntimeError("the local executor is closed; create a new one to run trials")
@@ -268,17 +266,6 @@ class LocalExecutor:
 
     def _worker_of(self, trial_id: int) -> WorkerProcess | None:
         return next((w for w in self._workers if w is not None and trial_id in w.trials), None)
-
-    def _owner_of(self, trial_id: int) -> int:
-        """The user whose job the trial is (0 for a trial that does not exist: its claim fails anyway)."""
-        query = (
-            select(TrainJob.owner_id)
-            .join(SubJob, SubJob.train_job_id == TrainJob.id)
-            .join(Trial, Trial.sub_job_id == SubJob.id)
-            .where(Trial.id == trial_id)
-        )
-        with session_scope(self._engine) as session:
-            return session.scalar(query) or 0
 
     def _spawn(self, index: int) -> None:
         try:

@@ -79,6 +79,7 @@ from baobab.store._db._trial_rows import (
     claim_trial_in,
     finish_trial,
     finish_trial_in,
+    trial_owner,
 )
 
 __all__ = [
@@ -104,6 +105,7 @@ __all__ = [
     "finish_sub_job",
     "finish_train_job",
     "finish_trial",
+    "trial_owner",
     "finish_trial_in",
     "head_revision",
     "ID_BATCH",

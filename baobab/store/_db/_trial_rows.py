@@ -56,6 +56,7 @@ __all__ = [
     "claim_trial_in",
     "finish_trial",
     "finish_trial_in",
+    "trial_owner",
 ]
 
 
@@ -332,6 +333,22 @@ def claim_trial_in(
         warm_start=options.get("warm_start", True),
         base_model=options.get("base_model"),
     )
+
+
+def trial_owner(engine: Engine, trial_id: int) -> int:
+    """The user whose job the trial is (0 for a trial that does not exist: its claim fails anyway).
+
+    Executors run each user's trials in a worker process of that user's own (its folder, its
+    sandbox), so they ask this before handing a trial over.
+    """
+    query = (
+        select(TrainJob.owner_id)
+        .join(SubJob, SubJob.train_job_id == TrainJob.id)
+        .join(Trial, Trial.sub_job_id == SubJob.id)
+        .where(Trial.id == trial_id)
+    )
+    with session_scope(engine) as session:
+        return session.scalar(query) or 0
 
 
 def beat_trial(engine: Engine, trial_id: int, attempt: int, *, now: datetime) -> tuple[bool, str | None]:
