@@ -48,7 +48,13 @@ def scope(docker_client):
     name = f"baobab-test-{uuid.uuid4().hex[:8]}"
     yield name
     for container in docker_client.containers.list(all=True, filters={"label": f"{SCOPE_LABEL}={name}"}):
-        container.remove(force=True, v=True)  # its home volume too
+        try:
+            container.remove(force=True, v=True)  # its home volume too
+        except docker.errors.NotFound:
+            pass  # the executor removed it meanwhile
+        except docker.errors.APIError as e:
+            if e.status_code != 409:  # 409: the executor is removing it right now
+                raise
 
 
 @pytest.fixture
