@@ -383,8 +383,11 @@ def run_simulation(
                 break
             clock.advance(min(cluster.next_due(), clock() + driver.wait_s()))
             cluster.fire_due()
+            batch = []
             while (event := subscription.get(timeout=0)) is not None:
-                _timed(report, clock if charge else None, driver.handle, event)
+                batch.append(event)
+            if batch:
+                _timed(report, clock if charge else None, driver.handle_all, batch)
             report.loops += 1
             if on_loop is not None:
                 on_loop(report)

@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, event, select, update
+from sqlalchemy.exc import OperationalError
 
 from baobab import Settings
 from baobab._prometheus import exposition
@@ -1017,6 +1018,87 @@ def test_the_driver_costs_one_insert_and_one_read_per_trial(engine: Engine, sett
         "UPDATE train_jobs": 1 + outlooks,
     }
     assert job_row(engine, job_id).status is JobStatus.COMPLETED and len(trials(engine, job_id)) == n
+
+
+def test_a_pass_stores_all_its_trials_in_one_insert_and_a_batch_of_finishes_is_read_at_once(
+    engine: Engine, settings: Settings
+) -> None:
+    """When many slots free at once, the driver's cost does not grow with them: one read of every
+    finished trial's row, one insert of every new trial, each trial in the store before it is submitted."""
+    slots = 40
+    settings = Settings.from_env(environ={}, home=settings.home, cpu_slots=slots)
+    submitted_pending: list[bool] = []
+    statements: list[str] = []
+    counting = False
+
+    class Checking(InstantExecutor):
+        def submit(self, trial_id: int) -> None:
+            nonlocal counting
+            counting, was = False, counting  # the check is the test's read, not the driver's
+            with session_scope(engine) as session:  # another connection: only what was committed
+                submitted_pending.append(session.get(Trial, trial_id).status is TrialState.PENDING)
+            counting = was
+            super().submit(trial_id)
+
+    executor = Checking()
+    executor.slots = slots
+    driver = JobDriver(engine, executor, LocalEventChannel(), settings, clock=VirtualClock())
+    job_id = make_job(engine, None, {"MODEL_TRIAL_COUNT": 3 * slots})
+    driver.step()  # takes the job up and fills every slot
+    first = list(executor.queue)
+    assert len(first) == slots and submitted_pending == [True] * slots
+    with session_scope(engine) as session:  # the workers' part: every trial ends at once
+        session.execute(
+            update(Trial)
+            .where(Trial.id.in_(first))
+            .values(status=TrialState.COMPLETED, score=0.5, started_at=now(), finished_at=now())
+        )
+    executor.queue.clear()
+
+    def count(connection: Any, cursor: Any, statement: str, *args: Any) -> None:
+        table = re.search(r"\b(?:FROM|INTO)\s+(\w+)", statement)
+        if counting and table and table.group(1) == "trials":
+            statements.append(statement.split(None, 1)[0])
+
+    event.listen(engine, "before_cursor_execute", count)
+    counting = True
+    driver.handle_all([Event(EventKind.TRIAL_FINISHED, trial_id) for trial_id in first])
+    driver.step()
+    counting = False
+    assert Counter(statements) == {"SELECT": 1, "INSERT": 1}
+    assert len(executor.queue) == slots and submitted_pending == [True] * (2 * slots)
+    numbers = sorted(t.number for t in trials(engine, job_id))
+    assert numbers == list(range(2 * slots))  # each number once, none lost to the batch
+
+
+def test_a_pass_whose_insert_fails_submits_nothing_and_the_rescan_starts_its_trials_once(
+    engine: Engine, settings: Settings
+) -> None:
+    """A store error while storing a pass's trials (a lost connection) leaves neither a trial submitted
+    that is not stored nor a number skipped: the jobs of the pass are taken up again from their rows."""
+    settings = Settings.from_env(environ={}, home=settings.home, cpu_slots=4)
+    executor = InstantExecutor()
+    executor.slots = 4
+    clock = VirtualClock()
+    driver = JobDriver(engine, executor, LocalEventChannel(), settings, clock=clock)
+    job_id = make_job(engine, None, {"MODEL_TRIAL_COUNT": 6})
+    failures = 1
+
+    def fail_insert(connection: Any, cursor: Any, statement: str, *args: Any) -> None:
+        nonlocal failures
+        if failures and statement.startswith("INSERT INTO trials"):
+            failures -= 1
+            raise OperationalError(statement, None, ConnectionError("the server closed the connection"))
+
+    event.listen(engine, "before_cursor_execute", fail_insert)
+    driver.step()  # takes the job up; storing its first pass fails
+    assert executor.queue == [] and trials(engine, job_id) == [] and job_id not in driver.jobs
+    assert job_row(engine, job_id).status is JobStatus.RUNNING  # a store error ends no job
+    clock.advance(clock() + driver.rescan_s)
+    driver.step()
+    started = trials(engine, job_id)
+    assert sorted(executor.queue) == sorted(t.id for t in started)
+    assert sorted(t.number for t in started) == [0, 1, 2, 3]
 
 
 # -- several drivers: leases -----------------------------------------------------------------------

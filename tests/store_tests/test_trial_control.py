@@ -15,6 +15,7 @@ from baobab.store._db import (
     end_unfinished_trials,
     fuse_trials,
     insert_trial,
+    insert_trials,
     request_trial_stop,
     requeue_trial,
     session_scope,
@@ -53,6 +54,26 @@ def test_a_trial_is_inserted_pending_and_submitted(engine: Engine) -> None:
         {"SHARE_PARAMS": True},
     )
     assert (trial.phase, trial.servable, trial.shared_params_path, trial.attempts) == ("search", False, "params/1", 0)
+
+
+def test_trials_of_several_sub_jobs_are_inserted_at_once_each_id_in_its_place(engine: Engine) -> None:
+    first, second = add_job(engine, sub_jobs=2).sub_job_ids
+    rows = [
+        {"sub_job_id": sub, "number": number, "knobs": {"x": number}, "policies": {}, "phase": None,
+         "servable": True, "shared_params_path": None}
+        for number, sub in [(0, second), (0, first), (1, second), (1, first), (2, second)]
+    ]  # fmt: skip
+    with session_scope(engine) as session:
+        ids = insert_trials(session, rows, now=NOW)
+    assert len(set(ids)) == len(rows)
+    for trial_id, row in zip(ids, rows, strict=True):
+        trial = _trial(engine, trial_id)
+        assert (trial.sub_job_id, trial.number, trial.knobs, trial.status) == (
+            row["sub_job_id"],
+            row["number"],
+            row["knobs"],
+            TrialState.PENDING,
+        )
 
 
 @pytest.mark.parametrize("state", [TrialState.PENDING, TrialState.RUNNING])

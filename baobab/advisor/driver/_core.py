@@ -87,6 +87,8 @@ class DriverCore:
         #: Active trials the executor did not hold at the last rescan (lost if still so at the next).
         self._suspects: set[int] = set()
         self._store_failures: dict[int, int] = {}
+        #: The last id given to a trial proposed in a scheduling pass and not stored yet (they count down from -1).
+        self._unstored = 0
         self._next_rescan = 0.0
         self.lease_s = lease_s
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

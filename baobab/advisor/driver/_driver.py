@@ -49,7 +49,10 @@ import dataclasses
 import json
 import logging
 import threading
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from sqlalchemy import Row
 
 from baobab.advisor._base import Strategy
 from baobab.advisor._factory import choose_strategy, make_strategy
@@ -113,13 +116,13 @@ class JobDriver(StoreSync):
             while not stop.is_set():
                 self.step()
                 event = subscription.get(timeout=self.wait_s())
-                handled = 0
+                batch = []
                 while event is not None:
-                    self._safely(self.handle, event)
-                    handled += 1
-                    if handled >= _EVENT_BATCH or stop.is_set():
+                    batch.append(event)
+                    if len(batch) >= _EVENT_BATCH or stop.is_set():
                         break
                     event = subscription.get(timeout=0)
+                self.handle_all(batch)
         finally:
             subscription.close()
             self._safely(self.release_leases)
@@ -146,10 +149,23 @@ class JobDriver(StoreSync):
 
     # -- events and timers ---------------------------------------------------------------------
 
-    def handle(self, event: Event) -> None:
-        """React to one event (the store is read for what it names)."""
+    def handle_all(self, events: Sequence[Event]) -> None:
+        """React to a batch of events, in order; the rows of the trials they say finished are read in one query
+        (errors are logged, never raised)."""
+        finished = [e.id for e in events if e.kind is EventKind.TRIAL_FINISHED and e.id in self._owners]
+        rows: dict[int, Row[Any]] = {}
+        if len(finished) > 1:
+            try:
+                rows = {row.id: row for row in trial_rows(self.engine, finished)}
+            except Exception:
+                logger.exception("reading %d finished trials at once failed; reading them one by one", len(finished))
+        for event in events:
+            self._safely(self.handle, event, rows)
+
+    def handle(self, event: Event, rows: Mapping[int, Row[Any]] | None = None) -> None:
+        """React to one event (the store is read for what it names, unless ``rows`` holds its trial's row already)."""
         if event.kind is EventKind.TRIAL_FINISHED:
-            self._on_trial_finished(event.id)
+            self._on_trial_finished(event.id, rows)
         elif event.kind is EventKind.TRIAL_STOP_REQUESTED:
             if event.id in self._owners:  # a user stopped this one trial: it ends early, its score counts
                 self._tell(self.executor.request_stop, event.id, "stopped by a user")
@@ -198,13 +214,14 @@ class JobDriver(StoreSync):
         for trial_id, reason in self._metrics.read(self.engine, self._owners):
             self._tell(self.executor.request_stop, trial_id, reason)
 
-    def _on_trial_finished(self, trial_id: int) -> None:
+    def _on_trial_finished(self, trial_id: int, read: Mapping[int, Row[Any]] | None = None) -> None:
         owner = self._owners.get(trial_id)
         if owner is None:
             return  # not ours, or already seen (a rescan found it first)
         job, _ = owner
         with self._guard(job):
-            rows = trial_rows(self.engine, [trial_id])
+            row = None if read is None else read.get(trial_id)
+            rows = [row] if row is not None else trial_rows(self.engine, [trial_id])
             now = self.clock()
             if not rows:
                 self._finish_trial(trial_id, TrialState.CANCELLED, None, None, "the trial row was deleted", now)
@@ -215,25 +232,31 @@ class JobDriver(StoreSync):
 
     def schedule(self) -> int:
         """Give free slots to the jobs that want them, one unit of work per slot (a trial, or a fused
-        group of trials); returns how many units started."""
+        group of trials); returns how many units started.
+
+        The pass proposes every unit first, then inserts all their trials in one transaction and
+        only then submits them: a pass that fills a thousand slots costs one commit, not a thousand."""
         if not self._jobs:
             return 0
         ahead = getattr(self.executor, "queue_ahead", 0)
         free = self.executor.slots * (1 + ahead) - sum(job.units for job in self._jobs.values())
-        started = 0
         now = self.clock()
         planned: list[Decision] = []
-        while free > 0:
-            picked = self._pick(now, free, ahead, planned)
-            if picked is None:
-                break
-            job, sub, size = picked
-            ok = False
-            with self._guard(job):
-                ok = self._start_trial(job, sub, now, size)
-            if ok:
-                free -= 1
-                started += 1
+        units: list[_PlannedUnit] = []
+        try:
+            while free > 0:
+                picked = self._pick(now, free, ahead, planned)
+                if picked is None:
+                    break
+                job, sub, size = picked
+                unit = None
+                with self._guard(job):
+                    unit = self._plan_unit(job, sub, now, size)
+                if unit is not None:
+                    units.append(unit)
+                    free -= 1
+        finally:
+            started = self._start_units(units, now)
         self._note_windows(now, free)
         return started
 
@@ -314,14 +337,16 @@ class JobDriver(StoreSync):
         sub.history = []
         return strategy
 
-    def _start_trial(self, job: JobState, sub: SubJobState, now: float, size: int | None = None) -> bool:
-        """Propose, insert (committed), submit: one trial, or a fused group of them (one unit of work) of
-        at most ``size`` trials (None: as the job's fusion option says).
+    def _plan_unit(self, job: JobState, sub: SubJobState, now: float, size: int | None = None) -> _PlannedUnit | None:
+        """Propose one trial, or a fused group of them (one unit of work) of at most ``size`` trials (None: as
+        the job's fusion option says), and count it as started; :meth:`_start_units` stores and submits it.
 
-        False when the sub-job's strategy failed instead."""
+        Until then its trials are in ``sub.active`` under ids of their own below zero, so that the
+        rest of the pass sees them (the job's units, the strategy's pending proposals, the numbers).
+        None when the sub-job's strategy failed instead."""
         step = sub.next_step(job, now)
         if not isinstance(step, PlanStep):
-            return False
+            return None
         strategy = self._strategy(sub)
         trials: list[_NewTrial] = []
         if strategy is not None:
@@ -337,10 +362,11 @@ class JobDriver(StoreSync):
         if strategy is None:
             logger.warning("job %s, sub-job %s: %s", job.id, sub.id, sub.failure)
             self._check_end(job, now)
-            return False
+            return None
         sharing = bool(policies.get(Policy.SHARE_PARAMS))
-        rows = [
-            _rows.NewTrial(
+        unit = _PlannedUnit(job, sub)
+        for trial in trials:
+            row = _rows.NewTrial(
                 sub_job_id=sub.id,
                 number=trial.number,
                 knobs=trial.knobs,
@@ -350,31 +376,60 @@ class JobDriver(StoreSync):
                 shared_params_path=sub.shared_params(trial.parent, trial.number) if sharing else None,
                 fusion_profile=None if trial.profiling is None else sub.profile_request(),
             )
-            for trial in trials
-        ]
-        trial_ids, group = _rows.insert_trials(self.engine, rows, now)
-        for trial_id, trial, row in zip(trial_ids, trials, rows, strict=True):
+            self._unstored -= 1
             active = ActiveTrial(
-                trial_id,
+                self._unstored,
                 trial.number,
                 {k: v for k, v in trial.knobs.items() if k in sub.searchable},
                 phase=step.phase,
                 final=step.final,
                 shares=sharing and sub.shares(step.phase),
                 shared_from=row.shared_params_path,
-                group=group,
                 group_size=len(trials),
                 profiling=trial.profiling,
             )
+            if len(trials) > 1:
+                active.group = unit.actives[0].id if unit.actives else active.id
+            unit.rows.append(row)
+            unit.actives.append(active)
             sub.add_started(active)
-            self._metrics.watch(sub, active)
             sub.next_number = trial.number + 1
             sub.trials += 1
-            sub.active[trial_id] = active
-            self._owners[trial_id] = (job, sub)
-        self.executor.submit(trial_ids if group is not None else trial_ids[0])
-        _telemetry.TRIALS_STARTED.inc(len(trial_ids))
-        return True
+            sub.active[active.id] = active
+        return unit
+
+    def _start_units(self, units: list[_PlannedUnit], now: float) -> int:
+        """Store the pass's planned units in one transaction, then give their trials their ids and submit them;
+        returns how many started.
+
+        A unit whose job was dropped meanwhile (an error while planning its other units) is left out. When
+        the insert fails, the jobs of the pass are dropped from memory like on any store error: the next
+        rescan takes them up again from their rows, which hold none of these trials."""
+        units = [unit for unit in units if self._jobs.get(unit.job.id) is unit.job]
+        if not units:
+            return 0
+        try:
+            placed = _rows.insert_units(self.engine, [unit.rows for unit in units], now)
+        except Exception as e:
+            for job in {id(unit.job): unit.job for unit in units}.values():
+                self._fail_job(job.id, e, job)
+            return 0
+        started = 0
+        for unit, (trial_ids, group) in zip(units, placed, strict=True):
+            job, sub = unit.job, unit.sub
+            if self._jobs.get(job.id) is not job:
+                continue  # its submission of an earlier unit failed and ended it
+            with self._guard(job):
+                for active, trial_id in zip(unit.actives, trial_ids, strict=True):
+                    del sub.active[active.id]
+                    active.id, active.group = trial_id, group
+                    sub.active[trial_id] = active
+                    self._metrics.watch(sub, active)
+                    self._owners[trial_id] = (job, sub)
+                self.executor.submit(trial_ids if group is not None else trial_ids[0])
+                _telemetry.TRIALS_STARTED.inc(len(trial_ids))
+                started += 1
+        return started
 
     def _propose(
         self,
@@ -430,6 +485,17 @@ class JobDriver(StoreSync):
             trials.append(_NewTrial(number + offset, _json_knobs(trial_knobs(config, proposal, policies)), parent))
             pending.append(proposal)
         return trials
+
+
+@dataclasses.dataclass(eq=False)
+class _PlannedUnit:
+    """A unit of work one scheduling pass proposed, to store and submit at the pass's end: its trials' rows,
+    and their states in the sub-job (under ids below zero until stored)."""
+
+    job: JobState
+    sub: SubJobState
+    rows: list[_rows.NewTrial] = dataclasses.field(default_factory=list)
+    actives: list[ActiveTrial] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)

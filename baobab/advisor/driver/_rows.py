@@ -33,14 +33,14 @@ from baobab.store import (
     session_scope,
     start_train_job,
 )
-from baobab.store import insert_trial as insert_trial_row
+from baobab.store import insert_trials as insert_trial_rows
 
 __all__ = [
     "end_job",
     "end_lost_trials",
     "NewTrial",
     "fail_job",
-    "insert_trials",
+    "insert_units",
     "leasable",
     "record_placements",
     "record_profiling",
@@ -64,7 +64,7 @@ def _lease(driver: str, lease_s: float = 0.0) -> Lease:
 
 @dataclass(frozen=True)
 class NewTrial:
-    """A trial row to insert (see :func:`baobab.store.insert_trial`)."""
+    """A trial row to insert (see :func:`baobab.store.insert_trials`)."""
 
     sub_job_id: int
     number: int
@@ -76,15 +76,19 @@ class NewTrial:
     fusion_profile: Mapping[str, Any] | None = None
 
 
-def insert_trials(engine: Engine, trials: Sequence[NewTrial], now: float) -> tuple[list[int], int | None]:
-    """New PENDING trials, committed (in one transaction) before they are submitted as one unit of work.
+def insert_units(engine: Engine, units: Sequence[Sequence[NewTrial]], now: float) -> list[tuple[list[int], int | None]]:
+    """New PENDING trials, committed in one transaction before they are submitted: the units of work
+    (a trial, or a fused group of them) that one scheduling pass starts.
 
-    Returns their ids and, for more than one, the fused group they form (None for one trial).
+    Returns, per unit, its trials' ids and, for more than one trial, the fused group they form (None for one).
     """
     with session_scope(engine) as session:
-        ids = [insert_trial_row(session, **asdict(trial), now=utc(now)) for trial in trials]
-        group = fuse_trials(session, ids) if len(ids) > 1 else None
-    return ids, group
+        ids = insert_trial_rows(session, [asdict(trial) for unit in units for trial in unit], now=utc(now))
+        placed: list[tuple[list[int], int | None]] = []
+        for unit in units:
+            unit_ids, ids = ids[: len(unit)], ids[len(unit) :]
+            placed.append((unit_ids, fuse_trials(session, unit_ids) if len(unit_ids) > 1 else None))
+    return placed
 
 
 class _FinishedMeanwhile(Exception):

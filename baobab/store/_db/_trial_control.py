@@ -28,6 +28,7 @@ __all__ = [
     "end_unfinished_trials",
     "fuse_trials",
     "insert_trial",
+    "insert_trials",
     "request_trial_stop",
     "requeue_trial",
     "set_trial_parent",
@@ -50,29 +51,52 @@ def insert_trial(
     now: datetime,
     fusion_profile: Mapping[str, Any] | None = None,
 ) -> int:
-    """Insert a PENDING trial, submitted at ``now``; its id.
+    """Insert a PENDING trial, submitted at ``now``; its id (one row of :func:`insert_trials`)."""
+    row = {
+        "sub_job_id": sub_job_id,
+        "number": number,
+        "knobs": knobs,
+        "policies": policies,
+        "phase": phase,
+        "servable": servable,
+        "shared_params_path": shared_params_path,
+        "fusion_profile": fusion_profile,
+    }
+    return insert_trials(session, [row], now=now)[0]
 
-    The caller commits it before handing the id to an executor, so a worker never
-    claims a trial that is not in the store yet. ``fusion_profile`` asks the worker that
-    runs it to measure fusion first (``{"max_group": K}``, see ``Trial.fusion_profile``).
+
+def insert_trials(session: Session, trials: Sequence[Mapping[str, Any]], *, now: datetime) -> list[int]:
+    """Insert PENDING trials, submitted at ``now``, in one statement; their ids, in the order given.
+
+    Each mapping holds :func:`insert_trial`'s fields but ``now``. The caller commits them
+    before handing the ids to an executor, so a worker never claims a trial that is not in
+    the store yet; the job driver inserts every trial one scheduling pass starts at once,
+    so the pass costs one statement and one commit, not one of each per trial.
+    ``fusion_profile`` asks the worker that runs a trial to measure fusion first
+    (``{"max_group": K}``, see ``Trial.fusion_profile``).
     """
-    statement = (
-        insert(Trial)
-        .values(
-            sub_job_id=sub_job_id,
-            number=number,
-            knobs=dict(knobs),
-            policies=dict(policies),
-            phase=phase,
-            servable=servable,
-            shared_params_path=shared_params_path,
-            fusion_profile=None if fusion_profile is None else dict(fusion_profile),
-            status=TrialState.PENDING,
-            submitted_at=now,
-        )
-        .returning(Trial.id)
-    )
-    return session.execute(statement).scalar_one()
+    if not trials:
+        return []
+    rows = [
+        {
+            "sub_job_id": trial["sub_job_id"],
+            "number": trial["number"],
+            "knobs": dict(trial["knobs"]),
+            "policies": dict(trial["policies"]),
+            "phase": trial["phase"],
+            "servable": trial["servable"],
+            "shared_params_path": trial["shared_params_path"],
+            "fusion_profile": None if trial.get("fusion_profile") is None else dict(trial["fusion_profile"]),
+            "status": TrialState.PENDING,
+            "submitted_at": now,
+        }
+        for trial in trials
+    ]
+    # RETURNING in the order of the rows would cost SQLite one statement per row; a trial is known by its
+    # sub-job and number (a unique pair), which maps the ids back whatever order they come in.
+    statement = insert(_trials).returning(_trials.c.id, _trials.c.sub_job_id, _trials.c.number)
+    ids = {(sub_job_id, number): trial_id for trial_id, sub_job_id, number in session.execute(statement, rows)}
+    return [ids[row["sub_job_id"], row["number"]] for row in rows]
 
 
 def fuse_trials(session: Session, trial_ids: Sequence[int]) -> int:
