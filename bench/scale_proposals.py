@@ -251,6 +251,60 @@ def measure(
     return result
 
 
+#: Slots one scheduling pass fills at once, for :func:`measure_passes`.
+PASS_SIZES = (4, 64, 256)
+
+
+def measure_passes(
+    strategy: str, count: int = 1000, *, sizes: Sequence[int] = PASS_SIZES, passes: int = 3, seed: int = 0
+) -> dict[str, Any]:
+    """Proposal latency against the trials pending: passes that fill ``size`` slots at once.
+
+    The history is filled to ``count``; then each pass asks for ``size`` proposals, each with the
+    ones before it pending (as the job driver's scheduling pass does when that many slots free at
+    once), and observes their results afterwards. A strategy whose proposal time grows with the
+    pending trials shows it here, where :func:`measure` keeps four pending.
+
+    Returns:
+        ``{"strategy", "space", "count", "passes", "points": [{"size", "propose": {...}}]}``.
+    """
+    config = SPACES["mixed"]()
+    rng = np.random.default_rng(seed)
+    fill = _fill_points(config, count, rng)
+    s = make_strategy(strategy, config, seed=seed)
+    unflatten = s.search_space.unflatten
+    for trial_id, point in enumerate(fill):
+        s.observe(_record(trial_id, unflatten(point), failure_every=20))
+    observed = count
+    points = []
+    for size in sizes:
+        times_s: list[float] = []
+        for _ in range(passes):
+            pending: list[Knobs] = []
+            for _ in range(size):
+                t0 = time.perf_counter()
+                pending.append(s.propose(observed + len(pending), pending))
+                times_s.append(time.perf_counter() - t0)
+            for knobs in pending:
+                s.observe(_record(observed, knobs, failure_every=20))
+                observed += 1
+        points.append({"size": size, "propose": _summary(times_s, sum(times_s))})
+    return {"strategy": strategy, "space": "mixed", "count": count, "passes": passes, "points": points}
+
+
+def _passes_table(results: list[dict[str, Any]]) -> str:
+    sizes = [p["size"] for p in results[0]["points"]] if results else []
+    lines = [
+        "| method | " + " | ".join(f"{n} at once: p50 / p99 ms" for n in sizes) + " | p50, most / fewest |",
+        "|---|" + "---:|" * (len(sizes) + 1),
+    ]
+    for r in results:
+        cells = [f"{p['propose']['p50_ms']:.2f} / {p['propose']['p99_ms']:.2f}" for p in r["points"]]
+        growth = r["points"][-1]["propose"]["p50_ms"] / max(r["points"][0]["propose"]["p50_ms"], 1e-9)
+        lines.append(f"| {r['strategy']} | " + " | ".join(cells) + f" | {growth:.2f}x |")
+    return "\n".join(lines)
+
+
 # --- the peer: Optuna's ask/tell ------------------------------------------------------
 
 
@@ -479,6 +533,12 @@ def main() -> None:
             results.append(result)
             print(f"{peer} {space}: {result['seconds']} s", file=sys.stderr, flush=True)
 
+    passes = []
+    for name in strategies:  # the pending trials of a pass that fills many slots at once
+        start = time.perf_counter()
+        passes.append(measure_passes(name, sizes=PASS_SIZES[:2] if args.quick else PASS_SIZES))
+        print(f"{name} passes: {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+
     meta = {
         "date": datetime.date.today().isoformat(),
         "cores": os.cpu_count(),
@@ -492,9 +552,11 @@ def main() -> None:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     name = "scale_proposals-quick" if args.quick else "scale_proposals"
-    (args.out / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
-    (args.out / f"{name}.md").write_text(report(meta, results, memory))
-    print(report(meta, results, memory))
+    (args.out / f"{name}.json").write_text(
+        json.dumps({"meta": meta, "results": results, "passes": passes}, indent=1) + "\n"
+    )
+    (args.out / f"{name}.md").write_text(report(meta, results, memory, passes))
+    print(report(meta, results, memory, passes))
 
 
 def _extrapolated(results: list[dict[str, Any]]) -> str:
@@ -513,7 +575,9 @@ def _ints(text: str | None) -> list[int]:
     return [int(c) for c in text.split(",")] if text else []
 
 
-def report(meta: dict[str, Any], results: list[dict[str, Any]], memory: Mapping[str, int]) -> str:
+def report(
+    meta: dict[str, Any], results: list[dict[str, Any]], memory: Mapping[str, int], passes: list[dict[str, Any]]
+) -> str:
     """The Markdown report of a run (``bench/scale.py`` embeds :func:`_table` of the same results)."""
     prefill = [
         f"{r['strategy']} ({r['space']}): "
@@ -547,6 +611,14 @@ that); Optuna's PostgreSQL figures include its storage round trips, which is how
 Optuna runs with more than one worker.
 
 {_table(results)}
+
+A scheduling pass that fills many slots at once asks a strategy for as many proposals in a
+row, each with the ones before it pending. Here each strategy's history holds 1,000 records
+of the `mixed` space; each pass proposes N points that way and then observes them, three
+passes per N. The last column is how much a proposal's median grows from the smallest pass
+to the largest (the issue's aim: not at all).
+
+{_passes_table(passes)}
 
 Memory a strategy holds per record (tracemalloc over the fill of the `mixed` space, at
 the largest size): {memory_lines or "not measured"}.

@@ -18,6 +18,16 @@ runs, where skopt's ``Optimizer`` takes seconds past a hundred observations:
 - expected improvement is maximised over a sampled candidate set (uniform points plus
   perturbations of the best points seen, at two scales for numeric knobs) instead of
   by L-BFGS restarts.
+
+And two keep it flat however many trials are pending (a job on hundreds of slots asks
+for hundreds of proposals at once, each with the ones before it pending):
+
+- the kernel's hyperparameters are fitted on the observations alone, once per change of
+  them (a new result), not once per proposal; each proposal then conditions a GP with
+  those hyperparameters on the observations and its pending points (one Cholesky
+  factorisation, no likelihood search);
+- the constant liar takes the ``n_pending`` most recently proposed pending points; older
+  ones still count as taken in a discrete space.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from scipy.stats import norm, rankdata
 from sklearn.exceptions import ConvergenceWarning
 from skopt.acquisition import gaussian_ei
 from skopt.learning import GaussianProcessRegressor
-from skopt.learning.gaussian_process.kernels import ConstantKernel, Matern
+from skopt.learning.gaussian_process.kernels import ConstantKernel, Kernel, Matern
 
 from baobab.advisor._base import Strategy, TrialStatus
 from baobab.advisor._space import FlatPoint
@@ -63,6 +73,7 @@ class BayesStrategy(Strategy):
         n_candidates: uniform random candidates per proposal.
         n_local: perturbations around each of the five best points per proposal (per
             scale: numeric knobs are perturbed at 0.1 and at 0.02 of their range).
+        n_pending: the most recent pending points the constant liar fits on.
         xi: the exploration margin of expected improvement, in units of the score's spread.
     """
 
@@ -78,6 +89,7 @@ class BayesStrategy(Strategy):
         n_recent: int = 30,
         n_candidates: int = 500,
         n_local: int = 100,
+        n_pending: int = 50,
         xi: float = 0.01,
     ) -> None:
         super().__init__(knob_config, seed=seed)
@@ -87,6 +99,7 @@ class BayesStrategy(Strategy):
             ("n_recent", n_recent),
             ("n_candidates", n_candidates),
             ("n_local", n_local),
+            ("n_pending", n_pending),
         ]:
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if option == "n_candidates" else 0):
                 raise StrategyError(f"bayes option {option}={value!r} must be a whole number >= 0 (n_candidates >= 1)")
@@ -95,7 +108,10 @@ class BayesStrategy(Strategy):
         self.n_recent = n_recent
         self.n_candidates = n_candidates
         self.n_local = n_local
+        self.n_pending = n_pending
         self.xi = float(xi)
+        #: The signal kernel and noise level fitted last, and the training set they were fitted on.
+        self._fitted: tuple[tuple[tuple[int, float], ...], Kernel, float | None] | None = None
 
     def propose(self, trial_id: int, pending: Iterable[Knobs] = ()) -> Knobs:
         pending = list(pending)
@@ -105,20 +121,14 @@ class BayesStrategy(Strategy):
         if not len(self.search_space) or self.n_observed < self.n_initial_points or worst is None:
             return self.search_space.unflatten(self.sample_new(rng, taken))
 
-        x, y = self._training_set(pending, worst)
+        observed = self._observed(worst)
+        kernel, noise = self._hyperparameters(observed)
+        liars = pending[-self.n_pending :] if self.n_pending else []
+        x, y = self._training_set(observed, liars, worst)
         space = self.search_space
-        with warnings.catch_warnings():
-            # A length scale that ends on its bound (a knob that does not matter) is an
-            # expected outcome here, not a reason to stop.
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            model = GaussianProcessRegressor(
-                kernel=ConstantKernel(1.0, (1e-2, 1e2)) * Matern(np.ones(x.shape[1]), (1e-2, 1e2), nu=2.5),
-                normalize_y=True,
-                noise="gaussian",
-                optimizer=_short_lbfgs,
-                random_state=int(rng.integers(2**31)),
-            )
-            model.fit(x, -y)  # skopt minimises
+        # The hyperparameters are fixed (no optimizer): this fit is one Cholesky factorisation.
+        model = GaussianProcessRegressor(kernel=kernel, normalize_y=True, noise=noise, optimizer=None)
+        model.fit(x, -y)  # skopt minimises
 
         units = self._candidates(rng, taken)
         if not len(units):
@@ -126,15 +136,39 @@ class BayesStrategy(Strategy):
         ei = gaussian_ei(space.features(units), model, y_opt=-float(np.max(y)), xi=self.xi)
         return space.unflatten(space.from_unit(units[int(np.argmax(ei))]))
 
-    def _training_set(self, pending: list[Knobs], worst: float) -> tuple[np.ndarray, np.ndarray]:
-        """Features and scores of the best, the most recent, and the pending points.
+    def _observed(self, worst: float) -> tuple[tuple[int, float], ...]:
+        """The records the GP is fitted on, as (trial id, score): the best and the most recent.
 
         A failed record counts as the worst score; the best are the ``n_best`` best-scored
         completed records, so a failure is fitted on only while it is among the ``n_recent``."""
         keep = sorted(set(self.best(self.n_best)) | set(self.recent(self.n_recent)))
-        scores = [self.score(i) if self.status(i) is TrialStatus.COMPLETED else worst for i in keep]
-        points = [self.point(i) for i in keep] + [self.search_space.flatten(k) for k in pending]
-        y = np.array(scores + [worst] * len(pending), dtype=float)
+        return tuple((i, self.score(i) if self.status(i) is TrialStatus.COMPLETED else worst) for i in keep)
+
+    def _hyperparameters(self, observed: tuple[tuple[int, float], ...]) -> tuple[Kernel, float | None]:
+        """The signal kernel and the noise level fitted on ``observed``: fitted again only when it changed."""
+        if self._fitted is None or self._fitted[0] != observed:
+            x, y = self._training_set(observed, [], 0.0)
+            with warnings.catch_warnings():
+                # A length scale that ends on its bound (a knob that does not matter) is an
+                # expected outcome here, not a reason to stop.
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                model = GaussianProcessRegressor(
+                    kernel=ConstantKernel(1.0, (1e-2, 1e2)) * Matern(np.ones(x.shape[1]), (1e-2, 1e2), nu=2.5),
+                    normalize_y=True,
+                    noise="gaussian",
+                    optimizer=_short_lbfgs,
+                )
+                model.fit(x, -y)
+            # skopt zeroes the fitted white noise for predictions and keeps its level apart (``noise_``).
+            self._fitted = (observed, model.kernel_.k1, model.noise_)
+        return self._fitted[1], self._fitted[2]
+
+    def _training_set(
+        self, observed: tuple[tuple[int, float], ...], pending: list[Knobs], worst: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Features and scores of the observed points, and of the pending ones at the worst score."""
+        points = [self.point(i) for i, _ in observed] + [self.search_space.flatten(k) for k in pending]
+        y = np.array([score for _, score in observed] + [worst] * len(pending), dtype=float)
         # Scores as normal quantiles of their ranks: a few very bad scores (a diverged
         # training) would otherwise flatten the GP everywhere else.
         y = norm.ppf((rankdata(y) - 0.5) / len(y))

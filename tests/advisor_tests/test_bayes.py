@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baobab.advisor import BayesStrategy, RandomStrategy, Strategy, TrialRecord, TrialStatus
+from baobab.advisor import BayesStrategy, RandomStrategy, Strategy, TrialRecord, TrialStatus, _bayes
 from baobab.exceptions import StrategyError
 from baobab.model import CategoricalKnob
 from baobab.testing import BRANIN_BEST, StrategyContract, branin_knob_config, branin_score, run_search
@@ -52,3 +52,24 @@ def test_numeric_knobs_get_a_finer_ring_of_candidates() -> None:
     run_search(categorical, 6, score=lambda k: float(k["c"]))
     # A categorical is redrawn at any scale: one ring only (fewer after dropping repeats).
     assert len(categorical._candidates(categorical.rng(6), set())) <= 10 + 5 * 4
+
+
+def test_the_kernel_is_fitted_once_per_change_of_the_results_not_once_per_proposal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pass that fills many slots asks for many proposals, each with the ones before it pending: the
+    likelihood search runs once for them all, and the constant liar still spreads them apart."""
+    fits = []
+    search = _bayes._short_lbfgs
+    monkeypatch.setattr(_bayes, "_short_lbfgs", lambda *args, **kwargs: fits.append(1) or search(*args, **kwargs))
+    strategy = BayesStrategy(branin_knob_config(), seed=0)
+    run_search(strategy, 10, score=branin_score)
+    fits.clear()
+    pending: list[dict] = []
+    for number in range(10, 40):
+        pending.append(strategy.propose(number, pending))
+    assert len(fits) == 1
+    assert len({tuple(sorted(p.items())) for p in pending}) == len(pending)
+    strategy.observe(TrialRecord(40, pending[0], TrialStatus.COMPLETED, branin_score(pending[0])))
+    strategy.propose(41, pending[1:])
+    assert len(fits) == 2  # a new result: fitted again
