@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import multiprocessing
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -171,6 +173,38 @@ def run_baobab(client: Client, dataset_id: int, model_id: int, workload: Workloa
     return (finished - started).total_seconds()
 
 
+def where_the_time_went(client: Client, app: str, sleep_s: float) -> dict[str, float]:
+    """Medians, in ms a trial, of where a cluster job's time went besides the template's sleep, from its rows.
+
+    ``in_trial``: a trial's claim to its outcome, less the sleep (the worker process's own work: loading the
+    template and data, saving parameters through the API, its requests); ``between``: a trial's outcome to
+    the next claim on the same worker (the outcome waiting for that claim, Celery's delivery of the next
+    message, the request that stores one and claims the other); ``queued``: a trial's row written to its
+    claim (the advisor's insert and Celery message to the worker, often hidden behind the trial before it);
+    and the job's phases as its workers measured them (``/time_breakdown``), per trial.
+    """
+    trials = [t for t in client.get_trials(app, per_page=500)["trials"] if t["status"] == "COMPLETED"]
+    when = datetime.datetime.fromisoformat
+    in_trial = [1000 * ((when(t["finished_at"]) - when(t["started_at"])).total_seconds() - sleep_s) for t in trials]
+    queued = [1000 * (when(t["started_at"]) - when(t["created_at"])).total_seconds() for t in trials]
+    between = []
+    for worker in {t["worker"] for t in trials}:
+        runs = sorted((t for t in trials if t["worker"] == worker), key=lambda t: t["started_at"])
+        between += [
+            1000 * (when(b["started_at"]) - when(a["finished_at"])).total_seconds() for a, b in itertools.pairwise(runs)
+        ]
+    phases = client.get_time_breakdown(app)
+    breakdown = {
+        "in_trial": statistics.median(in_trial),
+        "between": statistics.median(between) if between else 0.0,
+        "queued": statistics.median(queued),
+    }
+    for phase, seconds in phases["seconds"].items():
+        if phase not in ("wait", "train"):  # waiting is ``queued``; training is the template's sleep
+            breakdown[f"phase {phase}"] = 1000 * seconds / max(phases["trials"], 1)
+    return {name: round(ms, 2) for name, ms in breakdown.items()}
+
+
 def run_celery_peer(workload: Workload, broker_url: str, workers: int) -> float:
     """Wall time of the trials as bare Celery tasks on ``workers`` processes, first send to last done."""
     env = {**os.environ, "BENCH_BROKER_URL": broker_url, "PYTHONPATH": str(HERE)}
@@ -221,10 +255,12 @@ def postgres_database(server_url: str) -> Iterator[str]:
 
 def run_cluster(
     workloads: list[Workload], folder: Path, server_url: str, broker_url: str
-) -> tuple[list[Measure], dict[str, float]]:
-    """Baobab in cluster mode and a bare Celery worker, per workload; and the one-to-two-worker speedup."""
+) -> tuple[list[Measure], dict[str, float], dict[str, dict[str, float]]]:
+    """Baobab in cluster mode and a bare Celery worker, per workload; the one-to-two-worker speedup; and where
+    Baobab's time went (:func:`where_the_time_went`) per workload."""
     measures: list[Measure] = []
     speedup: dict[str, float] = {}
+    breakdowns: dict[str, dict[str, float]] = {}
     settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD, "BAOBAB_CPU_SLOTS": str(WORKERS)}
     for machines in (WORKERS, 1):
         redis.Redis.from_url(broker_url).flushdb()
@@ -249,13 +285,15 @@ def run_cluster(
                 measures.append(measure(workload, "bare loop", bare_wall, bare_wall, busy))
                 wall = run_baobab(client, dataset["id"], model["id"], workload)
                 measures.append(measure(workload, "Baobab", wall, bare_wall, busy))
+                breakdowns[workload.name] = where_the_time_went(client, f"overhead-{workload.name}", workload.sleep_s)
+                print(f"{workload.name:9} where Baobab's time went, ms a trial: {breakdowns[workload.name]}")
                 redis.Redis.from_url(broker_url).delete("bench:done")
                 wall = run_celery_peer(workload, broker_url, WORKERS)
                 measures.append(measure(workload, "bare Celery worker (Redis)", wall, bare_wall, busy))
                 for m in measures[-3:]:
                     row = f"{m.wall_s:7.2f} s {m.overhead_ms:6.1f} ms {m.utilisation:6.1%}"
                     print(f"{m.workload:9} {m.system:31} {row}")
-    return measures, speedup
+    return measures, speedup, breakdowns
 
 
 def measure(workload: Workload, system: str, wall: float, bare_wall: float, busy: float) -> Measure:
@@ -319,10 +357,19 @@ def write_report(measures: list[Measure], quick: bool, setup: dict[str, Any]) ->
 
 
 def write_cluster_report(
-    measures: list[Measure], speedup: dict[str, float], quick: bool, setup: dict[str, Any]
+    measures: list[Measure],
+    speedup: dict[str, float],
+    breakdowns: dict[str, dict[str, float]],
+    quick: bool,
+    setup: dict[str, Any],
 ) -> None:
     RESULTS.mkdir(exist_ok=True)
-    data = {"setup": setup, "measures": [asdict(m) for m in measures], "speedup_1_to_2_workers": speedup}
+    data = {
+        "setup": setup,
+        "measures": [asdict(m) for m in measures],
+        "speedup_1_to_2_workers": speedup,
+        "where_the_time_went_ms": breakdowns,
+    }
     (RESULTS / "overhead-celery.json").write_text(json.dumps(data, indent=2) + "\n")
     lines = [
         "# Per-trial overhead and worker utilisation, cluster mode (Celery)",
@@ -341,6 +388,16 @@ def write_cluster_report(
         "worker process's first trial is claimed alone), and an event back to the advisor. The bare Celery "
         "worker does the same template calls per task with the same delivery rules (acks late, one task at a "
         "time) and nothing else.",
+        "",
+        "Where Baobab's time went, read from the job's own rows (medians, ms a trial; see "
+        "`where_the_time_went` in the script): `in_trial` is a trial's claim to its outcome less the "
+        "template's sleep, `between` a trial's outcome to the next claim on the same worker, `queued` a "
+        "trial's row to its claim (often spent behind the trial before it), and the phases the workers "
+        "measured inside a trial.",
+        "",
+        "| workload | " + " | ".join(next(iter(breakdowns.values()), {})) + " |",
+        "|---|" + "---:|" * len(next(iter(breakdowns.values()), {})),
+        *(f"| {name} | " + " | ".join(f"{ms:.1f}" for ms in b.values()) + " |" for name, b in breakdowns.items()),
         "",
         *_setup_lines(setup),
     ]
@@ -374,8 +431,8 @@ def main() -> None:
         data = folder / "data.csv"
         data.write_text("a,target\n1.0,0.5\n2.0,0.25\n")
         if args.executor == "celery":
-            measures, speedup = run_cluster(workloads, folder, args.postgres, args.broker)
-            write_cluster_report(measures, speedup, args.quick, setup.finish())
+            measures, speedup, breakdowns = run_cluster(workloads, folder, args.postgres, args.broker)
+            write_cluster_report(measures, speedup, breakdowns, args.quick, setup.finish())
             print(f"wrote {RESULTS / 'overhead-celery.md'}")
             return
         settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD, "BAOBAB_CPU_SLOTS": str(WORKERS)}

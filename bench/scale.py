@@ -20,8 +20,10 @@ cluster waits for it, so its slowness shows as idle slots. It reports:
 
 Trials of a minute leave the driver 60 ms per trial on 1,000 slots; the **short** part
 runs 10,000 trials of 5 s on the same 1,000 slots (200 ending a second), where a slow
-driver would show as idle slots; the **long** part one job of 20,000 trials, for what
-the driver holds of a long job.
+driver would show as idle slots; the **advisors** part the same work, and trials of 1 s,
+shared by 1, 2 and 4 drivers with leases (``baobab advisor`` processes), charged the slowest
+driver's time of each turn as if each ran on a machine of its own; the **long** part one job
+of 20,000 trials, for what the driver holds of a long job.
 
 The **proposals** part runs ``bench/scale_proposals.py`` (each strategy's proposal latency
 from trial 100 to 100,000 in one sub-job, against Optuna's ask/tell with TPE on the same
@@ -94,8 +96,13 @@ def _proposal_seconds() -> dict[str, float]:
     return totals
 
 
-def run_driver(*, jobs: int, trials: int, slots: int, gpus: int, median_s: float) -> dict[str, Any]:
-    """The real driver on a simulated cluster (see the module docstring); the figures of one run."""
+def run_driver(
+    *, jobs: int, trials: int, slots: int, gpus: int, median_s: float, advisors: int | None = None
+) -> dict[str, Any]:
+    """The real driver on a simulated cluster (see the module docstring); the figures of one run.
+
+    ``advisors``: that many drivers share the jobs by leases (``baobab advisor`` processes); None: one
+    driver without leases (``baobab up``)."""
     strategies = ("random", "random", "tpe", "random", "bayes", "random", "evolution", "random", "tpe", "random")
     with postgres_database(SERVER_URL) as url:
         upgrade_database(url)
@@ -106,7 +113,13 @@ def run_driver(*, jobs: int, trials: int, slots: int, gpus: int, median_s: float
         cluster = SimulatedCluster(workers, events, clock, slots=slots, work=SimulatedWork(median_s=median_s, steps=3))
         with tempfile.TemporaryDirectory() as home:
             settings = Settings.from_env(environ={}, home=Path(home), cpu_slots=2)
-            driver = JobDriver(engine, cluster, events, settings, clock=clock, stop_check_s=3600)
+            shared = {} if advisors is None else {"lease_s": settings.lease_s}
+            drivers = [
+                JobDriver(engine, cluster, events, settings, clock=clock, stop_check_s=3600, name=f"a{i}", **shared)
+                for i in range(advisors or 1)
+            ]
+            for driver in drivers:  # each says it is alive before any takes up jobs, so they share from the start
+                driver.renew_leases()
             asha = {"early_stopping": {"rule": "asha", "eta": 3}}
             third = jobs // 3
             add_simulated_jobs(
@@ -121,7 +134,7 @@ def run_driver(*, jobs: int, trials: int, slots: int, gpus: int, median_s: float
                 if marks and report.trials >= marks[0]:
                     marks.pop(0)
                     gc.collect()
-                    states = list(driver.jobs.values())
+                    states = [job for driver in drivers for job in driver.jobs.values()]
                     strategies_held = [sub.strategy for job in states for sub in job.sub_jobs.values() if sub.strategy]
                     memory.append(
                         {
@@ -135,12 +148,14 @@ def run_driver(*, jobs: int, trials: int, slots: int, gpus: int, median_s: float
                     print(f"  {report.trials:>7} trials, {memory[-1]['driver_mb']:.1f} MB held", flush=True)
 
             proposing = _proposal_seconds()
-            report = run_simulation(driver, cluster, on_loop=sample, charge=True)
+            report = run_simulation(drivers, cluster, on_loop=sample, charge=True)
             proposed = {k: v - proposing.get(k, 0.0) for k, v in _proposal_seconds().items()}
         engine.dispose()
         workers.dispose()
     n = report.trials
     return {
+        "advisors": advisors,
+        "trials_per_virtual_s": n / report.span_s if report.span_s else 0.0,
         "jobs": jobs,
         "trials": n,
         "slots": slots,
@@ -185,6 +200,8 @@ def render(results: dict[str, Any]) -> str:
         lines += _render_driver(results["driver"])
     if results.get("short"):
         lines += _render_short(results["short"])
+    if results.get("advisors"):
+        lines += _render_advisors(results["advisors"])
     if results.get("long"):
         lines += _render_long(results["long"])
     for report in PART_REPORTS:  # each part's own report, one heading level down
@@ -242,6 +259,34 @@ def _render_short(d: dict[str, Any]) -> list[str]:
             "",
         ]
     return lines
+
+
+def _render_advisors(d: dict[str, Any]) -> list[str]:
+    first = d["runs"][0]
+    lines = [
+        f"## Several advisors sharing the jobs ({d['date']})",
+        "",
+        f"The short part's jobs ({first['jobs']} of {first['trials'] // first['jobs']:,} trials on "
+        f"{first['slots']:,} slots), and the same with trials of 1 s, shared by 1, 2 and 4 drivers with leases "
+        "(`baobab advisor` processes): each takes up its fair share of the jobs. They take their turns one "
+        "after another in one process, each seeing every event, and the clock is charged the slowest one's "
+        "time of each turn, as if each ran on a machine of its own; the PostgreSQL they share serves them one "
+        "at a time here, so its contention between them is not measured. Each driver fills every slot it "
+        "sees (they do not split the slots), so with several the cluster holds more trials queued.",
+        "",
+        "| trials of | advisors | trials per second (virtual) | against one | slots busy while work waited "
+        "| driver wall ms a trial (all drivers) | each trial once |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for run in d["runs"]:
+        one = next(r for r in d["runs"] if r["median_trial_s"] == run["median_trial_s"] and r["advisors"] == 1)
+        lines.append(
+            f"| {run['median_trial_s']:g} s | {run['advisors']} | {run['trials_per_virtual_s']:,.0f} | "
+            f"{run['trials_per_virtual_s'] / one['trials_per_virtual_s']:.2f}x | "
+            f"{100 * run['utilisation_while_waiting']:.1f}% | {run['driver_wall_ms_per_trial']:.2f} | "
+            f"{'yes' if run['each_trial_once'] else '**no**'} |"
+        )
+    return [*lines, ""]
 
 
 def _proposing(d: dict[str, Any]) -> str:
@@ -302,7 +347,7 @@ def _render_driver(d: dict[str, Any]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parts = "driver,short,long,proposals,api"
+    parts = "driver,short,advisors,long,proposals,api"
     parser.add_argument("--parts", default=parts, help=f"comma-separated, of {parts}")
     parser.add_argument("--quick", action="store_true", help="10 jobs, 10,000 trials, 100 slots; small parts")
     args = parser.parse_args()
@@ -322,6 +367,14 @@ def main() -> None:
         size = {"jobs": 10 if args.quick else 20, "trials": 500, "slots": 100 if args.quick else 1000}
         print(f"short trials: {size}", flush=True)
         results["short"] = {**run_driver(**size, gpus=100, median_s=5.0), "date": today}
+    if "advisors" in parts:  # the short part's work, and trials of 1 s, shared by 1, 2 and 4 drivers
+        size = {"jobs": 10 if args.quick else 20, "trials": 500, "slots": 100 if args.quick else 1000}
+        results["advisors"] = {"date": today, "runs": []}
+        for median_s in (5.0, 1.0):
+            for advisors in (1, 2, 4):
+                print(f"advisors: {advisors}, trials of {median_s:g} s, {size}", flush=True)
+                run = run_driver(**size, gpus=100, median_s=median_s, advisors=advisors)
+                results["advisors"]["runs"].append(run)
     if "long" in parts:
         size = {"jobs": 1, "trials": 5_000 if args.quick else 20_000, "slots": 200}
         print(f"long job: {size}", flush=True)

@@ -142,7 +142,8 @@ class BayesStrategy(Strategy):
         A failed record counts as the worst score; the best are the ``n_best`` best-scored
         completed records, so a failure is fitted on only while it is among the ``n_recent``."""
         keep = sorted(set(self.best(self.n_best)) | set(self.recent(self.n_recent)))
-        return tuple((i, self.score(i) if self.status(i) is TrialStatus.COMPLETED else worst) for i in keep)
+        scores = (self.score(i) if self.status(i) is TrialStatus.COMPLETED else None for i in keep)
+        return tuple((i, worst if score is None else score) for i, score in zip(keep, scores, strict=True))
 
     def _hyperparameters(self, observed: tuple[tuple[int, float], ...]) -> tuple[Kernel, float | None]:
         """The signal kernel and the noise level fitted on ``observed``: fitted again only when it changed."""

@@ -357,16 +357,22 @@ def run_simulation(
     clock to the next thing due, a trial's report or end or the driver's own next timer.
 
     Args:
-        until: stop as soon as this says so (default: once the driver runs no job and no trial runs,
-            after it took up at least one).
+        driver: one driver, or several that share the jobs (each with ``lease_s`` and a name of its
+            own). Several take their turns one after another, each seeing every event.
+        until: stop as soon as this says so (default: once no driver runs a job and no trial runs,
+            after one took up at least one).
         max_virtual_s: stop after this much virtual time.
         on_loop: called with the report after each turn (for progress, or sampling memory).
         charge: move the clock on by the wall time of each driver call too, as if the cluster
             waited for the driver: slots its slowness leaves idle then show in the utilisation
             (which then depends on the machine; without it, the driver decides in no time).
+            Several drivers are charged the slowest one's time of each turn, as if each ran on a
+            machine of its own (the store they share sees their calls one at a time).
     """
+    drivers = list(driver) if isinstance(driver, Sequence) else [driver]
     report = cluster.report
     clock = cluster.clock
+    charged = clock if charge else None
     subscription = cluster.events.subscribe(
         EventKind.JOB_CREATED, EventKind.JOB_STOPPED, EventKind.TRIAL_FINISHED, EventKind.TRIAL_STOP_REQUESTED
     )
@@ -374,20 +380,21 @@ def run_simulation(
     seen_jobs = False
     try:
         while clock() - started < max_virtual_s:
-            _timed(report, clock if charge else None, driver.step)
+            _timed(report, charged, [(d.step, ()) for d in drivers])
             cluster.fire_due()  # what fell due while the driver worked (charged time only)
             cluster.start_waiting()
-            seen_jobs = seen_jobs or bool(driver.jobs)
-            done = until() if until is not None else seen_jobs and not driver.jobs and not cluster.active()
+            running = any(d.jobs for d in drivers)
+            seen_jobs = seen_jobs or running
+            done = until() if until is not None else seen_jobs and not running and not cluster.active()
             if done:
                 break
-            clock.advance(min(cluster.next_due(), clock() + driver.wait_s()))
+            clock.advance(min(cluster.next_due(), clock() + min(d.wait_s() for d in drivers)))
             cluster.fire_due()
             batch = []
             while (event := subscription.get(timeout=0)) is not None:
                 batch.append(event)
             if batch:
-                _timed(report, clock if charge else None, driver.handle_all, batch)
+                _timed(report, charged, [(d.handle_all, (batch,)) for d in drivers])
             report.loops += 1
             if on_loop is not None:
                 on_loop(report)
@@ -397,18 +404,26 @@ def run_simulation(
     return report
 
 
-def _timed(report: Simulation, clock: VirtualClock | None, fn: Callable[..., Any], *args: Any) -> None:
-    """Call the driver, adding its CPU time to the report (and its wall time to ``clock`` when given)."""
-    begin, wall = time.thread_time(), time.perf_counter()
+def _timed(
+    report: Simulation, clock: VirtualClock | None, calls: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]
+) -> None:
+    """Call the drivers, adding their CPU and wall time to the report (and the slowest one's wall time to
+    ``clock`` when given: drivers on machines of their own)."""
+    slowest = 0.0
     try:
-        fn(*args)
+        for fn, args in calls:
+            begin, wall = time.thread_time(), time.perf_counter()
+            try:
+                fn(*args)
+            finally:
+                elapsed = time.perf_counter() - wall
+                slowest = max(slowest, elapsed)
+                report.driver_cpu_s += time.thread_time() - begin
+                report.driver_wall_s += elapsed
+                report.driver_calls += 1
     finally:
-        elapsed = time.perf_counter() - wall
-        report.driver_cpu_s += time.thread_time() - begin
-        report.driver_wall_s += elapsed
-        report.driver_calls += 1
         if clock is not None:
-            clock.advance(clock() + elapsed)
+            clock.advance(clock() + slowest)
 
 
 def add_simulated_jobs(

@@ -1166,6 +1166,35 @@ def test_a_driver_that_lost_its_lease_lets_the_job_go(
         assert job_row(engine, job_id).driver == "other"
 
 
+def test_drivers_share_the_jobs_a_joining_one_gets_its_share_and_a_dead_ones_move_within_the_lease(
+    engine: Engine, events: LocalEventChannel, settings: Settings
+) -> None:
+    clock = VirtualClock()
+    lease_s = 3.0
+    a = StandInExecutor(engine, events, slots=2, hold=True, clock=clock)
+    b = StandInExecutor(engine, events, slots=2, hold=True, clock=clock)
+    jobs = [make_job(engine, events, {"MODEL_TRIAL_COUNT": 4}) for _ in range(4)]
+    with turned(engine, a, events, settings, lease_s=lease_s, name="a", rescan_s=0.5) as first:
+        first.until(lambda: len(first.driver.jobs) == 4, "the only driver to take every job")
+        with turned(engine, b, events, settings, lease_s=lease_s, name="b", rescan_s=0.5) as second:
+            second.turn()  # it says it is alive; every job is held
+            assert not second.driver.jobs
+            clock.advance(clock() + lease_s / 3)  # the first driver's next renewal: two drivers share 4 jobs now
+            first.turn()
+            assert sorted(first.driver.jobs) == jobs[:2]  # it kept the oldest and handed the newest over
+            clock.advance(clock() + 0.5)  # the second driver's next rescan
+            second.turn()
+            assert sorted(second.driver.jobs) == jobs[2:]
+            assert [job_row(engine, job_id).driver for job_id in jobs] == ["a", "a", "b", "b"]
+            assert {t.id for t in trials(engine, jobs[3])} <= set(b.submitted)
+            # The second driver dies without a word: its jobs move once its lease and its liveness run out.
+            for _ in range(4):
+                clock.advance(clock() + lease_s / 3)
+                first.turn()
+            assert sorted(first.driver.jobs) == jobs
+            assert [job_row(engine, job_id).driver for job_id in jobs] == ["a"] * 4
+
+
 def test_a_user_stop_of_one_trial_reaches_the_executor_and_its_score_counts(
     engine: Engine, events: LocalEventChannel, settings: Settings
 ) -> None:

@@ -78,6 +78,30 @@ def test_a_killed_advisor_is_replaced_by_another_without_losing_or_repeating_tri
     assert books.retried == 0  # the trials that ran at the kill ran on and were kept
 
 
+def test_two_advisors_share_the_jobs_and_a_killed_ones_jobs_move_to_the_other(
+    start_cluster: StartCluster, breast_cancer: Path
+) -> None:
+    cluster = start_cluster(workers=2, slots=1)
+    cluster.services.add_advisor()
+    jobs = [start_slow_job(cluster, breast_cancer, app=f"shared-{i}", trials=TRIALS, sleep_s=SLEEP_S) for i in range(2)]
+
+    def holders() -> list[str | None]:
+        return [cluster.rows("SELECT driver FROM train_jobs WHERE id = :id", id=job["id"])[0].driver for job in jobs]
+
+    # Each advisor takes its fair share, one job each (the first may take both until the second says it is
+    # alive, then hands one over).
+    wait_until(lambda: None not in holders() and len(set(holders())) == 2, timeout=30, what="one job per advisor")
+    first, second = holders()
+    running_trial(cluster, "shared-0")
+    victim = next(a for a in cluster.services.advisors if f":{a.process.pid}:" in first)
+    victim.kill()
+
+    for job in jobs:
+        _, books = _finish(cluster, job["app"], job["app_version"])
+        assert books.retried == 0  # the trials that ran at the kill ran on and were kept
+    assert holders() == [second, second]  # the killed advisor's job moved to the other once its lease ran out
+
+
 def _redis_server_command(client: redis.Redis) -> list[str]:
     """The command that starts this Redis again as it is now (no persistence, same address)."""
     config = client.config_get("*")

@@ -6,10 +6,20 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from conftest import add_job
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, update
 
 from baobab.enums import JobStatus
-from baobab.store._db import InferenceJob, Lease, TrainJob, add_inference_job, session_scope
+from baobab.store._db import (
+    InferenceJob,
+    Lease,
+    TrainJob,
+    add_inference_job,
+    beat_advisor,
+    drop_advisor,
+    fair_share,
+    job_sharing,
+    session_scope,
+)
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -117,3 +127,25 @@ def test_the_train_job_state_is_left_alone(engine: Engine) -> None:
     with session_scope(engine) as session:
         Lease(TrainJob, "a", MINUTE).take(session, job_id, NOW)
         assert session.scalar(select(TrainJob.status)) is JobStatus.PENDING
+
+
+def test_live_drivers_share_the_unfinished_jobs_and_a_silent_or_departed_one_counts_no_more(engine: Engine) -> None:
+    jobs = _jobs(engine, TrainJob, 5)
+    with session_scope(engine) as session:
+        session.execute(update(TrainJob).where(TrainJob.id == jobs[0]).values(status=JobStatus.COMPLETED))
+        beat_advisor(session, "a", NOW + MINUTE)
+        beat_advisor(session, "b", NOW + MINUTE)
+        beat_advisor(session, "silent", NOW - MINUTE)  # its beats stopped a minute ago
+    with session_scope(engine) as session:
+        assert job_sharing(session, NOW) == (4, 2)  # four jobs unfinished; two drivers alive
+        beat_advisor(session, "b", NOW + 2 * MINUTE)  # a beat renews the row, it adds none
+        drop_advisor(session, "a")
+    with session_scope(engine) as session:
+        assert job_sharing(session, NOW) == (4, 1)
+        assert job_sharing(session, NOW + 3 * MINUTE) == (4, 0)
+
+
+@pytest.mark.parametrize(("unfinished", "live", "share"), [(4, 2, 2), (5, 2, 3), (1, 4, 1), (0, 3, 0), (3, 0, 3)])
+def test_a_fair_share_lets_the_live_drivers_hold_every_job_between_them(unfinished: int, live: int, share: int) -> None:
+    assert fair_share(unfinished, live) == share
+    assert share * max(live, 1) >= unfinished

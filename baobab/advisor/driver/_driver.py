@@ -137,7 +137,7 @@ class JobDriver(StoreSync):
         """Seconds until the next timer (at most ``stop_check_s``)."""
         now = self.clock() if now is None else now
         due = min(self._next_rescan, now + self.stop_check_s)
-        if self.lease_s is not None and self._jobs:
+        if self.lease_s is not None:  # an idle driver too says that it is alive, to get its share of the jobs
             due = min(due, self._next_renewal)
         if self._metrics.cursors:
             due = min(due, self._next_metrics)

@@ -20,11 +20,15 @@ from baobab.store import (
     Lease,
     TrainJob,
     TrialState,
+    beat_advisor,
+    drop_advisor,
     end_trial,
     fail_train_job,
+    fair_share,
     finish_sub_job,
     finish_train_job,
     fuse_trials,
+    job_sharing,
     record_train_job_placement,
     record_train_job_profiling,
     record_train_job_window,
@@ -47,6 +51,7 @@ __all__ = [
     "record_window",
     "release_leases",
     "renew_leases",
+    "share",
     "start_job",
     "stop_job_for_time",
     "take_lease",
@@ -194,7 +199,21 @@ def renew_leases(engine: Engine, job_ids: Collection[int], driver: str, lease_s:
         return _lease(driver, lease_s).renew(session, job_ids, utc(now))
 
 
-def release_leases(engine: Engine, driver: str) -> None:
-    """Hand back every unfinished job ``driver`` holds."""
+def release_leases(engine: Engine, driver: str, job_ids: Collection[int] | None = None) -> None:
+    """Hand back the unfinished jobs ``driver`` holds (only ``job_ids`` when given); when it hands back every
+    one, it stops sharing the jobs too (a clean stop)."""
     with session_scope(engine) as session:
-        _lease(driver).release(session, TrainJob.status.in_(JobStatus.UNFINISHED))
+        if job_ids is None:
+            _lease(driver).release(session, TrainJob.status.in_(JobStatus.UNFINISHED))
+            drop_advisor(session, driver)
+        else:
+            _lease(driver).release(session, TrainJob.status.in_(JobStatus.UNFINISHED), TrainJob.id.in_(list(job_ids)))
+
+
+def share(engine: Engine, driver: str, lease_s: float, now: float) -> int:
+    """The most jobs ``driver`` may hold: its fair share of the unfinished jobs among the live drivers.
+
+    It says first that ``driver`` is alive for ``lease_s`` (as long as a lease it takes), so it counts itself."""
+    with session_scope(engine) as session:
+        beat_advisor(session, driver, utc(now + lease_s))
+        return fair_share(*job_sharing(session, utc(now)))

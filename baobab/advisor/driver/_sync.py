@@ -3,6 +3,9 @@
 Several drivers may share a store: with ``lease_s`` set, a driver takes up only jobs no
 other driver holds (``train_jobs.driver``, ``lease_expires_at``), renews its leases every
 third of ``lease_s``, and drops a job whose lease another driver took after it lapsed.
+Each takes up jobs only to its fair share of the unfinished ones among the live drivers
+(:func:`baobab.store.fair_share`), and hands the newest of any excess over when another
+driver joins, so that two or four drivers turn over two or four times the trials one could.
 """
 
 from __future__ import annotations
@@ -86,8 +89,11 @@ class StoreSync(DriverCore):
             job_ids = [i for i in job_ids if i not in self._jobs]
             if not job_ids:
                 return
-        rows = jobs_to_adopt(self.engine, job_ids, self.name if self.lease_s is not None else None, self.clock())
+        now = self.clock()
+        rows = jobs_to_adopt(self.engine, job_ids, self.name if self.lease_s is not None else None, now)
         rows = [row for row in rows if row.id not in self._jobs]
+        if rows and self.lease_s is not None:  # the oldest, up to this driver's share
+            rows = rows[: max(0, _rows.share(self.engine, self.name, self.lease_s, now) - len(self._jobs))]
         if not rows:
             return
         held = self.executor.active()  # failing here defers every job to the next rescan, and ends none
@@ -146,16 +152,24 @@ class StoreSync(DriverCore):
     # -- leases --------------------------------------------------------------------------------
 
     def renew_leases(self, now: float | None = None) -> None:
-        """Extend the leases of the jobs this driver runs; forget those another driver took."""
-        if self.lease_s is None or not self._jobs:
+        """Extend the leases of the jobs this driver runs; forget those another driver took; say that it is
+        alive, and hand over what it holds beyond its share (another driver joined)."""
+        if self.lease_s is None:
             return
         now = self.clock() if now is None else now
         ids = list(self._jobs)
-        mine = _rows.renew_leases(self.engine, ids, self.name, self.lease_s, now)
+        mine = _rows.renew_leases(self.engine, ids, self.name, self.lease_s, now) if ids else set()
         for job_id in ids:
             job = self._jobs.get(job_id)
             if job is not None and job_id not in mine:
                 logger.warning("job %s: another advisor holds it now; letting it go", job_id)
+                self._forget(job)
+        excess = len(self._jobs) - _rows.share(self.engine, self.name, self.lease_s, now)
+        if excess > 0:  # another driver joined: it takes the newest jobs up from their rows
+            handed = list(self._jobs.values())[-excess:]
+            _rows.release_leases(self.engine, self.name, [job.id for job in handed])
+            for job in handed:
+                logger.info("job %s: handed over to share the jobs among more advisors", job.id)
                 self._forget(job)
 
     def release_leases(self) -> None:

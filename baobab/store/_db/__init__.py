@@ -41,10 +41,11 @@ from baobab.store._db._job_rows import (
     start_train_job,
     sub_job_seed,
 )
-from baobab.store._db._leases import RELEASED, Lease
+from baobab.store._db._leases import RELEASED, Lease, beat_advisor, drop_advisor, fair_share, job_sharing
 from baobab.store._db._login_failures import release_login_attempt, reserve_login_attempt
 from baobab.store._db._migrate import check_schema, current_revision, head_revision, upgrade_database
 from baobab.store._db._tables import (
+    Advisor,
     Base,
     Dataset,
     InferenceJob,
@@ -132,6 +133,11 @@ __all__ = [
     "InterimMetric",
     "JobStatus",
     "Lease",
+    "beat_advisor",
+    "drop_advisor",
+    "fair_share",
+    "job_sharing",
+    "Advisor",
     "release_login_attempt",
     "reserve_login_attempt",
     "mark_inference_job_stopped",

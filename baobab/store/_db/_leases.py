@@ -9,23 +9,29 @@ leases run out. A holder killed without a word loses its jobs to the others when
 do. A write that changes a job's state together with its lease (a predictor host
 taking over a job, or ending one) uses :meth:`Lease.taken` and :data:`RELEASED`, so
 the columns are written in one place.
+
+Job drivers share the jobs out evenly: each keeps a row in ``advisors`` renewed with its
+leases (:func:`beat_advisor`), and takes up jobs only up to its :func:`fair_share` of the
+unfinished ones among the live drivers, handing the excess over when another joins.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, or_, select, update
+from sqlalchemy import ColumnElement, and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from baobab.enums import JobStatus
 from baobab.store._db._batches import id_batches
 from baobab.store._db._engine import changed_rows
-from baobab.store._db._tables import InferenceJob, TrainJob
+from baobab.store._db._tables import Advisor, InferenceJob, TrainJob
 
-__all__ = ["RELEASED", "Lease"]
+__all__ = ["RELEASED", "Lease", "beat_advisor", "drop_advisor", "fair_share", "job_sharing"]
 
 #: The lease columns of a job nobody holds.
 RELEASED: dict[str, Any] = {"driver": None, "lease_expires_at": None}
@@ -83,3 +89,28 @@ class Lease:
         """Hand back the leases this holder holds (on the jobs matching ``where``); how many."""
         table = self.table
         return changed_rows(session, update(table).where(self.held(), *where).values(**RELEASED))
+
+
+def beat_advisor(session: Session, holder: str, until: datetime) -> None:
+    """Say that the job driver ``holder`` is alive, and shares the train jobs, until ``until``."""
+    if not changed_rows(session, update(Advisor).where(Advisor.name == holder).values(expires_at=until)):
+        session.add(Advisor(name=holder, expires_at=until))  # a holder's name is its own: no one else inserts it
+
+
+def drop_advisor(session: Session, holder: str) -> None:
+    """The job driver ``holder`` stops: it no longer counts among those sharing the jobs."""
+    session.execute(delete(Advisor).where(Advisor.name == holder))
+
+
+def job_sharing(session: Session, now: datetime) -> tuple[int, int]:
+    """How many train jobs are unfinished, and how many job drivers are alive to share them."""
+    unfinished = session.scalar(
+        select(func.count()).select_from(TrainJob).where(TrainJob.status.in_(JobStatus.UNFINISHED))
+    )
+    live = session.scalar(select(func.count()).select_from(Advisor).where(Advisor.expires_at >= now))
+    return int(unfinished or 0), int(live or 0)
+
+
+def fair_share(unfinished: int, live: int) -> int:
+    """The most jobs one of ``live`` drivers takes of ``unfinished`` ones: together they hold them all."""
+    return math.ceil(unfinished / max(live, 1))

@@ -120,6 +120,17 @@ class LoginFailures(Base):
     failures: Mapped[int]
 
 
+class Advisor(Base):
+    """A job driver that shares the train jobs with others (``baobab advisor`` with leases), alive until
+    ``expires_at``: the drivers count the live ones to take a fair share of the jobs each
+    (see :mod:`baobab.store._db._leases`)."""
+
+    __tablename__ = "advisors"
+
+    name: Mapped[str] = mapped_column(primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+
+
 class Dataset(Base):
     __tablename__ = "datasets"
 
