@@ -290,6 +290,14 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("lease_s", float, 30.0, "how long an advisor's hold on a job lasts unless renewed", minimum=0.01),
     Setting(
+        "finish_wait_s",
+        float,
+        0.0,
+        "0: a cluster trial's outcome is stored before its message is acknowledged; above 0, it may wait this "
+        "long for the worker's next claim to carry it (one request for both; lost if the machine dies then)",
+        minimum=0.0,
+    ),
+    Setting(
         "zoo_budget_mb",
         int,
         20480,
@@ -386,6 +394,7 @@ class Settings:
     heartbeat_timeout_s: float
     redelivery_s: float
     lease_s: float
+    finish_wait_s: float
     zoo_budget_mb: int
     predictor_min_replicas: int
     predictor_max_replicas: int

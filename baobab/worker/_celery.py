@@ -33,10 +33,13 @@ trial safe, however many there are:
 - Workers hold no database credentials: they report through the admin API with the
   trial's token (:class:`~baobab.worker.ApiGateway`), and read the trial's inputs and
   store its parameters through it too: no process of a worker reaches the artifact
-  store. A worker process sends a trial's outcome with the claim of its next trial, in
-  one request (:class:`~baobab.worker.FinishRelay`): the outcome waits up to
-  :data:`FINISH_WAIT_S` after the task returns, and goes alone when no next trial comes
-  by then or the process ends.
+  store. A worker process stores a trial's outcome before its task returns, so before
+  Celery acknowledges the trial's message: a worker machine that dies at any moment leaves
+  no ended trial to run again. With ``BAOBAB_FINISH_WAIT_S`` above 0 the outcome instead
+  waits up to that long after the task returns for the claim of the process's next trial,
+  which carries it (one request for both, :class:`~baobab.worker.FinishRelay`; what that
+  saves, ``bench/results/overhead-celery.md`` measures), and an outcome still waiting when
+  its machine dies is lost (the trial runs again).
 
 :class:`CeleryExecutor` is the advisor's side. It knows what runs from the store, not
 from its memory, so a new advisor sees the same as the one it replaces: a trial is held
@@ -105,9 +108,6 @@ CPU_QUEUE, GPU_QUEUE = "baobab.cpu", "baobab.gpu"
 _TASK, _GROUP_TASK = "baobab.run_trial", "baobab.run_trials"
 #: How often the executor asks the workers how many trials they can run at once (and sees the broker live).
 _WATCH_S = 5.0
-#: How long a trial's outcome waits in its pool process for the claim of the next trial (module docstring):
-#: Celery hands over the next message within a few milliseconds of the last task's end, even on a busy machine.
-FINISH_WAIT_S = 0.05
 #: How long a worker process let go (another user's trial comes, the pool process ends) may take to send
 #: the outcome it holds and exit.
 _LET_GO_S = 10.0
@@ -181,7 +181,7 @@ class _PoolProcess:
             *("--memory-mb", str(memory_mb)),
             *("--data-cache-mb", str(settings.data_cache_mb)),
             *("--heartbeat-s", str(settings.heartbeat_s)),
-            *("--finish-wait-s", str(FINISH_WAIT_S)),
+            *("--finish-wait-s", str(settings.finish_wait_s)),
             *(("--time-limit-s", str(self._time_limit)) if self._time_limit is not None else ()),
         ]
         signals.worker_process_shutdown.connect(self._let_go, weak=False)

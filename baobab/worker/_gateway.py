@@ -3,14 +3,15 @@
 No worker holds database credentials. A worker calls the admin API with the token
 its trial came with, and the API calls the trial-row functions of :mod:`baobab.store`.
 
-A cluster worker spends one request a trial: the outcome of the trial it just ran waits
-in its :class:`FinishRelay` (a few tens of milliseconds, while Celery hands the process
-its next trial) and goes with the claim of that next trial, which the finish request
-carries; with it go the trial's interim metrics and log lines not sent yet. When no
-next trial comes in time, the outcome goes alone. The outcome is then stored after
-Celery acknowledged the trial's message: a worker machine that dies in that moment
-loses it, and the trial, RUNNING with a heartbeat that stopped, is handed out again by
-the job driver like any trial of a dead worker.
+A finish request carries a trial's outcome with its interim metrics and log lines not
+sent yet. By default a cluster worker sends it before the trial's task returns, so the
+outcome is stored before Celery acknowledges the trial's message. With
+``BAOBAB_FINISH_WAIT_S`` above 0, the outcome instead waits in the process's
+:class:`FinishRelay` (while Celery hands the process its next trial) and goes with the
+claim of that next trial, one request for both; when no next trial comes in time, it goes
+alone. It is then stored after Celery acknowledged the trial's message: a worker machine
+that dies in that moment loses it, and the trial, RUNNING with a heartbeat that stopped,
+is handed out again by the job driver like any trial of a dead worker.
 Every worker process (of ``baobab up`` or of a Celery pool process), confined away from
 the platform's home and the artifact store, reads its trial's inputs and stores its
 parameters through the API too (:class:`TrialArtifacts`), so a template can reach no

@@ -6,11 +6,13 @@ and lost, and asserts that none was lost and none proposed twice.
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import redis
 from cluster_jobs import account, running_trial, start_fused_job, start_slow_job
 from conftest import REDIS_HOST, REDIS_PORT, StartCluster
@@ -100,6 +102,36 @@ def test_two_advisors_share_the_jobs_and_a_killed_ones_jobs_move_to_the_other(
         _, books = _finish(cluster, job["app"], job["app_version"])
         assert books.retried == 0  # the trials that ran at the kill ran on and were kept
     assert holders() == [second, second]  # the killed advisor's job moved to the other once its lease ran out
+
+
+@pytest.mark.parametrize("finish_wait", ["0", "2"])
+def test_a_worker_killed_as_its_trial_is_acknowledged(
+    start_cluster: StartCluster, breast_cancer: Path, finish_wait: str
+) -> None:
+    """By default (``BAOBAB_FINISH_WAIT_S`` 0) each outcome is stored before Celery acknowledges its trial's
+    message, so a worker machine killed at that moment loses none. An outcome left to wait for the worker's
+    next claim (here up to 2 s, within the heartbeat timeout, and no next trial comes) dies with the machine:
+    its trial runs again, counted once."""
+    cluster = start_cluster(workers=2, slots=1, settings={"BAOBAB_FINISH_WAIT_S": finish_wait})
+    job = start_slow_job(cluster, breast_cancer, app="acked", trials=2, sleep_s=SLEEP_S)  # one for each worker
+
+    def acknowledged() -> list[int]:  # a pool process logs a task's success as it hands it back to be acked
+        pattern = r"Task baobab\.run_trial\[[^\]]+\] succeeded"
+        return [i for i, worker in enumerate(cluster.services.workers) if re.search(pattern, worker.log_text())]
+
+    index = wait_until(acknowledged, timeout=60, interval=0.02, what="a worker to end its trial")[0]
+    cluster.services.workers[index].kill()
+    completed = cluster.client.get_trials("acked", status="COMPLETED")["trials"]
+    stored = [t for t in completed if t["worker"].startswith(f"w{index}@")]
+
+    done = cluster.client.wait_for_train_job("acked", job["app_version"], timeout=120, progress=False)
+    assert done["status"] == "COMPLETED", done
+    books = account(cluster, "acked", job["app_version"], 2)
+    assert books.lost == 0 and books.finished == 2, books
+    if finish_wait == "0":
+        assert len(stored) == 1 and books.retried == 0  # stored before the ack: not run again
+    else:
+        assert stored == [] and books.retried == 1  # it waited for a claim when its machine died: run again
 
 
 def _redis_server_command(client: redis.Redis) -> list[str]:
