@@ -8,8 +8,9 @@ never polls in between (it only looks at its stop flag every ``stop_check_s``).
 The store is the truth and memory a cache of it. Each job the driver runs is a
 :class:`~baobab.advisor._scheduling.JobState`, built once from the job's rows when the
 job is taken up (or found again after a restart) and then kept in step trial by trial:
-a finished trial costs one read of its row, a new trial one insert (committed before
-it is submitted). So every decision is made from memory, and any restart rebuilds the
+a finished trial costs a read of its row (the rows of a batch of events in one query), a
+new trial a row in the one insert of its scheduling pass (committed before any of them
+is submitted). So every decision is made from memory, and any restart rebuilds the
 same memory from the rows:
 
 - a trial PENDING or RUNNING in the store that the executor does not hold was lost
