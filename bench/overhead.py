@@ -397,11 +397,10 @@ def write_cluster_report(
         *(f"Speedup from 1 to {WORKERS} worker machines on `{name}`: {ratio:.2f}x." for name, ratio in speedup.items()),
         "",
         "Baobab's wall time is the train job's `started_at` → `finished_at`: per trial, a trial row, a Celery "
-        "message, the template's calls, parameters written to the shared artifact folder, one request to the "
-        "admin API that stores the trial's outcome and claims the worker's next trial in one transaction (a "
-        "worker process's first trial is claimed alone), and an event back to the advisor. The bare Celery "
-        "worker does the same template calls per task with the same delivery rules (acks late, one task at a "
-        "time) and nothing else.",
+        "message, the pool process handing the trial to its worker process, the claim of the trial through "
+        "the admin API, the template's calls, parameters stored through the API, the request that stores the "
+        "outcome, and an event back to the advisor. The bare Celery worker does the same template calls per "
+        "task with the same delivery rules (acks late, one task at a time) and nothing else.",
         "",
         "Baobab stores each outcome, in a request of its own, before the trial's message is acknowledged (the "
         f"default, `BAOBAB_FINISH_WAIT_S=0`). `{CARRIED}` is Baobab with `BAOBAB_FINISH_WAIT_S=0.05`: each "

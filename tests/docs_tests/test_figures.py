@@ -24,8 +24,6 @@ NOT_PROSE = re.compile(r"```.*?```|`[^`\n]*`|\{\{.*?\}\}|\]\([^)]*\)|<!--.*?-->"
 #: Numbers that look like figures but are rules of the platform (a threshold, a limit, an aim),
 #: by page and the phrase that holds them. Each states what the code does, not what a run measured.
 RULES: dict[str, tuple[str, ...]] = {
-    # baobab/worker/_celery.py's FINISH_WAIT_S: how long an outcome waits for the next claim.
-    "docs/cluster.md": ("waits up to 50 ms",),
     # baobab/advisor/_scheduling.py's PROFILE_SHARE, baobab/model/_packing.py's PAYS; placement/_search.py's
     # FAIR_SLACK; placement/_driving.py's budget (50 ms, WORK_SHARE, DRIVER_SHARE) and its docstring's examples.
     "docs/experimental.md": (
