@@ -10,6 +10,7 @@ from sqlalchemy import Engine, select, update
 
 from baobab.enums import JobStatus
 from baobab.store._db import (
+    Advisor,
     InferenceJob,
     Lease,
     TrainJob,
@@ -133,11 +134,13 @@ def test_live_drivers_share_the_unfinished_jobs_and_a_silent_or_departed_one_cou
     jobs = _jobs(engine, TrainJob, 5)
     with session_scope(engine) as session:
         session.execute(update(TrainJob).where(TrainJob.id == jobs[0]).values(status=JobStatus.COMPLETED))
+        beat_advisor(session, "gone", NOW - 2 * 60 * MINUTE)  # its beats stopped two hours ago
+        beat_advisor(session, "silent", NOW - MINUTE)  # and this one's a minute ago
         beat_advisor(session, "a", NOW + MINUTE)
         beat_advisor(session, "b", NOW + MINUTE)
-        beat_advisor(session, "silent", NOW - MINUTE)  # its beats stopped a minute ago
     with session_scope(engine) as session:
         assert job_sharing(session, NOW) == (4, 2)  # four jobs unfinished; two drivers alive
+        assert set(session.scalars(select(Advisor.name))) == {"a", "b", "silent"}  # the long silent one went
         beat_advisor(session, "b", NOW + 2 * MINUTE)  # a beat renews the row, it adds none
         drop_advisor(session, "a")
     with session_scope(engine) as session:

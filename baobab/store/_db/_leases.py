@@ -91,10 +91,16 @@ class Lease:
         return changed_rows(session, update(table).where(self.held(), *where).values(**RELEASED))
 
 
+#: How long the row of a job driver that stopped beating (killed without a word) is kept after it expired.
+_FORGOTTEN_AFTER = timedelta(hours=1)
+
+
 def beat_advisor(session: Session, holder: str, until: datetime) -> None:
-    """Say that the job driver ``holder`` is alive, and shares the train jobs, until ``until``."""
+    """Say that the job driver ``holder`` is alive, and shares the train jobs, until ``until``; the rows of drivers
+    long silent go (each start of ``baobab advisor`` has a name of its own, so they would pile up)."""
     if not changed_rows(session, update(Advisor).where(Advisor.name == holder).values(expires_at=until)):
         session.add(Advisor(name=holder, expires_at=until))  # a holder's name is its own: no one else inserts it
+    session.execute(delete(Advisor).where(Advisor.expires_at < until - _FORGOTTEN_AFTER))
 
 
 def drop_advisor(session: Session, holder: str) -> None:
