@@ -191,8 +191,9 @@ def render(results: dict[str, Any]) -> str:
         "# Baobab at scale",
         "",
         "Written by `bench/scale.py` (see its docstring for the method). Machine: "
-        f"{results['machine']}, shared with other work while these ran (load average 3 to 4 on its 2 cores): "
-        "wall times, and the utilisation they are charged to, would be better on a machine of its own. "
+        f"{results['machine']}, shared with other work (load average {results.get('load_average', '?')} at the end "
+        "of the last run): wall times, and the utilisation they are charged to, would be better on a machine of "
+        "its own. "
         "Each part's date is its own: a part can be rerun alone.",
         "",
     ]
@@ -383,6 +384,7 @@ def main() -> None:
         if part in parts:  # a part of its own, writing its own results, which the report embeds
             print(f"{part}: bench/{script}", flush=True)
             subprocess.run([sys.executable, str(HERE / script), *(["--quick"] if args.quick else [])], check=True)
+    results["load_average"] = f"{os.getloadavg()[0]:.1f}"
     RESULTS.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
     (RESULTS / f"{name}.md").write_text(render(results))
