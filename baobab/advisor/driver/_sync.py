@@ -4,8 +4,9 @@ Several drivers may share a store: with ``lease_s`` set, a driver takes up only 
 other driver holds (``train_jobs.driver``, ``lease_expires_at``), renews its leases every
 third of ``lease_s``, and drops a job whose lease another driver took after it lapsed.
 Each takes up jobs only to its fair share of the unfinished ones among the live drivers
-(:func:`baobab.store.fair_share`), and hands the newest of any excess over when another
-driver joins, so that two or four drivers turn over two or four times the trials one could.
+(:func:`baobab.store.fair_share`), and hands the newest of any excess over (another driver
+joined, or jobs ended), so that several drivers turn over more trials than one could
+(``bench/scale.py``'s advisors part measures how many more).
 """
 
 from __future__ import annotations
