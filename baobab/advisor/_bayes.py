@@ -126,8 +126,11 @@ class BayesStrategy(Strategy):
         liars = pending[-self.n_pending :] if self.n_pending else []
         x, y = self._training_set(observed, liars, worst)
         space = self.search_space
-        # The hyperparameters are fixed (no optimizer): this fit is one Cholesky factorisation.
-        model = GaussianProcessRegressor(kernel=kernel, normalize_y=True, noise=noise, optimizer=None)
+        # The hyperparameters are fixed (no optimizer): this fit is one Cholesky factorisation. Its random
+        # state is drawn as when each proposal fitted them, so that the candidates after it are the same draws.
+        model = GaussianProcessRegressor(
+            kernel=kernel, normalize_y=True, noise=noise, optimizer=None, random_state=int(rng.integers(2**31))
+        )
         model.fit(x, -y)  # skopt minimises
 
         units = self._candidates(rng, taken)
