@@ -10,13 +10,12 @@ them: ``latest + (result - start)`` for every numeric array the three hold with 
 shape, the trial's own value for anything else (its scalars, a tensor the others lack), and
 the latest value of an entry the trial neither started from nor wrote: another trial added
 it meanwhile (a super-network entry for a candidate only that trial trained, see
-:class:`~baobab.space.SpaceModel`). Concurrent updates therefore sum, as asynchronous SGD's do. On ENAS's Fashion-MNIST
-super-network (``bench/enas_shared_updates.py``, ``bench/results/enas_shared_updates.md``,
-3 seeds), summing two concurrent one-epoch trainings per round scored about as well as
-running them one after the other (0.341 against 0.345 after eight trainings), which
-takes twice the wall time, and above averaging them (0.332) or keeping the last (0.313);
-the seeds disagree on the order, so the measurement says little more than that summing
-loses nothing.
+:class:`~baobab.space.SpaceModel`). Concurrent updates therefore sum, as asynchronous SGD's do.
+Whether summing is the rule to keep is open: ``bench/enas_shared_updates.py`` (3 noisy seeds,
+``bench/results/enas_shared_updates.md``) found it about as good as training one after the
+other on the hand-written ``EnasCnn`` super-network (its run of commit 9fbcba5), but the lowest of the four ways it
+compares (last, sum, mean, serial) on the macro space's super-network, where averaging the
+concurrent updates did better.
 
 Batch-norm statistics are arrays like the others and add up the same way; a template
 that scores architectures on shared weights re-estimates them anyway (``SpaceModel`` does, and ``EnasCnn``).
