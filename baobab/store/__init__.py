@@ -55,7 +55,7 @@ _DB_NAMES = frozenset(
         "finish_train_job", "finish_trial", "finish_trial_in", "first_inference_revision", "FIRST_VERSION",
         "fuse_trials",
         "head_revision", "ID_BATCH", "id_batches", "inference_revision", "InferenceJob", "InferenceJobStatus",
-        "InferenceMember", "InferenceRevision", "InferenceVersion", "insert_trial", "insert_trials", "InterimMetric",
+        "InferenceMember", "InferenceRevision", "InferenceVersion", "insert_trials", "InterimMetric",
         "JobStatus",
         "Lease", "mark_inference_job_stopped",
         "release_login_attempt", "reserve_login_attempt", "ModelAccess", "ModelTemplate", "promote_inference_version",

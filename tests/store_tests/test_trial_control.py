@@ -14,7 +14,6 @@ from baobab.store._db import (
     end_trial,
     end_unfinished_trials,
     fuse_trials,
-    insert_trial,
     insert_trials,
     request_trial_stop,
     requeue_trial,
@@ -35,15 +34,19 @@ def _trial(engine: Engine, trial_id: int) -> Trial:
 def test_a_trial_is_inserted_pending_and_submitted(engine: Engine) -> None:
     job = add_job(engine)
     with session_scope(engine) as session:
-        trial_id = insert_trial(
+        (trial_id,) = insert_trials(
             session,
-            sub_job_id=job.sub_job_ids[0],
-            number=0,
-            knobs={"lr": 0.1},
-            policies={"SHARE_PARAMS": True},
-            phase="search",
-            servable=False,
-            shared_params_path="params/1",
+            [
+                {
+                    "sub_job_id": job.sub_job_ids[0],
+                    "number": 0,
+                    "knobs": {"lr": 0.1},
+                    "policies": {"SHARE_PARAMS": True},
+                    "phase": "search",
+                    "servable": False,
+                    "shared_params_path": "params/1",
+                }
+            ],
             now=NOW,
         )
     trial = _trial(engine, trial_id)

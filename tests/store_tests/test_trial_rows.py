@@ -16,7 +16,7 @@ from baobab.store._db import (
     claim_trial,
     end_trial,
     finish_trial,
-    insert_trial,
+    insert_trials,
     session_scope,
 )
 
@@ -111,11 +111,15 @@ def test_a_fusion_profile_request_reaches_the_claim_and_the_finish_stores_the_me
     sub_job_id = add_job(engine).sub_job_ids[0]
     request = {"max_group": 64}
     with session_scope(engine) as session:
-        asked, unasked = (
-            insert_trial(session, sub_job_id=sub_job_id, number=n, knobs={}, policies={}, phase=None, servable=True,
-                         shared_params_path=None, now=NOW, fusion_profile=profile)  # fmt: skip
-            for n, profile in enumerate([request, None])
-        )
+        asked, unasked = insert_trials(
+            session,
+            [
+                {"sub_job_id": sub_job_id, "number": n, "knobs": {}, "policies": {}, "phase": None, "servable": True,
+                 "shared_params_path": None, "fusion_profile": profile}
+                for n, profile in enumerate([request, None])
+            ],
+            now=NOW,
+        )  # fmt: skip
     claim, plain = (claim_trial(engine, trial_id, "w0", now=NOW) for trial_id in (asked, unasked))
     assert isinstance(claim, TrialClaim) and isinstance(plain, TrialClaim)
     assert (claim.fusion_profile, plain.fusion_profile) == (request, None)

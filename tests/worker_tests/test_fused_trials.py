@@ -37,7 +37,7 @@ from baobab.store import (
     TrialState,
     add_train_job,
     fuse_trials,
-    insert_trial,
+    insert_trials,
     params_from_bytes,
     session_scope,
 )
@@ -178,10 +178,10 @@ def test_a_stored_profile_sizes_the_groups_of_a_job_taken_up_again(platform: Pla
                 "reason": None}  # fmt: skip
     with session_scope(platform.engine) as session:
         sub_job_id = session.scalars(select(SubJob.id).where(SubJob.train_job_id == job_id)).one()
-        measuring = insert_trial(
-            session, sub_job_id=sub_job_id, number=0, knobs={"learning_rate": 0.05, "width": 8, "epochs": 4,
-            "batch_size": 8}, policies={}, phase=None, servable=True, shared_params_path=None,
-            now=datetime.now(UTC), fusion_profile=measured,
+        (measuring,) = insert_trials(
+            session, [{"sub_job_id": sub_job_id, "number": 0, "knobs": {"learning_rate": 0.05, "width": 8,
+            "epochs": 4, "batch_size": 8}, "policies": {}, "phase": None, "servable": True,
+            "shared_params_path": None, "fusion_profile": measured}], now=datetime.now(UTC),
         )  # fmt: skip
     platform.set_status(measuring, TrialState.ERRORED)  # it measured, then failed: the measurement stands
     events = LocalEventChannel()
@@ -206,20 +206,22 @@ def _group(
     knobs = {"width": 8, "epochs": 4, "batch_size": 8}
     with session_scope(platform.engine) as session:
         sub_job_id = session.scalars(select(SubJob.id).where(SubJob.train_job_id == job_id)).one()
-        ids = [
-            insert_trial(
-                session,
-                sub_job_id=sub_job_id,
-                number=number,
-                knobs={**knobs, "learning_rate": lr},
-                policies={},
-                phase=None,
-                servable=True,
-                shared_params_path=shared,
-                now=datetime.now(UTC),
-            )
-            for number, lr in enumerate(learning_rates)
-        ]
+        ids = insert_trials(
+            session,
+            [
+                {
+                    "sub_job_id": sub_job_id,
+                    "number": number,
+                    "knobs": {**knobs, "learning_rate": lr},
+                    "policies": {},
+                    "phase": None,
+                    "servable": True,
+                    "shared_params_path": shared,
+                }
+                for number, lr in enumerate(learning_rates)
+            ],
+            now=datetime.now(UTC),
+        )
         fuse_trials(session, ids)
     return ids
 

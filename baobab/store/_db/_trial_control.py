@@ -27,7 +27,6 @@ __all__ = [
     "end_trial",
     "end_unfinished_trials",
     "fuse_trials",
-    "insert_trial",
     "insert_trials",
     "request_trial_stop",
     "requeue_trial",
@@ -38,37 +37,11 @@ _trials = Trial.__table__
 _UNFINISHED = _trials.c.status.in_(TrialState.UNFINISHED)
 
 
-def insert_trial(
-    session: Session,
-    *,
-    sub_job_id: int,
-    number: int,
-    knobs: Mapping[str, Any],
-    policies: Mapping[str, Any],
-    phase: str | None,
-    servable: bool,
-    shared_params_path: str | None,
-    now: datetime,
-    fusion_profile: Mapping[str, Any] | None = None,
-) -> int:
-    """Insert a PENDING trial, submitted at ``now``; its id (one row of :func:`insert_trials`)."""
-    row = {
-        "sub_job_id": sub_job_id,
-        "number": number,
-        "knobs": knobs,
-        "policies": policies,
-        "phase": phase,
-        "servable": servable,
-        "shared_params_path": shared_params_path,
-        "fusion_profile": fusion_profile,
-    }
-    return insert_trials(session, [row], now=now)[0]
-
-
 def insert_trials(session: Session, trials: Sequence[Mapping[str, Any]], *, now: datetime) -> list[int]:
     """Insert PENDING trials, submitted at ``now``, in one statement; their ids, in the order given.
 
-    Each mapping holds :func:`insert_trial`'s fields but ``now``. The caller commits them
+    Each mapping holds ``sub_job_id``, ``number``, ``knobs``, ``policies``, ``phase``, ``servable``,
+    ``shared_params_path`` and, optionally, ``fusion_profile``. The caller commits them
     before handing the ids to an executor, so a worker never claims a trial that is not in
     the store yet; the job driver inserts every trial one scheduling pass starts at once,
     so the pass costs one statement and one commit, not one of each per trial.
