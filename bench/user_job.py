@@ -51,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "examples" / "models"
 RESULTS = HERE / "results"
 EMAIL, PASSWORD = "bench@example.com", "bench-password"
-#: way -> (BAOBAB_PLACEMENT, train_args)
+#: way -> (BAOBAB_PLACEMENT, the job's options)
 WAYS: dict[str, tuple[str, dict[str, Any]]] = {
     "defaults": ("rules", {}),
     "search-auto": ("search", {"fusion": "auto"}),
@@ -62,7 +62,7 @@ BATCH = 100  # test queries per predict request
 
 def run_once(way: str, repeat: int, images: dict[str, str], args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     """One run of one way: a fresh platform, one train job, its best trial served and tested."""
-    placement, train_args = WAYS[way]
+    placement, options = WAYS[way]
     started = time.perf_counter()
     settings = {
         "BAOBAB_ADMIN_EMAIL": EMAIL,
@@ -83,7 +83,7 @@ def run_once(way: str, repeat: int, images: dict[str, str], args: argparse.Names
             val_dataset_id=val,
             model_ids=[model["id"]],
             budget={"TIME_HOURS": args.minutes / 60, "GPU_COUNT": 0},
-            train_args=train_args,
+            options=options,
         )
         job = client.wait_for_train_job(job["app"], job["app_version"], timeout=60 * args.minutes + 900, progress=False)
         trials = list(client.iter_trials(job["app"], job["app_version"]))
@@ -96,7 +96,7 @@ def run_once(way: str, repeat: int, images: dict[str, str], args: argparse.Names
         "way": way,
         "repeat": repeat,
         "placement": placement,
-        "train_args": train_args,
+        "options": options,
         "status": job["status"],
         "completed": sum(t["status"] == "COMPLETED" for t in trials),
         "trials": len(trials),
@@ -184,13 +184,13 @@ def write_report(runs: list[dict[str, Any]], meta: dict[str, Any], out: Path) ->
         "",
         "Mean (low–high) over the repeats:",
         "",
-        "| way | placement | train_args | completed | best validation | test accuracy | profiling s | trial s |",
+        "| way | placement | options | completed | best validation | test accuracy | profiling s | trial s |",
         "|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for way, stats in ways.items():
-        placement, train_args = WAYS[way]
+        placement, options = WAYS[way]
         lines.append(
-            f"| {way} | {placement} | `{json.dumps(train_args)}` | {_cell(stats['completed'], 1)} | "
+            f"| {way} | {placement} | `{json.dumps(options)}` | {_cell(stats['completed'], 1)} | "
             f"{_cell(stats['best_validation'], 4)} | {_cell(stats['test_accuracy'], 4)} | "
             f"{_cell(stats['profile_s'], 1)} | {_cell(stats['trial_s'], 0)} |"
         )
@@ -258,7 +258,7 @@ def main() -> None:
         "repeats": args.repeats,
         "images": args.images,
         "slots": args.slots,
-        "ways": {way: {"placement": WAYS[way][0], "train_args": WAYS[way][1]} for way in args.ways},
+        "ways": {way: {"placement": WAYS[way][0], "options": WAYS[way][1]} for way in args.ways},
         "cores": len(os.sched_getaffinity(0)),
         "machine": platform.machine(),
         "load_start": load_start,
