@@ -15,7 +15,7 @@ images kept for the served model.
    in a fresh home; the datasets and templates uploaded with the SDK; two train jobs
    created at once (a job has one task: the MLP's is TABULAR_CLASSIFICATION, the CNN's
    IMAGE_CLASSIFICATION), each with ``TIME_HOURS`` = the budget, ``GPU_COUNT`` 0 and
-   ``train_args.fusion`` = ``--fusion``; the platform shares its slots between them. No
+   the job option ``fusion`` = ``--fusion``; the platform shares its slots between them. No
    policies, no early stopping: the driver's defaults (strategy ``auto``).
 2. **Baobab without fusion**: the same, ``fusion: "off"``, in another fresh home (so no
    zoo model of the first way warm-starts the second). Both ways warm-start (the
@@ -162,7 +162,7 @@ def accuracy(predictions: list[Any], labels: np.ndarray) -> int:
 # -- Baobab --------------------------------------------------------------------------------------
 
 
-def run_baobab(name: str, train_args: dict[str, Any], data: Data, args: argparse.Namespace, folder: Path) -> Way:
+def run_baobab(name: str, options: dict[str, Any], data: Data, args: argparse.Namespace, folder: Path) -> Way:
     """One way through the platform: upload, two train jobs at once, serve the best trial, predict the test set."""
     started = time.perf_counter()
     settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD, "BAOBAB_CPU_SLOTS": str(args.slots)}
@@ -187,7 +187,7 @@ def run_baobab(name: str, train_args: dict[str, Any], data: Data, args: argparse
                 val_dataset_id=datasets[t.split, "val"],
                 model_ids=[model["id"]],
                 budget=budget,
-                train_args=train_args,
+                options=options,
             )
         names = ", ".join(f"{job['app']} v{job['app_version']}" for job in jobs.values())
         print(f"{name}: train jobs {names}", flush=True)
@@ -224,7 +224,7 @@ def run_baobab(name: str, train_args: dict[str, Any], data: Data, args: argparse
         f"inference job and its predictor"
     )
     last = max((t.end_s for t in trials if t.end_s is not None), default=0.0)
-    return Way(name, json.dumps(train_args), trials, what, correct / len(queries), last, time.perf_counter() - started)
+    return Way(name, json.dumps(options), trials, what, correct / len(queries), last, time.perf_counter() - started)
 
 
 def _time(value: str) -> datetime.datetime:
@@ -450,7 +450,7 @@ Templates: `examples/models/torch_mlp.py` (on the pixels as a TABULAR CSV) and
 
 - **baobab-fusion** and **baobab-off**: `baobab up --workers {args.slots}` in a fresh home, two train jobs created
   at once (one per template, as a job has one task) with `TIME_HOURS` = the budget, `GPU_COUNT` 0, the
-  driver's default strategy (`auto`) and `train_args.fusion` as in the setting column; the platform
+  driver's default strategy (`auto`) and the job's `options` as in the setting column; the platform
   shares its slots between the two jobs and asks trials still running at the deadline to stop.
 - **optuna**: a study per template (default `TPESampler`) on a journal file, {args.slots} processes (half
   the slots for each template, as the driver splits them), each calling the template's `train()` and
@@ -532,7 +532,7 @@ def main() -> None:
         "--fusion",
         type=_fusion,
         default="auto",
-        help='train_args.fusion of baobab-fusion: auto, off, K or {"max_group": K}',
+        help='the job option fusion of baobab-fusion: auto, off, K or {"max_group": K}',
     )
     parser.add_argument(
         "--slots",
@@ -560,10 +560,10 @@ def main() -> None:
                 (folder / name).mkdir()
                 way = run_optuna(data, args, folder / name)
             else:
-                train_args = {"fusion": args.fusion if name == "baobab-fusion" else "off"}
+                options = {"fusion": args.fusion if name == "baobab-fusion" else "off"}
                 if name == "baobab-cold":
-                    train_args["warm_start"] = False
-                way = run_baobab(name, train_args, data, args, folder)
+                    options["warm_start"] = False
+                way = run_baobab(name, options, data, args, folder)
             ways.append(way)
             score, template = way.best
             print(

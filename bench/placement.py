@@ -178,7 +178,7 @@ class Platform:
             "val_dataset_id": self.datasets[kind, "val"],
             "model_ids": [self.ids[k] for k in keys],
             "budget": {"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": self.gpus},
-            "train_args": {"fusion": fusion, "warm_start": False},
+            "options": {"fusion": fusion, "warm_start": False},
         }
 
     def wait(self, job: dict[str, Any]) -> dict[str, Any]:

@@ -309,7 +309,7 @@ def train(home: Path, folder: Path, limit: int) -> Trained:
                 val_dataset_id=val_set["id"],
                 model_ids=[model["id"]],
                 budget={"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0},
-                train_args={"warm_start": False, "fusion": "off"},
+                options={"warm_start": False, "fusion": "off"},
                 strategy="random",
                 seed=0,
             )

@@ -195,7 +195,7 @@ def run(cache_mb: int, folder: Path, files: dict[str, Path], template: Path) -> 
             val_dataset_id=val["id"],
             model_ids=[model["id"]],
             budget={"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
-            train_args={"warm_start": False, "fusion": "off"},
+            options={"warm_start": False, "fusion": "off"},
             strategy="random",
             seed=0,
         )
