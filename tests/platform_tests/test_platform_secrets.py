@@ -5,6 +5,9 @@ it can, and tries the platform's files: the SQLite database, the secret key, the
 (every user's datasets and templates) and the logs. The same probe run in this test's own
 process finds them, so a clean report is the sandbox's doing. Another user's data set is
 uploaded first, so there are other users' artifacts to find.
+
+The hostile template (worker_tests/templates/hostile.py) leaves a daemon, looks for the server's
+process and tries to write outside its own folder: into the artifact store and the platform's home.
 """
 
 from __future__ import annotations
@@ -98,8 +101,35 @@ def test_a_template_can_neither_reach_the_server_process_nor_leave_a_daemon_behi
     signals.mkdir()  # before the workers confine themselves: a folder made later gets no rights
     lock = signals / "daemon.lock"
     running = start_platform()
-    client = running.client
     server_pid = running.platform._process.pid
+    logs = _hostile_trial(running.client, breast_cancer, {"lock": str(lock), "server_pid": server_pid})
+    assert "hostile daemon started" in logs and lock.read_text().isdigit()
+    snooped = [line for line in logs if line.startswith("hostile ") and line != "hostile daemon started"]
+    assert [line.split(":")[0] for line in snooped] == ["hostile environ", "hostile cmdline", "hostile kill"]
+    assert not [line for line in snooped if line.endswith(": ok")], snooped
+    wait_until(lambda: not _held(lock), what="the trial's daemon to end with its trial")
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # the database's backend changes nothing here
+def test_a_template_writes_nothing_outside_its_own_folder(
+    start_platform: Callable[[], Any], breast_cancer: Path, tmp_path: Path
+) -> None:
+    """What the Celery worker's test checks (cluster_tests/test_cluster_containment.py), under ``baobab up``."""
+    if not landlock_available():
+        missing_part("this kernel has no Landlock: the disk is not confined (docs/security.md says what holds)")
+    home = tmp_path / "home"
+    # the artifact store (a template planted there is loaded by the next trial that uses it), the home with its
+    # secret key, and the folder that holds every user's private folder
+    write = [str(home / "artifacts" / "planted.py"), str(home / "planted"), str(home / "workers" / "planted")]
+    logs = _hostile_trial(start_platform().client, breast_cancer, {"write": write})
+    writes = [line for line in logs if line.startswith("hostile write")]
+    assert [line.split(":")[0] for line in writes] == [f"hostile write {path}" for path in write]  # each was tried
+    assert all(line.endswith(": PermissionError") for line in writes), writes
+    assert not [path for path in write if Path(path).exists()]
+
+
+def _hostile_trial(client: Client, breast_cancer: Path, train_args: dict[str, Any]) -> list[str]:
+    """The log lines of one completed trial of the hostile template run with ``train_args``."""
     train = client.create_dataset("bc train", breast_cancer / "train.csv", format="TABULAR", target="target")
     model = client.create_model(HOSTILE, task="TABULAR_REGRESSION", class_name="Hostile")
     job = client.create_train_job(
@@ -109,17 +139,12 @@ def test_a_template_can_neither_reach_the_server_process_nor_leave_a_daemon_behi
         val_dataset_id=train["id"],
         model_ids=[model["id"]],
         budget={"MODEL_TRIAL_COUNT": 1, "GPU_COUNT": 0},
-        train_args={"lock": str(lock), "server_pid": server_pid},
+        train_args=train_args,
     )
     job = client.wait_for_train_job("hostile", job["app_version"], timeout=120, progress=False)
     assert job["status"] == "COMPLETED", job
     (trial,) = client.get_trials("hostile", job["app_version"])["trials"]
-    logs = [entry["line"] for entry in client.get_trial_logs(trial["id"])]
-    assert "hostile daemon started" in logs and lock.read_text().isdigit()
-    snooped = [line for line in logs if line.startswith("hostile ") and line != "hostile daemon started"]
-    assert [line.split(":")[0] for line in snooped] == ["hostile environ", "hostile cmdline", "hostile kill"]
-    assert not [line for line in snooped if line.endswith(": ok")], snooped
-    wait_until(lambda: not _held(lock), what="the trial's daemon to end with its trial")
+    return [entry["line"] for entry in client.get_trial_logs(trial["id"])]
 
 
 def _held(lock: Path) -> bool:
