@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from baobab.advisor._job_options import JobOptions
+from baobab.advisor._job_options import FusionMode, JobOptions, StoppingRuleName
 from baobab.exceptions import StrategyError
 
 __all__ = ["WINDOW", "WindowWait", "check_deterministic"]
@@ -50,13 +50,13 @@ def check_deterministic(strategy: str, options: JobOptions) -> None:
     """
     if not options.deterministic:
         return
-    if options.stopping_rule != "none":
+    if options.stopping_rule != StoppingRuleName.NONE:
         raise StrategyError(
             f"deterministic: true does not work with early stopping (rule '{options.stopping_rule}'): a stop "
             "request reaches a running trial between two of its reports, so where it stops depends on timing; "
             'set early_stopping to "none" or deterministic to false'
         )
-    if options.fusion != "off":
+    if options.fusion != FusionMode.OFF:
         raise StrategyError(
             f"deterministic: true does not work with fusion ('{options.fusion}'): group sizes follow the free "
             'slots and the time left; set fusion to "off" or deterministic to false'

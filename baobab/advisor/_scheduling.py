@@ -20,7 +20,7 @@ from typing import Any
 from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
 from baobab.advisor._deterministic import WindowWait
 from baobab.advisor._durations import RecentDurations
-from baobab.advisor._job_options import AUTO_MAX_GROUP, JobOptions
+from baobab.advisor._job_options import AUTO_MAX_GROUP, FusionMode, JobOptions, ShareFrom
 from baobab.advisor._packing import packed_size
 from baobab.advisor._plans import Next, Outcome, Plan, PlanStep, RetrainPhase, StopCause
 from baobab.advisor._stopping import StoppingRule
@@ -293,7 +293,7 @@ class SubJobState:
         """The group size the job option ``fusion`` asks for trials of ``structure`` (a structure_key):
         ``max_group``'s K; under "auto", by the structure's profile (:func:`packed_size`), or until it is
         measured, by the profile of the nearest structure measured in the sub-job (1 when none is)."""
-        if self.options.fusion != "auto":
+        if self.options.fusion != FusionMode.AUTO:
             return self.options.largest_group(measured=False)
         profile = self.profiles.get(structure) or self._nearest_profile(structure)
         if profile is None:
@@ -323,7 +323,7 @@ class SubJobState:
         one bounds what runs: :meth:`profile_budget`), a trial is left to start after it (a group could use
         the measurement), and :meth:`profile_gate` says the template may still gain from it."""
         return (
-            self.options.fusion == "auto"
+            self.options.fusion == FusionMode.AUTO
             and self.groupable(step)
             and (self.trial_count is None or self.trial_count - self.trials >= 2)
             and structure not in self.profiles
@@ -397,7 +397,7 @@ class SubJobState:
         for _, done, path in shared:
             if done == parent:
                 return path
-        if self.options.share_from == "best":
+        if self.options.share_from == ShareFrom.BEST:
             scored = [item for item in shared if item[0] is not None]
             if scored:
                 return max(scored, key=lambda item: (item[0], -item[1]))[2]

@@ -57,6 +57,7 @@ from sqlalchemy import Row
 
 from baobab.advisor._base import Strategy
 from baobab.advisor._factory import choose_strategy, make_strategy
+from baobab.advisor._job_options import FusionMode
 from baobab.advisor._plans import PlanStep, servable
 from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobState, pick_next
 from baobab.advisor._trial_knobs import trial_knobs, trial_policies
@@ -470,7 +471,7 @@ class JobDriver(StoreSync):
         structure = structure_key(config, knobs)
         plain = step.proposal is None and step.phase is None  # a plan's phase derives from no one trial
         trials = [_NewTrial(number, knobs, strategy.parent(number, pending) if plain else None)]
-        if sub.options.fusion == "auto" and sub.groupable(step):
+        if sub.options.fusion == FusionMode.AUTO and sub.groupable(step):
             self._note_profiling(job, sub, now)
         if sub.wants_profile(step, structure):
             trials[0] = dataclasses.replace(trials[0], profiling=structure)

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Engine, Row
 
+from baobab.advisor._job_options import StoppingRuleName
 from baobab.advisor._scheduling import ActiveTrial, JobState, SubJobState
 from baobab.advisor._stopping import Finish, Report, StoppingEvent
 from baobab.advisor.driver._reads import interim_metrics
@@ -39,7 +40,11 @@ class MetricFeed:
     @staticmethod
     def ruled(sub: SubJobState, phase: str | None) -> bool:
         """Whether the sub-job's stopping rule watches trials of ``phase``."""
-        return sub.options.stopping_rule != "none" and sub.plan is not None and phase in sub.plan.ruled_phases
+        return (
+            sub.options.stopping_rule != StoppingRuleName.NONE
+            and sub.plan is not None
+            and phase in sub.plan.ruled_phases
+        )
 
     def watch(self, sub: SubJobState, trial: ActiveTrial, cursor: int | None = None) -> None:
         """Read the interim metrics of ``trial`` from after ``cursor`` on, when its sub-job's rule watches it.

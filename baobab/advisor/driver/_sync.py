@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Row
 
 from baobab.advisor._budget import parse_budget
+from baobab.advisor._job_options import FusionMode
 from baobab.advisor._scheduling import JobState, StopCause, SubJobState
 from baobab.advisor.driver import _rows
 from baobab.advisor.driver._core import DriverCore
@@ -126,7 +127,7 @@ class StoreSync(DriverCore):
             sub = job.sub_jobs[sub_row.id] = sub_job_state(
                 sub_row, model_name, knob_config_text, job, options, self.max_errors
             )
-            if options.fusion == "auto":  # what profiles of its template chose before, on this device kind
+            if options.fusion == FusionMode.AUTO:  # what profiles of its template chose before, on this device kind
                 sub.device_kind = "gpu" if gpu else "cpu"
                 sub.earlier_profiles = earlier_profiles(self.engine, sub_row.model_template_id, row.id, gpu=gpu)
         lost = replay_trials(job, trials, held, self.max_attempts)

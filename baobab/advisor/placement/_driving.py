@@ -39,6 +39,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from baobab._settings import Placement
+from baobab.advisor._job_options import FusionMode
 from baobab.advisor._plans import PlanStep
 from baobab.advisor._scheduling import JobState, SubJobState
 from baobab.advisor.placement._cost import CostModel
@@ -162,7 +164,7 @@ class Planner:
             machines=machines,
             jobs=limits,
             cost=self.cost,
-            method=self.method if choosing else "fcfs",
+            method=self.method if choosing else Placement.FCFS,
             budget_s=self._budget(wanting, free, free if slots is None else slots),
         )
         self.last = choice
@@ -180,7 +182,7 @@ class Planner:
         decisions = []
         for launch in now_launches[:free]:
             job, sub = owners[launch.trials[0]]
-            size = len(launch.trials) if sub.options.fusion == "auto" else None  # else the option's K, or 1
+            size = len(launch.trials) if sub.options.fusion == FusionMode.AUTO else None  # else the option's K, or 1
             decisions.append(Decision(job, sub, size, choice))
         return decisions
 

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from baobab._settings import Placement
 from baobab.advisor.placement._cost import CostModel
 from baobab.advisor.placement._simulator import Outcome, simulate
 from baobab.advisor.placement._work import Estimate, Job, Launch, Machine, Pending, Plan
@@ -165,7 +166,7 @@ def choose_plan(
     known = [p for p in pending if cost.knows(p.kind)]
     if not known:
         plan = fcfs(pending, jobs, cost, estimate)
-        return Choice(plan, method, "fcfs", 0, None, fallback=f"no trial of {', '.join(unknown)} measured yet")
+        return Choice(plan, method, Placement.FCFS, 0, None, fallback=f"no trial of {', '.join(unknown)} measured yet")
     if unknown:  # their trials are taken to last as long as the median of the others'
         typical = statistics.median(estimate(Launch((p.trial,), devices=_devices(jobs[p.job]))).seconds for p in known)
         estimate = estimator(cost, by_trial, machines, guess=typical)
@@ -173,13 +174,13 @@ def choose_plan(
     def play(plan: Plan) -> Outcome:
         return simulate(plan, machines=machines, jobs=jobs, pending=by_trial, estimate=estimate)
 
-    if method != "search":
+    if method != Placement.SEARCH:
         plan = BASELINES[method](pending, jobs, cost, estimate)
         return Choice(plan, method, method, 1, play(plan), guessed=unknown)
     played = {
         name: (plan, play(plan)) for name, make in BASELINES.items() for plan in [make(pending, jobs, cost, estimate)]
     }
-    fair = played["fcfs"][1]
+    fair = played[Placement.FCFS][1]
     horizon = 2 * fair.makespan + 1.0
 
     def energy(plan: Plan, outcome: Outcome) -> float:
