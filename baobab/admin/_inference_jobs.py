@@ -29,7 +29,7 @@ import secrets
 import zipfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import requests
@@ -39,6 +39,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 from werkzeug.datastructures import FileStorage
 from werkzeug.exceptions import BadGateway, RequestEntityTooLarge
+from werkzeug.formparser import FormDataParser
 
 from baobab.admin._access import ADMIN_ROLES, private_rows
 from baobab.admin._auth import current_user, require_roles
@@ -365,7 +366,7 @@ def delete_inference_job(job_id: int) -> tuple[str, int]:
     responses={
         200: ("the predictor's answer", {"type": "object", "required": ["predictions"]}),
         400: "the body or a query is bad (field names it: queries[i], or file[i] for an image)",
-        413: "a JSON body over BAOBAB_MAX_PREDICT_MB (the predictor's limit too)",
+        413: "a body, or the queries made of its images, over BAOBAB_MAX_PREDICT_MB (the predictor's limit too)",
         403: f"the job is not public and {API_KEY_HEADER} is missing or wrong (field api_key)",
         409: "the job is not RUNNING",
         502: "the predictor does not answer",
@@ -376,23 +377,23 @@ def predict(job_id: int) -> Response:
 
     The body is JSON as the predictor takes it, or, for an IMAGE_CLASSIFICATION job,
     ``multipart/form-data`` with one or more image ``file`` parts (any format Pillow
-    reads), each converted to the size and mode of the training images. The job's API
-    key goes in the ``X-Api-Key`` header unless the job is public; a missing or wrong
-    key answers 403 on ``api_key`` (a 401 would read as "your session expired").
+    reads), each converted to the size and mode of the training images. Both are held to
+    ``BAOBAB_MAX_PREDICT_MB``: the request, and the JSON made of the images before it is
+    relayed, since a small compressed image can make queries many times its size, which the
+    predictor would refuse anyway. The job's API key goes in the ``X-Api-Key`` header unless
+    the job is public; a missing or wrong key answers 403 on ``api_key`` (a 401 would read as
+    "your session expired").
     """
     check_query_args(())
     with session_scope(admin_state().engine) as session:
         job = visible_inference_job(session, job_id)
         url = running_predictor_url(job, "answers predictions")
         task, train_key = job.train_job.task, job.train_job.train_dataset.artifact_path
+    limit = admin_state().settings.max_predict_mb * 2**20
     if request.mimetype == "application/json":
-        limit_mb = admin_state().settings.max_predict_mb
-        body = read_capped(
-            limit_mb * 2**20,
-            f"the request body is larger than the limit of {limit_mb} MiB (BAOBAB_MAX_PREDICT_MB); send fewer queries",
-        )
+        body = read_capped(limit, _over_the_predict_limit("the request body is", "send fewer queries"))
     elif request.mimetype == "multipart/form-data":
-        body = json.dumps({"queries": _image_queries(job_id, task, train_key)}).encode()
+        body = _image_body(job_id, task, train_key, limit)
     else:
         raise RequestError(
             "send JSON {\"queries\": [...]} as application/json, or image files as multipart/form-data field 'file'"
@@ -417,13 +418,27 @@ def predict(job_id: int) -> Response:
     return Response(answer.content, status=answer.status_code, mimetype="application/json")
 
 
-def _image_queries(job_id: int, task: Task, train_key: str) -> list[Any]:
-    """The uploaded ``file`` parts as image queries of the training images' size and mode."""
-    try:
-        files, form = request.files, request.form
-    except RequestEntityTooLarge:
-        limit = admin_state().settings.max_upload_mb
-        raise RequestEntityTooLarge(f"the upload is larger than the server's limit of {limit} MiB") from None
+def _over_the_predict_limit(what: str, advice: str) -> str:
+    """The message of every 413 of the predict relay: ``what`` (ending in a verb) is over ``BAOBAB_MAX_PREDICT_MB``."""
+    limit_mb = admin_state().settings.max_predict_mb
+    return f"{what} larger than the limit of {limit_mb} MiB (BAOBAB_MAX_PREDICT_MB); {advice}"
+
+
+def _image_body(job_id: int, task: Task, train_key: str, limit: int) -> bytes:
+    """The JSON body of the uploaded ``file`` parts as queries of the training images' size and mode.
+
+    The request is read as a JSON one is (:func:`read_capped`: a ``Content-Length`` over
+    ``limit`` is refused before a byte is read, a chunked body read to one byte past it),
+    then parsed in memory; and the body is built to ``limit`` bytes at most: each image's
+    query is encoded as it is made, and the first that takes the body past the limit stops it.
+
+    Raises:
+        RequestEntityTooLarge: the request or the body built from it is over ``limit``.
+        RequestError: a bad field, no image, too many, or a file Pillow cannot read.
+    """
+    data = read_capped(limit, _over_the_predict_limit("the request body is", "send fewer or smaller images"))
+    parser = FormDataParser(stream_factory=_in_memory, max_form_parts=request.max_form_parts)
+    _, form, files = parser.parse(io.BytesIO(data), request.mimetype, len(data), request.mimetype_params)
     for name in [*form, *files]:
         if name != "file":
             raise RequestError(f"unknown field {name!r}; send the images as 'file' parts", field=name)
@@ -437,22 +452,43 @@ def _image_queries(job_id: int, task: Task, train_key: str) -> list[Any]:
     if len(uploads) > _MAX_IMAGES:
         raise RequestError(f"{len(uploads)} images; at most {_MAX_IMAGES} go in one request", field="file")
     mode, size = _training_image_format(train_key)
-    queries = []
+    head, tail = b'{"queries": [', b"]}"
+    queries: list[bytes] = []
+    length = len(head) + len(tail)
     for index, upload in enumerate(uploads):
-        try:
-            with Image.open(upload.stream) as image:
-                converted = image.convert(mode)
-        except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError) as e:
-            # Pillow's own message for an unknown format names the in-memory buffer, not the file.
-            reason = "no image format Pillow knows" if isinstance(e, UnidentifiedImageError) else str(e)
-            raise RequestError(
-                f"file[{index}] ({upload.filename or 'unnamed'}) is not an image Pillow can read: {reason}",
-                field=f"file[{index}]",
-            ) from None
-        if converted.size != size:
-            converted = converted.resize(size, Image.Resampling.BILINEAR)
-        queries.append(np.asarray(converted, dtype=np.uint8).tolist())
-    return queries
+        query = json.dumps(_image_query(upload, index, mode, size)).encode()
+        length += len(query) + (2 if queries else 0)  # and its ", "
+        if length > limit:
+            raise RequestEntityTooLarge(
+                _over_the_predict_limit(
+                    f"the queries made of file[0] to file[{index}] ({size[0]}x{size[1]} {mode} each) are",
+                    "send fewer images",
+                )
+            )
+        queries.append(query)
+    return head + b", ".join(queries) + tail
+
+
+def _in_memory(*_: Any, **__: Any) -> IO[bytes]:
+    """A part's buffer: the body is in memory already, so no part is spooled to a temporary file left to close."""
+    return io.BytesIO()
+
+
+def _image_query(upload: FileStorage, index: int, mode: str, size: tuple[int, int]) -> list[Any]:
+    """The uploaded image ``file[index]`` as a query: converted to ``mode``, resized to ``size``."""
+    try:
+        with Image.open(upload.stream) as image:
+            converted = image.convert(mode)
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError) as e:
+        # Pillow's own message for an unknown format names the in-memory buffer, not the file.
+        reason = "no image format Pillow knows" if isinstance(e, UnidentifiedImageError) else str(e)
+        raise RequestError(
+            f"file[{index}] ({upload.filename or 'unnamed'}) is not an image Pillow can read: {reason}",
+            field=f"file[{index}]",
+        ) from None
+    if converted.size != size:
+        converted = converted.resize(size, Image.Resampling.BILINEAR)
+    return np.asarray(converted, dtype=np.uint8).tolist()
 
 
 def _training_image_format(key: str) -> tuple[str, tuple[int, int]]:

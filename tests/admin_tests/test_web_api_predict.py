@@ -278,3 +278,63 @@ def test_a_json_body_over_the_predict_limit_is_refused_before_it_is_read_or_rela
             assert predictor.received == [{"queries": [[1, 2]]}]
     finally:
         limited.extensions["baobab"].engine.dispose()
+
+
+def test_images_over_the_predict_limit_are_refused_before_they_are_read_or_relayed(
+    app: Flask,
+    client: FlaskClient,
+    settings: Settings,
+    owner: tuple[dict[str, Any], Headers],
+    predictor: FakePredictor,
+    tmp_path: Path,
+) -> None:
+    # Training images of 300x300 L: a white one makes a query of 450,600 bytes of JSON from a PNG of under 1 KB.
+    zip_bytes = write_image_files(tmp_path / "big.zip", np.full((2, 300, 300), 255, np.uint8), [0, 1]).read_bytes()
+    job_id = _inference_job(app, client, owner, url=predictor.url, data=zip_bytes)
+    limited = create_app(dataclasses.replace(settings, max_predict_mb=1))  # a second API process, its own limit
+    boundary = "limit-test-boundary"
+    headers = {**owner[1], "X-Api-Key": KEY, "Content-Type": f"multipart/form-data; boundary={boundary}"}
+    request_too_large = error(
+        "request_entity_too_large",
+        "the request body is larger than the limit of 1 MiB (BAOBAB_MAX_PREDICT_MB); send fewer or smaller images",
+        None,
+    )
+    try:
+        with serve_in_thread(limited) as url:
+            relay = f"{url}/api/v1/inference_jobs/{job_id}/predict"
+            # A Content-Length of 50 MB and no body: answered from the headers (BAOBAB_MAX_UPLOAD_MB is 512 MiB).
+            assert post_raw(relay, {**headers, "Content-Length": str(50 * 2**20)}) == (413, request_too_large)
+            # A chunked image part is read to the limit, no further.
+            part = (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.png"\r\n'
+                "Content-Type: image/png\r\n\r\n"
+            ).encode()
+            chunks = [part] + [b"\0" * 2**16] * (2**20 // 2**16 + 1)
+            framed = [b"%x\r\n%s\r\n" % (len(chunk), chunk) for chunk in chunks] + [b"0\r\n\r\n"]
+            assert post_raw(relay, {**headers, "Transfer-Encoding": "chunked"}, framed) == (413, request_too_large)
+            # A small request whose images make queries over the limit: three white images, 1.35 MB of JSON.
+            png = _png((300, 300), (255, 255, 255))
+            assert len(png) < 2**10
+
+            def send(images: int) -> requests.Response:
+                files = [("file", (f"white-{i}.png", png, "image/png")) for i in range(images)]
+                return requests.post(relay, files=files, headers={**owner[1], "X-Api-Key": KEY}, timeout=30)
+
+            over = send(3)
+            assert (over.status_code, over.json()) == (
+                413,
+                error(
+                    "request_entity_too_large",
+                    "the queries made of file[0] to file[2] (300x300 L each) are larger than the limit of 1 MiB "
+                    "(BAOBAB_MAX_PREDICT_MB); send fewer images",
+                    None,
+                ),
+            )
+            assert predictor.received == []
+            # Two make 901,218 bytes: under the limit, relayed.
+            under = send(2)
+            assert under.status_code == 200, under.text
+            (received,) = predictor.received
+            assert [np.asarray(query).shape for query in received["queries"]] == [(300, 300), (300, 300)]
+    finally:
+        limited.extensions["baobab"].engine.dispose()
