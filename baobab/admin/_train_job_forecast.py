@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from baobab.admin._access import ALL_ROLES, private_rows
 from baobab.admin._auth import current_user, require_roles
+from baobab.admin._cluster_offer import cluster_offer
 from baobab.admin._openapi import api_doc
 from baobab.admin._query import check_query_args, int_query_arg
 from baobab.admin._state import admin_state
@@ -98,7 +99,8 @@ def forecast_train_job() -> dict[str, Any]:
         )
     me = current_user()
     with session_scope(admin_state().engine) as session:
-        check_train_job_spec(session, me, spec, cpu_slots=workers * slots, gpus=admin_state().settings.gpus_offered())
+        offer = cluster_offer(session, admin_state().settings)
+        check_train_job_spec(session, me, spec, cpu_slots=workers * slots, offer=offer)
         templates = [session.get_one(ModelTemplate, model_id) for model_id in spec.model_ids]  # checked just now
         kinds = [_kind(template) for template in templates]
         measured, profiles = _history(session, me, spec, templates)

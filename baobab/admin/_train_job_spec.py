@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session
 
 from baobab.admin._access import may_see_private, may_see_shared, shared_with
 from baobab.admin._body import enum_field, json_object, name_field
+from baobab.admin._cluster_offer import ClusterOffer, check_resources
 from baobab.admin._openapi import register_model
 from baobab.admin._query import MAX_ID
 from baobab.advisor import (
@@ -331,28 +332,24 @@ def _deprecated(response: Response) -> Response:
     return response
 
 
-def check_train_job_spec(session: Session, user: User, spec: TrainJobSpec, *, cpu_slots: int, gpus: int) -> None:
+def check_train_job_spec(
+    session: Session, user: User, spec: TrainJobSpec, *, cpu_slots: int, offer: ClusterOffer
+) -> None:
     """Checks what ``spec`` names in the database, as ``user`` sees it, and the plan of each sub-job.
 
     Args:
         cpu_slots: the trials that run at once on CPUs (the job's cap when GPU_COUNT is 0).
-        gpus: the most GPUs the platform can give one job (:meth:`Settings.gpus_offered
-            <baobab.Settings.gpus_offered>`): a job asking for more would wait for ever, or
-            before this check ran on the CPU without saying so.
+        offer: what the cluster offers (:func:`~baobab.admin._cluster_offer.cluster_offer`): a job asking
+            for more GPUs, or a launch for more cores or memory, would wait for ever, or before this
+            check ran on the CPU without saying so.
 
     Raises:
-        RequestError: a GPU_COUNT above ``gpus``, a dataset or template the user may not see or
-            not of the job's task, an ``options.base_model`` that names no zoo model of the user's own or PUBLIC,
-            or a template whose sub-job could not be planned (an ENAS search that does
-            not fit the budget), naming the field at fault.
+        RequestError: a GPU_COUNT or ``options.resources`` above what the cluster offers, a dataset or
+            template the user may not see or not of the job's task, an ``options.base_model`` that names no
+            zoo model of the user's own or PUBLIC, or a template whose sub-job could not be planned (an ENAS
+            search that does not fit the budget), naming the field at fault.
     """
-    if spec.budget.gpu_count > gpus:
-        offered = f"has {gpus} GPU{'' if gpus == 1 else 's'}" if gpus else "has no GPU"
-        raise RequestError(
-            f"budget.GPU_COUNT is {spec.budget.gpu_count}, but this platform {offered} (BAOBAB_GPUS); "
-            f"ask for at most {gpus}{', or 0 to train on CPU slots' if gpus else ': 0 trains on CPU slots'}",
-            field="budget.GPU_COUNT",
-        )
+    check_resources(spec.budget.gpu_count, spec.options, offer)
     _check_dataset(session, user, spec.train_dataset_id, "train_dataset_id", spec.task)
     _check_dataset(session, user, spec.val_dataset_id, "val_dataset_id", spec.task)
     if spec.options.base_model is not None:

@@ -24,6 +24,7 @@ from sqlalchemy.orm import defer
 
 from baobab.admin._access import ALL_ROLES, private_rows
 from baobab.admin._auth import current_user, require_roles
+from baobab.admin._cluster_offer import cluster_offer
 from baobab.admin._openapi import api_doc
 from baobab.admin._query import INCLUDE_ARG, check_query_args, include_arg
 from baobab.admin._state import admin_state
@@ -63,7 +64,8 @@ def create_train_job() -> tuple[dict[str, Any], int]:
 
     for attempt in range(_CREATE_ATTEMPTS):
         with session_scope(admin_state().engine) as session:
-            check_train_job_spec(session, me, spec, cpu_slots=settings.cpu_slots, gpus=settings.gpus_offered())
+            offer = cluster_offer(session, settings)
+            check_train_job_spec(session, me, spec, cpu_slots=settings.cpu_slots, offer=offer)
             latest = session.scalar(
                 select(func.max(TrainJob.app_version)).where(TrainJob.app == spec.app, TrainJob.owner_id == me.id)
             )

@@ -10,7 +10,8 @@ nothing else)::
         "enas": {"train_trials": 2, "warmup_fraction": 0.25},  # the enas strategy's cycle
         "warm_start": false,                           # true (the default): trials start from the zoo
         "base_model": 12,                              # a zoo model the template trains on
-        "deterministic": true                          # the same seed searches the same way
+        "deterministic": true,                         # the same seed searches the same way
+        "resources": {"threads": 4, "memory_mb": 8192} # what each launch of trials is given
     }
 
 :class:`TrainJobOptions` declares each option once, as a Pydantic model: the admin API parses
@@ -62,6 +63,11 @@ checks that the job's owner may read it, and the worker passes it on to ``train(
 keyword argument ``base_model``. ``deterministic``: the same seed, data and templates run
 the same trials whatever the number of workers and the order trials finish in.
 
+``resources``: the threads and the memory each launch (a trial, or a fused group) is given,
+each left out its slot's share (the machine's cores and memory over its trial slots). A
+worker process serves one launch: its threads and memory are set before any template code
+runs in it (:class:`baobab.store.Launch`).
+
 Everything is checked once, at the boundary (the admin API parses with
 :class:`TrainJobOptions`, so a bad value is a 400 naming the field); the driver trusts
 what it gets.
@@ -105,6 +111,7 @@ __all__ = [
     "JobOptionsError",
     "MaxGroup",
     "PolicyOptions",
+    "ResourceOptions",
     "ShareFrom",
     "StoppingRuleName",
     "TrainJobOptions",
@@ -116,6 +123,11 @@ MAX_GROUP = 1024
 #: The largest group "auto" measures: past it a CPU slot's stack has stopped gaining (784-32-10 MLP: 2.4x at
 #: 16 and 32, 1.8x at 64 on one thread), and on a GPU the profile's memory check stops it sooner for most models.
 AUTO_MAX_GROUP = 64
+#: Bounds of a launch's resources as a job may ask for them. Below 512 MiB a worker process that imports
+#: numpy and a template has no room left; the upper bounds only keep a request a sane number.
+MAX_THREADS = 4096
+MIN_MEMORY_MB = 512
+MAX_MEMORY_MB = 2**24
 #: The policies that make a search trial cheaper than the final model it stands for.
 _REDUCING = frozenset({Policy.EARLY_STOP, Policy.DOWNSCALE})
 
@@ -228,6 +240,28 @@ class EnasOptions(_Declared):
     )
 
 
+class ResourceOptions(_Declared):
+    """What each launch of the job's trials (a trial, or a fused group) is given; each left out is its slot's share.
+
+    The bounds here are those of a request; the admin API also refuses a job asking for more than
+    any worker machine has (from the workers' inventories), naming what the cluster offers.
+    """
+
+    threads: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_THREADS,
+        description="threads of every numeric library's pool in a launch (default: the machine's cores / its slots)",
+    )
+    memory_mb: int | None = Field(
+        default=None,
+        ge=MIN_MEMORY_MB,
+        le=MAX_MEMORY_MB,
+        description="MiB of data a launch may hold; past it an allocation fails and the trial ends ERRORED "
+        "(default: BAOBAB_TRIAL_MEMORY_MB, else the machine's memory / its slots)",
+    )
+
+
 def _planner(name: str, value: Any) -> Any:
     """The planner's rule for option ``name`` (its one home), as a validator."""
     if value is not None:
@@ -298,6 +332,10 @@ class TrainJobOptions(_Declared):
     )
     deterministic: bool = Field(
         default=False, description="the same seed searches the same way whatever the workers and finishing order"
+    )
+    resources: ResourceOptions = Field(
+        default_factory=ResourceOptions,
+        description='what each launch of trials is given, e.g. {"threads": 4, "memory_mb": 8192}',
     )
 
     @model_validator(mode="before")

@@ -39,6 +39,7 @@ from baobab.store._request_logs import (
     request_log_days,
     request_log_part_key,
 )
+from baobab.store._resources import Gpu, Inventory, Launch
 from baobab.store._trial_tokens import TRIAL_TOKEN_MAX_AGE_S, issue_trial_token, trial_of_token
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ _DB_NAMES = frozenset(
     {
         "add_inference_job", "add_train_job", "add_trial_records", "add_trial_records_in", "Advisor", "Base",
         "beat_advisor", "beat_trial", "drop_advisor", "fair_share", "job_sharing",
+        "LIVE_S", "drop_workers", "live_workers", "report_workers", "Worker",
         "check_schema", "claim_trial", "claim_trial_in", "ClaimRefused", "create_engine_from_url",
         "current_revision", "Dataset", "delete_finished_inference_job", "describe_url",
         "end_trial", "end_unfinished_trials", "fail_inference_job", "fail_train_job", "finish_sub_job",
@@ -64,7 +66,7 @@ _DB_NAMES = frozenset(
         "request_train_job_stop", "request_trial_stop", "requeue_trial", "RevisionAction",
         "rollback_inference_revision", "serve_inference_job", "session_scope", "set_inference_versions",
         "set_trial_parent", "start_train_job", "sub_job_seed", "SubJob", "take_over_inference_jobs", "TrainJob",
-        "Trial", "TrialClaim", "TrialLog", "trial_owner", "TrialState", "upgrade_database", "User", "UserRole",
+        "Trial", "TrialClaim", "TrialLog", "trial_launch", "TrialState", "upgrade_database", "User", "UserRole",
         "VersionSpec",
         "ZooModel",
     }
@@ -85,6 +87,9 @@ __all__ = [
     "BuiltSplit",
     "Event",
     "EventChannel",
+    "Gpu",
+    "Inventory",
+    "Launch",
     "EventKind",
     "ImageDataset",
     "LocalEventChannel",

@@ -19,6 +19,9 @@
   own (the predictor's members), :class:`FusedInferenceWorker` several of one structure
   in one stacked forward pass; :func:`run_child` runs one :class:`TrialSpec` in a
   child process (``python -m baobab.worker._trial_process``), as ``baobab dev`` does.
+- :func:`measure_inventory` tells what a worker machine has (cores, memory, the GPUs it
+  was given); the executors keep it in the store (``workers``), where the admin API checks
+  a job's resources against it.
 
 Names are imported on first use: a process started as ``python -m
 baobab.worker._inference`` imports this package first, and should not pay for
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
     from baobab.worker._fused_inference import FusedInferenceWorker
     from baobab.worker._gateway import ApiGateway, FinishRelay, TrialArtifacts, TrialGateway
     from baobab.worker._inference import InferenceSpec, InferenceWorker, InferenceWorkerError
+    from baobab.worker._inventory import measure_inventory
     from baobab.worker._kubernetes import KubernetesPool, KubernetesPoolConfig, kubernetes_api
     from baobab.worker._local import LocalExecutor
     from baobab.worker._queries import sample_queries
@@ -59,6 +63,7 @@ _NAMES = {
     "InferenceSpec": "baobab.worker._inference",
     "InferenceWorker": "baobab.worker._inference",
     "InferenceWorkerError": "baobab.worker._inference",
+    "measure_inventory": "baobab.worker._inventory",
     "KubernetesPool": "baobab.worker._kubernetes",
     "KubernetesPoolConfig": "baobab.worker._kubernetes",
     "kubernetes_api": "baobab.worker._kubernetes",
@@ -96,6 +101,7 @@ __all__ = [
     "TrialSpec",
     "WorkerResources",
     "kubernetes_api",
+    "measure_inventory",
     "run_child",
     "run_trial",
     "run_trials",

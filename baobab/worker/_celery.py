@@ -5,12 +5,13 @@ worker that holds its job's data when it can: :mod:`baobab.worker._affinity`). W
 trial row's rules (:mod:`baobab.store._db._trial_rows`), which make every delivery of a
 trial safe, however many there are:
 
-- A trial is one task message, ``baobab.run_trial(trial_id, token, owner)``, acknowledged
+- A trial is one task message, ``baobab.run_trial(trial_id, token, launch)``, acknowledged
   only when the trial is over (``acks_late``), one at a time per pool process
   (``prefetch_multiplier=1``). A fused group is one message too,
-  ``baobab.run_trials(trial_ids, tokens, owner)``, run by one pool process
-  (:func:`~baobab.worker.run_trials`: each member claimed with its own token). ``owner``
-  is the user whose job it is. A pool process that dies mid-trial (``kill -9``) has its
+  ``baobab.run_trials(trial_ids, tokens, launch)``, run by one pool process
+  (:func:`~baobab.worker.run_trials`: each member claimed with its own token). ``launch``
+  (:class:`baobab.store.Launch` as JSON) is the user whose job it is, and the threads and
+  memory the job asks each launch to get. A pool process that dies mid-trial (``kill -9``) has its
   message put back at once (``reject_on_worker_lost``); a whole worker machine that
   dies has its messages delivered again after ``BAOBAB_REDELIVERY_S`` (the Redis
   visibility timeout).
@@ -69,6 +70,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery import Celery, signals
 from celery.utils import worker_direct
+from celery.worker.control import inspect_command
 from kombu.entity import Queue
 from sqlalchemy import Engine, Row, and_, or_, select
 
@@ -79,18 +81,22 @@ from baobab.store import (
     Event,
     EventChannel,
     EventKind,
+    Inventory,
+    Launch,
     SubJob,
     TrainJob,
     Trial,
     TrialState,
     end_trial,
     issue_trial_token,
+    report_workers,
     request_trial_stop,
     session_scope,
-    trial_owner,
+    trial_launch,
 )
 from baobab.worker._affinity import affinity_view, choose_node
-from baobab.worker._memory import default_memory_mb
+from baobab.worker._inventory import measure_inventory
+from baobab.worker._memory import default_memory_mb, machine_memory_mb
 from baobab.worker._process import OVERRUN_EXIT
 from baobab.worker._runner import TrialOutcome
 from baobab.worker._spawn import WorkerProcess
@@ -106,6 +112,8 @@ logger = logging.getLogger("baobab.worker")
 #: Trials of jobs with GPU_COUNT = 0, and of jobs that ask for GPUs.
 CPU_QUEUE, GPU_QUEUE = "baobab.cpu", "baobab.gpu"
 _TASK, _GROUP_TASK = "baobab.run_trial", "baobab.run_trials"
+#: The remote control command by which the executor asks each worker what it has (slots, cores, memory, GPUs).
+INVENTORY_COMMAND = "baobab_inventory"
 #: How often the executor asks the workers how many trials they can run at once (and sees the broker live).
 _WATCH_S = 5.0
 #: How long a worker process let go (another user's trial comes, the pool process ends) may take to send
@@ -152,10 +160,17 @@ def make_celery(settings: Settings) -> Celery:
 
 @dataclass
 class _Pool:
-    """What :func:`run_worker` tells its pool processes, which are forks of it."""
+    """What :func:`run_worker` tells its pool processes, which are forks of it, and the executor (its inventory)."""
 
     slots: int = 1
     threads: int = 1
+    inventory: Inventory | None = None
+
+
+@inspect_command(name=INVENTORY_COMMAND)  # type: ignore[untyped-decorator]
+def _inventory_command(state: Any, **_: Any) -> dict[str, Any] | None:
+    """What this worker has, for the executor's look at the workers (a Celery remote control command)."""
+    return None if _POOL.inventory is None else _POOL.inventory.to_json()
 
 
 _POOL = _Pool()
@@ -179,6 +194,7 @@ class _PoolProcess:
             *("--api-url", str(settings.api_url)),
             *("--confinement", Confinement(protected, private=settings.home / "workers").to_json()),
             *("--memory-mb", str(memory_mb)),
+            *("--most-memory-mb", str(max(memory_mb, machine_memory_mb()))),
             *("--data-cache-mb", str(settings.data_cache_mb)),
             *("--heartbeat-s", str(settings.heartbeat_s)),
             *("--finish-wait-s", str(settings.finish_wait_s)),
@@ -186,8 +202,8 @@ class _PoolProcess:
         ]
         signals.worker_process_shutdown.connect(self._let_go, weak=False)
 
-    def run(self, name: str, trial_ids: list[int], tokens: list[str], owner: int) -> list[TrialOutcome]:
-        """Run a unit of work in the worker process of ``owner``; one outcome per trial.
+    def run(self, name: str, trial_ids: list[int], tokens: list[str], launch: Launch) -> list[TrialOutcome]:
+        """Run a unit of work in the worker process of ``launch``; one outcome per trial.
 
         A trial its worker process said nothing of (it died, or was killed past the trial's time
         limit) has an outcome that did not run, and no retry: it is the heartbeat rules'.
@@ -195,11 +211,11 @@ class _PoolProcess:
         Raises:
             StoreError: the admin API could not be reached, or no worker process could start.
         """
-        worker = self._worker_for(owner, name)
-        worker.trials, worker.owner, worker.log_offset = list(trial_ids), owner, worker.log_size()
+        worker = self._worker_for(launch, name)
+        worker.trials, worker.launch, worker.log_offset = list(trial_ids), launch, worker.log_size()
         replies: dict[int, dict[str, Any]] = {}
         deadline = None if self._time_limit is None else time.monotonic() + self._time_limit + _DEADLINE_SLACK_S
-        if worker.send(op="run", trials=trial_ids, tokens=tokens, owner=owner):
+        if worker.send(op="run", trials=trial_ids, tokens=tokens, launch=launch.to_json()):
             while len(replies) < len(trial_ids):
                 timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
                 wait(worker.waitables(), timeout)
@@ -218,10 +234,10 @@ class _PoolProcess:
             raise StoreError(unreachable[0])
         return [_outcome(trial_id, replies.get(trial_id)) for trial_id in trial_ids]
 
-    def _worker_for(self, owner: int, name: str) -> WorkerProcess:
-        """The worker process of ``owner``: this process's, or a new one (the last served another user, or is gone)."""
+    def _worker_for(self, launch: Launch, name: str) -> WorkerProcess:
+        """The worker process of ``launch``: this process's, or a new one (the last served another, or is gone)."""
         worker = self.worker
-        if worker is not None and (worker.gone() or worker.owner not in (None, owner)):
+        if worker is not None and (worker.gone() or worker.launch not in (None, launch)):
             self._let_go()
         if self.worker is None:
             from billiard.process import current_process
@@ -281,14 +297,16 @@ def _outcome(trial_id: int, reply: dict[str, Any] | None) -> TrialOutcome:
 def _register_task(app: Celery, settings: Settings) -> None:
     pool: list[_PoolProcess] = []  # made on the pool process's first trial
 
-    def run(task: Any, trial_ids: list[int], tokens: list[str], owner: int) -> list[TrialOutcome]:
+    def run(task: Any, trial_ids: list[int], tokens: list[str], launch: dict[str, Any] | int) -> list[TrialOutcome]:
         if settings.api_url is None:
             raise StoreError("baobab worker needs BAOBAB_API_URL: the admin API that trials report to")
         if not pool:
             pool.append(_PoolProcess(settings))
         name = f"{task.request.hostname}:{os.getpid()}"
         try:
-            outcomes = pool[0].run(name, trial_ids, tokens, owner)
+            # A bare owner is a message sent before launches had resources: the slot's share.
+            given = Launch.from_json(launch) if isinstance(launch, dict) else Launch(int(launch))
+            outcomes = pool[0].run(name, trial_ids, tokens, given)
         except StoreError as e:
             # The API stayed unreachable through the gateway's retries: deliver the trials again later
             # (a member this process claimed is its own again: the claim of the same worker is given back).
@@ -299,13 +317,13 @@ def _register_task(app: Celery, settings: Settings) -> None:
                 record_trial(outcome.status, outcome.phases)
         return outcomes
 
-    def run_trial_task(self: Any, trial_id: int, token: str, owner: int) -> None:
-        (outcome,) = run(self, [trial_id], [token], owner)
+    def run_trial_task(self: Any, trial_id: int, token: str, launch: dict[str, Any] | int) -> None:
+        (outcome,) = run(self, [trial_id], [token], launch)
         if not outcome.ran and outcome.retry_after_s is not None:
             raise self.retry(countdown=outcome.retry_after_s + settings.heartbeat_s)
 
-    def run_trials_task(self: Any, trial_ids: list[int], tokens: list[str], owner: int) -> None:
-        run(self, trial_ids, tokens, owner)  # members held elsewhere are left to the job driver (module docstring)
+    def run_trials_task(self: Any, trial_ids: list[int], tokens: list[str], launch: dict[str, Any] | int) -> None:
+        run(self, trial_ids, tokens, launch)  # members held elsewhere are left to the job driver (module docstring)
 
     # Registered by calls, not as decorators: Celery is untyped, and a decorator would untype the functions.
     app.task(name=_TASK, bind=True, max_retries=None)(run_trial_task)
@@ -339,6 +357,7 @@ def run_worker(
     for variable in THREAD_VARIABLES:
         os.environ.setdefault(variable, str(threads))
     _POOL.slots, _POOL.threads = concurrency, threads
+    _POOL.inventory = measure_inventory(concurrency, [int(g) if g.isdigit() else i for i, g in enumerate(gpus)])
     # The pool processes are forks of this one: none of the platform's variables go with them (the
     # settings are read already; the app holds the broker). Their worker processes get none of theirs.
     for variable in [name for name in os.environ if name.startswith(ENV_PREFIX)]:
@@ -373,6 +392,19 @@ def _pin_gpus(gpus: list[str]) -> None:
 
 
 # -- the advisor's side ----------------------------------------------------------------------
+
+
+def _inventories(replies: list[dict[str, Any]]) -> dict[str, Inventory]:
+    """The workers' answers to :data:`INVENTORY_COMMAND` (``[{node: inventory}, ...]``) by node; one that answers
+    nothing readable is left out, as a worker that did not answer is."""
+    found: dict[str, Inventory] = {}
+    for reply in replies:
+        for node, answer in reply.items():
+            try:
+                found[node] = Inventory.from_json(answer)
+            except (ValueError, AttributeError) as e:
+                logger.warning("worker %s: %s", node, e)
+    return found
 
 
 def _now() -> datetime:
@@ -511,9 +543,11 @@ class CeleryExecutor:
             delay = 0.1
             while not self._closed.is_set():
                 try:
-                    owner = trial_owner(self.engine, unit[0])  # the members are trials of one job
+                    launch = trial_launch(self.engine, unit[0]).to_json()  # the members are trials of one job
                     task, args = (
-                        (_TASK, [unit[0], tokens[0], owner]) if len(unit) == 1 else (_GROUP_TASK, [unit, tokens, owner])
+                        (_TASK, [unit[0], tokens[0], launch])
+                        if len(unit) == 1
+                        else (_GROUP_TASK, [unit, tokens, launch])
                     )
                     queue_, node = self.destination(unit[0])
                     self.app.send_task(task, args=args, queue=queue_, retry=False)
@@ -530,17 +564,20 @@ class CeleryExecutor:
                 self._unsent.difference_update(unit)
 
     def _watch_loop(self) -> None:
-        """Counts the workers' slots; after a broker outage, sends every PENDING trial again."""
+        """Counts the workers' slots and keeps what each has in the store; after a broker outage, sends every
+        PENDING trial again."""
         lost = False
         while not self._closed.is_set():
             try:
-                stats = self.app.control.inspect(timeout=1.0).stats() or {}
+                replies = self.app.control.broadcast(INVENTORY_COMMAND, reply=True, timeout=1.0) or []
             except Exception as e:
                 if not lost:
                     logger.warning("the broker is unreachable (%s); PENDING trials are sent again once it is back", e)
                 lost = True
             else:
-                nodes = {name: int(s.get("pool", {}).get("max-concurrency", 0)) for name, s in stats.items()}
+                inventories = _inventories(replies)
+                self._report(inventories)
+                nodes = {name: inventory.slots for name, inventory in inventories.items()}
                 if self._fixed_slots is None:
                     self._slots = sum(nodes.values())
                 with self._lock:
@@ -550,6 +587,14 @@ class CeleryExecutor:
                     lost = False
                     self._resend_pending()
             self._closed.wait(_WATCH_S if self._slots and not lost else _WATCH_S / 5)  # look sooner while in doubt
+
+    def _report(self, inventories: dict[str, Inventory]) -> None:
+        """Keep what the live workers have where the admin API reads it (a failed write waits for the next look)."""
+        try:
+            with session_scope(self.engine) as session:
+                report_workers(session, inventories, _now())
+        except StoreError as e:
+            logger.warning("cannot keep the workers' inventories: %s", e)
 
     def _follow_routed(self) -> None:
         """Forgets routed trials that were claimed; sends those of a worker that is gone to the shared queue."""

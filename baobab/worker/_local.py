@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections import deque
@@ -51,18 +52,23 @@ from sqlalchemy import Engine
 from baobab._sandbox import Confinement, protected_paths, template_env
 from baobab.exceptions import StoreError
 from baobab.store import (
+    LIVE_S,
     Event,
     EventChannel,
     EventKind,
+    Launch,
     TrialState,
     create_engine_from_url,
+    drop_workers,
     end_trial,
     issue_trial_token,
+    report_workers,
     requeue_trial,
     session_scope,
-    trial_owner,
+    trial_launch,
 )
-from baobab.worker._memory import default_memory_mb
+from baobab.worker._inventory import measure_inventory
+from baobab.worker._memory import default_memory_mb, machine_memory_mb
 from baobab.worker._spawn import WorkerProcess
 from baobab.worker._telemetry import record_trial
 
@@ -139,14 +145,16 @@ class LocalExecutor:
         protected = protected_paths(settings.home, settings.database_url, settings.artifacts_url)
         self._confinement = Confinement(protected, private=settings.home / "workers")
         memory_mb = settings.trial_memory_mb or default_memory_mb(settings.cpu_slots)
-        #: What every worker process is started with: where to report, its confinement, its memory limit.
+        #: What every worker process is started with: where to report, its confinement, its memory limit (the
+        #: slot's share, and the room its launch may raise it to).
         self._worker_args = [
             *("--api-url", self._api_url),
             *("--confinement", self._confinement.to_json()),
             *("--memory-mb", str(memory_mb)),
+            *("--most-memory-mb", str(max(memory_mb, machine_memory_mb()))),
             *("--data-cache-mb", str(settings.data_cache_mb)),
         ]
-        self._owners: dict[int, int] = {}  # queued trial → the user whose job it is
+        self._launches: dict[int, Launch] = {}  # queued trial → its launch (the user whose job it is, resources)
         self._lock = threading.Lock()
         self._queue: deque[list[int]] = deque()  # units of work: a trial, or a fused group's members
         self._active: set[int] = set()
@@ -164,6 +172,12 @@ class LocalExecutor:
             raise OSError(f"cannot start worker processes; see the logs in {self._log_dir}")
         self._thread = threading.Thread(target=self._supervise, name="baobab-local-executor", daemon=True)
         self._thread.start()
+        #: This machine as the admin API sees it (the store's ``workers``): kept fresh until the executor closes.
+        self._node = f"{socket.gethostname()}:local:{os.getpid()}"
+        self._inventory = measure_inventory(count, range(settings.gpus))
+        self._stopping = threading.Event()
+        self._reporter = threading.Thread(target=self._report_loop, name="baobab-local-inventory", daemon=True)
+        self._reporter.start()
 
     # -- the Executor protocol ---------------------------------------------------------
 
@@ -181,7 +195,7 @@ class LocalExecutor:
             RuntimeError: the executor is closed.
         """
         unit = [trials] if isinstance(trials, int) else list(trials)
-        owner = trial_owner(self._engine, unit[0])  # the members are trials of one job
+        launch = trial_launch(self._engine, unit[0])  # the members are trials of one job
         with self._lock:
             if self._closed:
                 raise RuntimeError("the local executor is closed; create a new one to run trials")
@@ -189,7 +203,7 @@ class LocalExecutor:
             if not unit:
                 return
             self._active.update(unit)
-            self._owners.update(dict.fromkeys(unit, owner))
+            self._launches.update(dict.fromkeys(unit, launch))
             self._queue.append(unit)
             if self._dispatch() and self._time_limit is not None:
                 self._wake()  # a new deadline
@@ -247,6 +261,8 @@ class LocalExecutor:
             self._closed = True
             self._wake()
         self._thread.join()
+        self._stopping.set()
+        self._reporter.join()
         with self._lock:
             for worker in self._workers:
                 if worker is not None:
@@ -261,6 +277,21 @@ class LocalExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _report_loop(self) -> None:
+        """Say what this machine has while the executor runs, and that it has gone when it closes."""
+        while True:
+            try:
+                with session_scope(self._engine) as session:
+                    if self._stopping.is_set():
+                        drop_workers(session, [self._node])
+                        return
+                    report_workers(session, {self._node: self._inventory}, _now())
+            except StoreError as e:
+                logger.warning("cannot keep this machine's inventory in the store: %s", e)
+                if self._stopping.is_set():
+                    return
+            self._stopping.wait(LIVE_S / 4)
 
     # -- bookkeeping (under the lock) ------------------------------------------------------
 
@@ -292,43 +323,43 @@ class LocalExecutor:
         if respawn_now:
             self._spawn(worker.index)
 
-    def _idle_worker(self, owner: int) -> WorkerProcess | None:
-        """An idle worker that serves ``owner``, else one that serves nobody yet."""
-        idle = [w for w in self._workers if w is not None and w.idle and w.owner in (owner, None)]
-        return min(idle, key=lambda w: w.owner is None, default=None)
+    def _idle_worker(self, launch: Launch) -> WorkerProcess | None:
+        """An idle worker that serves ``launch``, else one that serves nothing yet."""
+        idle = [w for w in self._workers if w is not None and w.idle and w.launch in (launch, None)]
+        return min(idle, key=lambda w: w.launch is None, default=None)
 
     def _dispatch(self) -> bool:
-        """Send queued units, in order, to idle workers of their users; True if any was sent.
+        """Send queued units, in order, to idle workers of their launches; True if any was sent.
 
-        A worker serves one user (it is confined to that user's folder). When trials
-        wait and the only idle workers serve users with nothing queued, those workers
-        are replaced by fresh ones that will serve whoever comes first.
+        A worker serves one launch (it is confined to its user's folder, with its threads and
+        memory). When trials wait and the only idle workers serve launches with nothing
+        queued, those workers are replaced by fresh ones that will serve whoever comes first.
         """
         sent = False
         for unit in list(self._queue):
-            owner = self._owners[unit[0]]
-            worker = self._idle_worker(owner)
+            launch = self._launches[unit[0]]
+            worker = self._idle_worker(launch)
             if worker is None:
                 continue
             worker.trials, worker.fused = list(unit), len(unit) > 1
             worker.deadline = None if self._time_limit is None else time.monotonic() + self._time_limit
             worker.log_offset = worker.log_size()
             tokens = [issue_trial_token(self._secret, trial_id) for trial_id in unit]
-            if not worker.send(op="run", trials=unit, tokens=tokens, owner=owner):
+            if not worker.send(op="run", trials=unit, tokens=tokens, launch=launch.to_json()):
                 worker.trials, worker.deadline = [], None
                 continue  # the worker is gone; its death is handled below
-            worker.owner = owner
+            worker.launch = launch
             self._queue.remove(unit)
             for trial_id in unit:
-                del self._owners[trial_id]
+                del self._launches[trial_id]
                 reason = self._stops.pop(trial_id, None)
                 if reason is not None:
                     worker.send(op="stop", trial=trial_id, reason=reason)
             sent = True
-        starting = sum(1 for w in self._workers if w is None or (not w.ready and w.owner is None))
+        starting = sum(1 for w in self._workers if w is None or (not w.ready and w.launch is None))
         waiting = len(self._queue) - starting
         for worker in list(self._workers):
-            if waiting > 0 and worker is not None and worker.idle and worker.owner is not None:
+            if waiting > 0 and worker is not None and worker.idle and worker.launch is not None:
                 self._retire(worker, respawn_now=True)
                 waiting -= 1
         return sent
@@ -348,7 +379,7 @@ class LocalExecutor:
         """Store a final state the executor decided, and let the trial go (published by the caller)."""
         self._write(trial_id, status, error, traceback)
         self._stops.pop(trial_id, None)
-        self._owners.pop(trial_id, None)
+        self._launches.pop(trial_id, None)
         self._active.discard(trial_id)
         finished.append(trial_id)
 
@@ -383,8 +414,8 @@ class LocalExecutor:
         tail = worker.log_tail()
         if worker.fused and worker.trials:
             logger.warning("worker %d %s while running the fused trials %s", worker.index, how, worker.trials)
-            assert worker.owner is not None  # it was sent trials
-            self._requeue_alone(worker.trials, worker.owner, finished)
+            assert worker.launch is not None  # it was sent trials
+            self._requeue_alone(worker.trials, worker.launch, finished)
             self._respawn_at[worker.index] = time.monotonic()
         elif worker.trials:
             (trial_id,) = worker.trials
@@ -401,7 +432,7 @@ class LocalExecutor:
             logger.warning("worker %d %s while idle; starting another", worker.index, how)
             self._respawn_at[worker.index] = time.monotonic()
 
-    def _requeue_alone(self, trial_ids: list[int], owner: int, finished: list[int]) -> None:
+    def _requeue_alone(self, trial_ids: list[int], launch: Launch, finished: list[int]) -> None:
         """PENDING again, each as a unit of its own at the head of the queue (they waited longest)."""
         for trial_id in reversed(trial_ids):
             try:
@@ -412,7 +443,7 @@ class LocalExecutor:
                 requeued = False
             if requeued:
                 self._queue.appendleft([trial_id])
-                self._owners[trial_id] = owner
+                self._launches[trial_id] = launch
             else:  # finished meanwhile: its own outcome counts
                 self._active.discard(trial_id)
                 self._stops.pop(trial_id, None)

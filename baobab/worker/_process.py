@@ -7,8 +7,8 @@ namespace), with two pipes (file descriptors given as arguments), the admin API'
 and its confinement, in an environment with none of the platform's settings nor any
 other variable of its starter's (:func:`baobab._sandbox.template_env`); its stdout and
 stderr are a log file under ``settings.home / "logs"``. Its memory is limited to one trial
-slot's share (:mod:`baobab.worker._memory`). It runs one unit of work at a time with
-:func:`run_trials` (a trial, or the members of a fused group trained together),
+slot's share until its first unit of work fixes its launch's (:mod:`baobab.worker._memory`).
+It runs one unit of work at a time with :func:`run_trials` (a trial, or the members of a fused group trained together),
 reporting through the admin API with each trial's token, through which it also reads
 the trial's inputs and stores its parameters (it holds no artifact URL), and keeps its
 caches (imported templates, fetched and decoded datasets) from trial to trial. For a
@@ -17,17 +17,20 @@ past ``--time-limit-s`` that does not stop by exiting with status 75, and holds 
 trial's outcome for the claim of the next one (:class:`~baobab.worker.FinishRelay`),
 sending it before it exits.
 
-A worker serves one user. Its first trial says whose (``owner``): before it starts
+A worker serves one launch (:class:`baobab.store.Launch`): one user, with the threads and
+memory their job asks each launch to get. Its first trial says which: before it starts
 any thread it confines itself (:func:`baobab._sandbox.confine`) to that user's folder
 ``<private root>/owner-<id>``, where its cache is, and away from the rest of the
-platform's home (the database, the secret key, other users' artifacts). The executor
-sends it only that user's trials afterwards, and replaces it to serve another.
+platform's home (the database, the secret key, other users' artifacts), and fixes its
+threads and memory limit (:func:`~baobab.worker._launch.take_launch`). The executor
+sends it only that launch's trials afterwards, and replaces it to serve another.
 
 Messages are JSON objects, one per :class:`multiprocessing.connection.Connection`
 message:
 
-- executor → worker: ``{"op": "run", "trials": [N, ...], "tokens": ["...", ...], "owner": U}``
-  (one trial, or a fused group with a token per member);
+- executor → worker: ``{"op": "run", "trials": [N, ...], "tokens": ["...", ...], "launch": {...}}``
+  (one trial, or a fused group with a token per member; ``launch`` is :meth:`Launch.to_json
+  <baobab.store.Launch.to_json>`);
   ``{"op": "stop", "trial": N, "reason": "..."}`` asks trial N (running, or the next
   to run) to stop early.
 - worker → executor: ``{"op": "ready", "pid": P}`` once it can take its first trial;
@@ -66,7 +69,9 @@ from baobab._http import api_session
 from baobab._sandbox import Confinement, confine
 from baobab.exceptions import StoreError
 from baobab.model import TrialContext
+from baobab.store import Launch
 from baobab.worker._gateway import ApiGateway, FinishRelay
+from baobab.worker._launch import take_launch
 from baobab.worker._memory import limit_memory
 from baobab.worker._runner import WorkerResources, run_trials
 
@@ -90,6 +95,7 @@ class _Worker:
         api_url: str,
         confinement: Confinement,
         data_cache_mb: int,
+        memory_mb: int,
         heartbeat_s: float | None = None,
         time_limit_s: float | None = None,
         relay: FinishRelay | None = None,
@@ -100,12 +106,13 @@ class _Worker:
         self._api_url = api_url
         self._confinement = confinement
         self._data_cache_mb = data_cache_mb
+        self._memory_mb = memory_mb
         self._heartbeat_s = heartbeat_s
         self._time_limit_s = time_limit_s
         self._relay = relay
         self._http = api_session()
         self._resources: WorkerResources | None = None
-        self._owner: int | None = None
+        self._launch: Launch | None = None
         self._tokens: dict[int, str] = {}
         self._jobs: queue.SimpleQueue[list[int]] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -118,30 +125,40 @@ class _Worker:
         first = self._receive()
         if first.get("op") != "run":
             raise RuntimeError(f"the first message must be a trial to run, got {first!r}")
-        self._bind(int(first["owner"]))
+        self._bind(Launch.from_json(first["launch"]))
         self._take(first)
         threading.Thread(target=self._listen, name="baobab-worker-control", daemon=True).start()
         while True:
             self._run(self._jobs.get())
 
-    def _bind(self, owner: int) -> None:
-        """Serve ``owner`` from now on: confine this process to their folder, before any thread starts."""
-        private = self._confinement.private / f"owner-{owner}"  # type: ignore[operator]
+    def _bind(self, launch: Launch) -> None:
+        """Serve ``launch`` from now on: confine this process to its user's folder, before any thread starts,
+        and fix its threads and memory."""
+        private = self._confinement.private / f"owner-{launch.owner}"  # type: ignore[operator]
         confined = confine(self._confinement.with_private(private))
         os.environ.update(HOME=str(private), TMPDIR=str(private / "tmp"))
         tempfile.tempdir = None  # gettempdir() reads TMPDIR again
-        self._owner = owner
+        threads, memory_mb = take_launch(launch, memory_mb=self._memory_mb)
+        self._launch = launch
         self._resources = WorkerResources(
             cache_dir=private / "cache", name=self._name, data_cache_mb=self._data_cache_mb
         )
-        logger.info("worker %s serves user %d (disk confined: %s)", self._name, owner, confined)
+        logger.info(
+            "worker %s serves user %d with %s threads and %d MiB (disk confined: %s)",
+            self._name,
+            launch.owner,
+            "the slot's" if threads is None else threads,
+            memory_mb,
+            confined,
+        )
 
     def _take(self, message: dict[str, Any]) -> None:
         trial_ids = [int(trial_id) for trial_id in message["trials"]]
-        if int(message["owner"]) != self._owner:
-            # The executor never does this; a worker of one user refuses another's trial all the same.
+        launch = Launch.from_json(message["launch"])
+        if launch != self._launch:
+            # The executor never does this; a worker of one launch refuses another's trial all the same.
             for trial_id in trial_ids:
-                self._send(op="failed", trial=trial_id, error=f"this worker serves user {self._owner} only")
+                self._send(op="failed", trial=trial_id, error=f"this worker serves {self._launch} only")
             return
         with self._lock:
             self._waiting.update(trial_ids)
@@ -256,14 +273,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--index", type=int, required=True, help="the worker's slot in its executor")
     parser.add_argument("--api-url", required=True, help="the admin API that trials report to")
     parser.add_argument("--confinement", required=True, help="JSON: the protected paths and the private root")
-    parser.add_argument("--memory-mb", type=int, required=True, help="this worker's memory limit (one trial slot)")
+    parser.add_argument("--memory-mb", type=int, required=True, help="a launch's memory limit, asking none")
+    parser.add_argument("--most-memory-mb", type=int, help="the most memory a launch may get (default: --memory-mb)")
     parser.add_argument("--data-cache-mb", type=int, required=True, help="the budget of the shared dataset cache")
     parser.add_argument("--name", help="how trials name this worker (by default host:local-<index>:<pid>)")
     parser.add_argument("--heartbeat-s", type=float, help="beat for each trial this often (nobody watches us)")
     parser.add_argument("--time-limit-s", type=float, help="with --heartbeat-s: a trial's time limit")
     parser.add_argument("--finish-wait-s", type=float, help="with --heartbeat-s: how long an outcome waits for a claim")
     args = parser.parse_args(argv)
-    limit_memory(args.memory_mb)
+    limit_memory(args.memory_mb, most_mb=args.most_memory_mb)
     # Whole lines reach the log file at once: a crash report quotes its last lines.
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
@@ -289,6 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         api_url=args.api_url,
         confinement=confinement,
         data_cache_mb=args.data_cache_mb,
+        memory_mb=args.memory_mb,
         heartbeat_s=args.heartbeat_s,
         time_limit_s=args.time_limit_s if args.heartbeat_s is not None else None,
         relay=relay,

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from baobab._contained import TemplateProcess, how_it_ended
+from baobab.store import Launch
 
 __all__ = ["WorkerProcess"]
 
@@ -65,8 +66,9 @@ class WorkerProcess:
         self.broken = False
         self.trials: list[int] = []
         self.fused = False
-        #: The user whose trials it runs, from its first trial on (it is confined to their folder).
-        self.owner: int | None = None
+        #: The launch whose trials it runs, from its first trial on (it is confined to its user's folder,
+        #: with its threads and memory).
+        self.launch: Launch | None = None
         self.deadline: float | None = None
         self.log_offset = 0
         self.started = time.monotonic()

@@ -1,14 +1,19 @@
-"""A train job asks for at most the GPUs the platform has: ``budget.GPU_COUNT`` above them is a 400.
+"""A train job asks for at most what the cluster has: ``budget.GPU_COUNT`` above its GPUs, or a launch's
+``options.resources`` above the largest machine's cores or memory, is a 400 naming what there is.
 
 Before this check, a job asking for a GPU on a platform with none was accepted and trained on
-the CPU without saying so. What the platform offers is ``BAOBAB_GPUS`` (by default the NVIDIA
-devices the API's machine shows), or under the kubernetes executor what its GPU pods can add up to.
+the CPU without saying so. What the cluster offers is what its live workers reported (the store's
+``workers``, which the executors keep: tests/worker_tests and tests/cluster_tests check that they
+do; here rows are written as they would); before any did, or under the pool executors, it is
+``BAOBAB_GPUS`` (by default the NVIDIA devices the API's machine shows), or under the kubernetes
+executor what its GPU pods can add up to.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +24,15 @@ from train_job_world import add_model, job_body, upload_dataset
 
 from baobab import Settings
 from baobab._settings import Executor, _default_gpus
-from baobab.store import UserRole
+from baobab.admin._cluster_offer import ClusterOffer, cluster_offer
+from baobab.store import Gpu, Inventory, UserRole, report_workers, session_scope
 
 AddUser = Callable[[UserRole], tuple[dict[str, Any], dict[str, str]]]
 
 
-@pytest.fixture(params=[0, 2], ids=["no-gpu", "two-gpus"])
+@pytest.fixture(params=[{"gpus": 0}, {"gpus": 2}], ids=["no-gpu", "two-gpus"])
 def settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
-    return dataclasses.replace(settings, gpus=request.param)
+    return dataclasses.replace(settings, **request.param)
 
 
 def test_a_job_asking_for_more_gpus_than_the_platform_has_is_refused(
@@ -73,3 +79,74 @@ def test_the_default_counts_the_devices_cuda_would_show(
 ) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert _default_gpus() == count
+
+
+GPU_BOX = Inventory(slots=1, cores=8, memory_mb=16_000, gpus=(Gpu(0, "H200", 143_771),))
+CPU_BOX = Inventory(slots=4, cores=4, memory_mb=32_000)
+
+
+def _job(client: FlaskClient, headers: dict[str, str], app: Flask, user: dict[str, Any], **fields: Any) -> Any:
+    data = upload_dataset(client, headers)
+    model = add_model(app.extensions["baobab"].engine, user["id"])
+    budget = {"MODEL_TRIAL_COUNT": 2, "GPU_COUNT": fields.pop("gpus", 0)}
+    body = job_body(data, data, [model], budget=budget, options=fields)
+    return client.post("/api/v1/train_jobs", json=body, headers=headers)
+
+
+@pytest.mark.parametrize("settings", [{"gpus": 0}], indirect=True)
+def test_what_the_live_workers_have_is_what_a_job_may_ask_for(
+    app: Flask, client: FlaskClient, add_user: AddUser, settings: Settings
+) -> None:
+    user, headers = add_user(UserRole.APP_DEVELOPER)
+    with session_scope(app.extensions["baobab"].engine) as session:
+        report_workers(session, {"gpu@a": GPU_BOX, "cpu@b": CPU_BOX}, datetime.now(UTC))
+        report_workers(session, {"gone@c": Inventory(1, 64, 512_000)}, datetime.now(UTC) - timedelta(hours=1))
+
+    refusals = {
+        "budget.GPU_COUNT": ({"gpus": 2}, "budget.GPU_COUNT is 2, but this platform has 1 GPU (live workers "),
+        "options.resources.memory_mb": (
+            {"resources": {"memory_mb": 40_000}},
+            "options.resources.memory_mb is 40000, but the largest worker machine has 32000 MiB (live workers ",
+        ),
+        "options.resources.threads": (
+            {"resources": {"threads": 9}},
+            "options.resources.threads is 9, but the largest worker machine has 8 cores (live workers ",
+        ),
+    }
+    for field, (fields, message) in refusals.items():
+        refused = _job(client, headers, app, user, **fields)
+        assert refused.status_code == 400, refused.json
+        assert refused.json["error"]["field"] == field
+        text = refused.json["error"]["message"]
+        assert text.startswith(message), text
+        # what the cluster offers is named, machine by machine; a worker silent for an hour is not
+        assert "cpu@b: 4 cores, 32000 MiB, no GPUs, 4 slots; gpu@a: 8 cores, 16000 MiB, 1 GPU, 1 slot" in text
+        assert "gone@c" not in text
+    assert client.get("/api/v1/train_jobs", headers=headers).json["train_jobs"] == []  # nothing half-made
+
+    accepted = _job(client, headers, app, user, gpus=1, resources={"threads": 8, "memory_mb": 32_000})
+    assert accepted.status_code == 201, accepted.json
+    assert accepted.json["options"]["resources"] == {"threads": 8, "memory_mb": 32_000}
+
+
+@pytest.mark.parametrize("resources", [{"threads": 0}, {"memory_mb": 100}, {"gpus": 1}, {"threads": "two"}])
+def test_a_resource_request_out_of_bounds_is_refused_by_name(
+    app: Flask, client: FlaskClient, add_user: AddUser, resources: dict[str, Any]
+) -> None:
+    user, headers = add_user(UserRole.APP_DEVELOPER)
+    refused = _job(client, headers, app, user, resources=resources)
+    assert refused.status_code == 400, refused.json
+    assert refused.json["error"]["field"] == f"options.resources.{next(iter(resources))}"
+
+
+@pytest.mark.parametrize("executor", [Executor.DOCKER, Executor.KUBERNETES])
+def test_the_pool_executors_offer_what_their_settings_say_whatever_runs_now(
+    app: Flask, settings: Settings, executor: Executor
+) -> None:
+    engine = app.extensions["baobab"].engine
+    with session_scope(engine) as session:  # one job's worker container runs now; more may start
+        report_workers(session, {"worker-1@c": GPU_BOX}, datetime.now(UTC))
+    pool = dataclasses.replace(settings, executor=executor, broker_url="redis://127.0.0.1:6379/0", gpus=3)
+    with session_scope(engine) as session:
+        assert cluster_offer(session, pool) == ClusterOffer(gpus=pool.gpus_offered())  # cores, memory: not checked
+        assert cluster_offer(session, settings).workers == {"worker-1@c": GPU_BOX}  # the local executor's view

@@ -219,12 +219,40 @@ def test_a_trial_past_the_memory_limit_fails_saying_so_and_the_worker_goes_on(
 
     trial = platform.trial(hog)
     assert trial.status is TrialState.ERRORED
-    limit = "train() exceeded the per-trial memory limit of 1024 MiB (BAOBAB_TRIAL_MEMORY_MB)"
+    limit = (
+        "train() exceeded the per-trial memory limit of 1024 MiB "
+        "(the job's options.resources.memory_mb, else BAOBAB_TRIAL_MEMORY_MB)"
+    )
     assert trial.error.startswith(f"{limit} (MemoryError: Unable to allocate 2.00 GiB"), trial.error
     assert platform.trial(small).status is TrialState.COMPLETED  # a quarter of a GiB fits
     assert platform.trial(after).status is TrialState.COMPLETED
     pids = {int(platform.probe_line(t)["pid"]) for t in (hog, small, after)}
     assert len(pids) == 1  # one worker ran all three: the refused allocation did not take it down
+    finished.assert_once()
+
+
+def test_a_launch_gets_the_threads_and_memory_its_job_asks_for_and_the_others_keep_the_slots_share(
+    platform: Platform, make_executor: MakeExecutor, finished: Finished
+) -> None:
+    executor = make_executor(workers=1, trial_memory_mb=1024)
+    resources = {"resources": {"threads": 3, "memory_mb": 1536}}
+    plain, asking = platform.add_trial("ok", 0.1), platform.add_trial("ok", 0.2, options=resources)
+    hog = platform.add_trial("hog", 0.625, options=resources)  # 1.25 GiB: past the slot's share, within its own
+    again = platform.add_trial("ok", 0.3)
+    for trial_id in (plain, asking, hog, again):
+        executor.submit(trial_id)
+    finished.wait(plain, asking, hog, again)
+
+    assert [platform.trial(t).status for t in (plain, asking, hog, again)] == [TrialState.COMPLETED] * 4
+    probes = {t: platform.probe_line(t) for t in (plain, asking, hog, again)}
+    slot = str(max(1, _usable_cpus()))
+    for t in (plain, again):  # the slot's share: its threads, its memory fixed for good before the template ran
+        assert (probes[t]["threads"], probes[t]["blas"], probes[t]["memory_mb"]) == (slot, slot, "1024/1024")
+    for t in (asking, hog):  # numpy was loaded before the launch said 3 threads: its pool follows all the same
+        assert (probes[t]["threads"], probes[t]["blas"], probes[t]["memory_mb"]) == ("3", "3", "1536/1536")
+    # A worker process serves one launch: the plain trials share one (the second was sent to it as soon as the
+    # first ended), the asking job's trials another, started for them.
+    assert probes[plain]["pid"] == probes[again]["pid"] != probes[asking]["pid"] == probes[hog]["pid"]
     finished.assert_once()
 
 

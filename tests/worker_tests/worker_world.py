@@ -88,10 +88,12 @@ class Platform:
             self._templates[file, class_name] = row.id
         return self._templates[file, class_name]
 
-    def sub_job(self, file: str = "probe.py", train_args: dict[str, Any] | None = None) -> int:
-        """A sub-job of the template ``file`` in a train job with ``train_args`` (one per pair)."""
+    def sub_job(
+        self, file: str = "probe.py", train_args: dict[str, Any] | None = None, options: dict[str, Any] | None = None
+    ) -> int:
+        """A sub-job of the template ``file`` in a train job with ``train_args`` and ``options`` (one per three)."""
         train_args = {"target": "y", "signal_dir": str(self.signal_dir), **(train_args or {})}
-        key = (file, repr(sorted(train_args.items())))
+        key = (file, repr(sorted(train_args.items())) + repr(options))
         if key not in self._sub_jobs:
             template_id = self.template(file)
             with session_scope(self.engine) as session:
@@ -104,6 +106,7 @@ class Platform:
                     val_dataset_id=self.datasets[1],
                     budget={"MODEL_TRIAL_COUNT": 100},
                     train_args=train_args,
+                    options=options or {},
                 )
                 session.add(job)
                 session.flush()
@@ -114,10 +117,16 @@ class Platform:
         return self._sub_jobs[key]
 
     def add_trial(
-        self, mode: str = "ok", x: float = 0.5, *, file: str = "probe.py", train_args: dict[str, Any] | None = None
+        self,
+        mode: str = "ok",
+        x: float = 0.5,
+        *,
+        file: str = "probe.py",
+        train_args: dict[str, Any] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> int:
-        """A PENDING trial (knobs mode, x, quick=False); returns its id."""
-        sub_job_id = self.sub_job(file, train_args)
+        """A PENDING trial (knobs mode, x, quick=False) of a job with ``options``; returns its id."""
+        sub_job_id = self.sub_job(file, train_args, options)
         number = self._numbers.get(sub_job_id, 0)
         self._numbers[sub_job_id] = number + 1
         with session_scope(self.engine) as session:

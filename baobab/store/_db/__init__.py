@@ -59,6 +59,7 @@ from baobab.store._db._tables import (
     Trial,
     TrialLog,
     User,
+    Worker,
     ZooModel,
 )
 from baobab.store._db._trial_control import (
@@ -80,8 +81,9 @@ from baobab.store._db._trial_rows import (
     claim_trial_in,
     finish_trial,
     finish_trial_in,
-    trial_owner,
+    trial_launch,
 )
+from baobab.store._db._workers import LIVE_S, drop_workers, live_workers, report_workers
 
 __all__ = [
     "add_inference_job",
@@ -106,7 +108,7 @@ __all__ = [
     "finish_sub_job",
     "finish_train_job",
     "finish_trial",
-    "trial_owner",
+    "trial_launch",
     "finish_trial_in",
     "head_revision",
     "ID_BATCH",
@@ -136,6 +138,11 @@ __all__ = [
     "fair_share",
     "job_sharing",
     "Advisor",
+    "LIVE_S",
+    "drop_workers",
+    "live_workers",
+    "report_workers",
+    "Worker",
     "release_login_attempt",
     "reserve_login_attempt",
     "mark_inference_job_stopped",

@@ -131,6 +131,21 @@ class Advisor(Base):
     expires_at: Mapped[datetime] = mapped_column(index=True)
 
 
+class Worker(Base):
+    """A worker machine and what it has, as its executor last saw it (``seen_at``): the admin API checks a
+    train job's resources against the live ones (see :mod:`baobab.store._db._workers`)."""
+
+    __tablename__ = "workers"
+
+    name: Mapped[str] = mapped_column(primary_key=True)
+    slots: Mapped[int]
+    cores: Mapped[int]
+    memory_mb: Mapped[int] = mapped_column(BigInteger)
+    #: ``{"gpus": [{"index": 0, "name": "...", "memory_mb": 81920}, ...]}``
+    devices: Mapped[dict[str, Any]]
+    seen_at: Mapped[datetime] = mapped_column(index=True)
+
+
 class Dataset(Base):
     __tablename__ = "datasets"
 

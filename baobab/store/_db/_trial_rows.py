@@ -45,6 +45,7 @@ from sqlalchemy.orm import Session
 from baobab.enums import TrialState
 from baobab.store._db._engine import changed_rows, session_scope
 from baobab.store._db._tables import Dataset, InterimMetric, ModelTemplate, SubJob, TrainJob, Trial, TrialLog
+from baobab.store._resources import Launch
 
 __all__ = [
     "ClaimRefused",
@@ -56,7 +57,7 @@ __all__ = [
     "claim_trial_in",
     "finish_trial",
     "finish_trial_in",
-    "trial_owner",
+    "trial_launch",
 ]
 
 
@@ -335,20 +336,25 @@ def claim_trial_in(
     )
 
 
-def trial_owner(engine: Engine, trial_id: int) -> int:
-    """The user whose job the trial is (0 for a trial that does not exist: its claim fails anyway).
+def trial_launch(engine: Engine, trial_id: int) -> Launch:
+    """Whom the trial runs for and what its job asks each launch to get (owner 0: no such trial; its claim fails).
 
     Executors run each user's trials in a worker process of that user's own (its folder, its
-    sandbox), so they ask this before handing a trial over.
+    sandbox) that has the threads and memory the job's ``options.resources`` ask for, so they
+    ask this before handing a trial over.
     """
     query = (
-        select(TrainJob.owner_id)
+        select(TrainJob.owner_id, TrainJob.options)
         .join(SubJob, SubJob.train_job_id == TrainJob.id)
         .join(Trial, Trial.sub_job_id == SubJob.id)
         .where(Trial.id == trial_id)
     )
     with session_scope(engine) as session:
-        return session.scalar(query) or 0
+        row = session.execute(query).first()
+    if row is None:
+        return Launch(0)
+    resources = (row.options or {}).get("resources") or {}
+    return Launch(row.owner_id, resources.get("threads"), resources.get("memory_mb"))
 
 
 def beat_trial(engine: Engine, trial_id: int, attempt: int, *, now: datetime) -> tuple[bool, str | None]:

@@ -10,17 +10,20 @@
 - ``nan``: ``evaluate()`` returns NaN.
 
 The score is the ``x`` knob. What the trial saw (process id, how many times this file
-was imported in the process, the dataset object's id, the seed, OMP_NUM_THREADS) is printed as one
+was imported in the process, the dataset object's id, the seed, OMP_NUM_THREADS, the
+threads of numpy's BLAS pool, the soft/hard data limit in MiB) is printed as one
 ``probe ...`` line, which the tests read back from the trial's log.
 """
 
 import builtins
 import ctypes
 import os
+import resource
 import sys
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_info
 
 from baobab.model import BaseModel, CategoricalKnob, FloatKnob, PolicyKnob
 from baobab.store import read_tabular
@@ -52,8 +55,14 @@ class Probe(BaseModel):
         data = read_tabular(dataset_path, target=target)
         draw = int(np.random.randint(2**31))
         threads = os.environ.get("OMP_NUM_THREADS")
+        blas = max((pool["num_threads"] for pool in threadpool_info()), default=0)  # numpy's, loaded already
+        limit = resource.getrlimit(resource.RLIMIT_DATA)
+        memory = "/".join("none" if v == resource.RLIM_INFINITY else str(v // 2**20) for v in limit)  # soft/hard MiB
         pid = os.environ.get("_BAOBAB_HOST_PID", os.getpid())  # as the platform knows it: 2 in its PID namespace
-        print(f"probe pid={pid} imports={IMPORTS} data={id(data)} seed={seed} draw={draw} threads={threads}")
+        print(
+            f"probe pid={pid} imports={IMPORTS} data={id(data)} seed={seed} draw={draw} threads={threads} "
+            f"blas={blas} memory_mb={memory}"
+        )
         sys.stderr.write("progress 10%\rprogress 100%\n")
         self.context.report(1, loss=0.5, accuracy=float("nan"))
         self.context.log("step one done")
