@@ -216,8 +216,8 @@ class DockerPool:
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges:true"],
                 device_requests=device_requests,
-                nano_cpus=int(pool.cpus_per_slot * slots * 1e9),
-                mem_limit=_times(pool.memory_per_slot, slots),
+                nano_cpus=int(max(pool.cpus_per_slot, unit.threads or 0) * slots * 1e9),
+                mem_limit=_slot_memory(pool.memory_per_slot, unit.memory_mb, slots),
                 restart_policy={"Name": "no"},
             )
         except APIError as e:
@@ -236,8 +236,9 @@ class DockerPool:
             pass
 
 
-def _times(size: str, n: int) -> str:
-    """``"4g"`` times 3 -> ``"12g"`` (Docker's size strings: a number and b, k, m or g)."""
+def _slot_memory(size: str, memory_mb: int | None, n: int) -> int:
+    """The bytes of ``n`` slots of ``size`` each (Docker's size strings: a number and b, k, m or g), or of
+    ``memory_mb`` each where a job's launches ask for more than that."""
     unit = size[-1].lower() if size[-1].isalpha() else ""
-    number = float(size[:-1] if unit else size)
-    return f"{int(number * n)}{unit}"
+    number = float(size[:-1] if unit else size) * {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}[unit]
+    return int(max(number, (memory_mb or 0) * 2**20) * n)

@@ -37,12 +37,16 @@ class Unit:
         job_id: The train or inference job it serves; labels carry it.
         gpus: GPUs it asks for; 0 means CPU slots.
         slots: Trials at once (one per GPU for GPU workers).
+        threads: CPUs each slot needs, when the job's ``options.resources`` ask (None: the pool's per slot).
+        memory_mb: Memory each slot needs, when the job's ``options.resources`` ask (None: the pool's per slot).
     """
 
     kind: str
     job_id: int
     gpus: int
     slots: int
+    threads: int | None = None
+    memory_mb: int | None = None
 
     @property
     def name(self) -> str:
@@ -53,14 +57,16 @@ def plan(engine: Engine, *, cpu_slots: int) -> dict[str, Unit]:
     """The units the running jobs ask for: a worker per active train job, a predictor per served one.
 
     A train job's ``GPU_COUNT`` GPUs (or ``cpu_slots`` CPU slots when it is 0) is what the
-    advisor lets it use at once, so that is what its worker is given.
+    advisor lets it use at once, so that is what its worker is given, each slot with the threads
+    and memory its launches ask for (``options.resources``).
     """
     units: dict[str, Unit] = {}
     with engine.connect() as conn:
-        active = select(TrainJob.id, TrainJob.budget).where(TrainJob.status.in_(ACTIVE_TRAIN))
-        for job_id, budget in conn.execute(active):
+        active = select(TrainJob.id, TrainJob.budget, TrainJob.options).where(TrainJob.status.in_(ACTIVE_TRAIN))
+        for job_id, budget, options in conn.execute(active):
             gpus = int((budget or {}).get("GPU_COUNT", 0) or 0)
-            unit = Unit("worker", job_id, gpus, gpus or cpu_slots)
+            resources = (options or {}).get("resources") or {}
+            unit = Unit("worker", job_id, gpus, gpus or cpu_slots, resources.get("threads"), resources.get("memory_mb"))
             units[unit.name] = unit
         for (job_id,) in conn.execute(select(InferenceJob.id).where(InferenceJob.status.in_(_ACTIVE_INFERENCE))):
             unit = Unit("predictor", job_id, 0, 1)

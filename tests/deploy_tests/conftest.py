@@ -13,6 +13,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import kmock
 import pytest
@@ -42,7 +43,7 @@ class Jobs:
     owner_id: int
     dataset_id: int
 
-    def train(self, gpus: int = 0, status: JobStatus = JobStatus.RUNNING) -> int:
+    def train(self, gpus: int = 0, status: JobStatus = JobStatus.RUNNING, options: dict[str, Any] | None = None) -> int:
         with session_scope(self.engine) as session:
             job = TrainJob(
                 owner_id=self.owner_id,
@@ -52,6 +53,7 @@ class Jobs:
                 train_dataset_id=self.dataset_id,
                 val_dataset_id=self.dataset_id,
                 budget={"GPU_COUNT": gpus, "MODEL_TRIAL_COUNT": 10},
+                options=options or {},
                 status=status,
             )
             session.add(job)

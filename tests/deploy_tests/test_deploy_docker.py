@@ -117,6 +117,16 @@ def test_a_worker_container_per_cpu_job_with_labels_limits_volume_and_network(do
     assert docker_pool.running() == {}
 
 
+def test_a_job_asking_for_more_than_a_slot_gets_a_container_sized_by_its_launches(docker_pool, jobs):
+    job = jobs.train(gpus=0, options={"resources": {"threads": 1, "memory_mb": 1024}})
+    docker_pool.reconcile()
+    container = docker_pool.running()[f"worker-{job}"]
+    container.reload()
+    host = container.attrs["HostConfig"]
+    assert host["NanoCpus"] == 2_000_000_000  # 2 slots x 1 thread, above the pool's 0.5 CPU a slot
+    assert host["Memory"] == 2 * 1024 * 2**20  # 2 slots x 1024 MiB, above the pool's 256m a slot
+
+
 @pytest.mark.parametrize("kind", ["worker", "predictor"])
 def test_containers_run_non_root_on_a_read_only_root_with_no_capabilities(docker_pool, probe_image, jobs, kind):
     """Templates run in these containers: what a process there finds, asked from inside by the probe."""
