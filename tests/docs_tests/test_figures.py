@@ -56,7 +56,8 @@ RULES: dict[str, tuple[str, ...]] = {
     # baobab/predictor/_main.py's scale_up_after_s, scale_down_after_s and request_log_flush_s.
     "docs/serving.md": ("once the mean over 2 s is above", "removes the newest after 30 s", "writes them, within 10 s"),
     # baobab/worker/_memory.py's _FLOOR_MB: the least memory a local trial slot is given by default.
-    "docs/templates.md": ("least 2 GiB; an allocation past it fails",),
+    "docs/templates.md": ("least 2 GiB",),
+    "docs/train-jobs.md": ("2 GiB at least",),
     # bench/warm_start.py's TARGET_FRACTION: the target the epochs are counted to.
     "docs/zoo.md": ("98% of the cold final accuracy",),
 }
