@@ -29,6 +29,10 @@ class Executor(Protocol):
         """How many trials can run at once, over every job."""
         ...
 
+    #: Executors that know their machines also tell ``slot_threads``: the cores of one CPU slot (None: not
+    #: known yet). A CPU job whose launches ask for more threads then holds that many slots' worth of them
+    #: (:func:`~baobab.advisor._scheduling.launch_slots`); without it each launch holds one slot.
+
     def submit(self, trials: int | Sequence[int]) -> None:
         """Run the PENDING trial ``trials`` as soon as a slot is free; returns at once.
 

@@ -442,6 +442,8 @@ class JobOptions:
     enas: Mapping[str, Any] = field(default_factory=dict)
     #: Same trials, knobs and best configuration for a seed whatever the workers and finishing order.
     deterministic: bool = False
+    #: The threads each launch asks for (``resources.threads``; None: a slot's share).
+    threads: int | None = None
 
     @property
     def reduced_search(self) -> frozenset[Policy]:
@@ -500,4 +502,5 @@ def parse_job_options(
         max_group=fusion.max_group if isinstance(fusion, MaxGroup) else None,
         enas=parsed.enas.model_dump(exclude_none=True),
         deterministic=parsed.deterministic,
+        threads=parsed.resources.threads,
     )

@@ -34,6 +34,7 @@ __all__ = [
     "StopCause",
     "SubJobState",
     "first_line",
+    "launch_slots",
     "pick_next",
     "record_finished",
     "record_for",
@@ -66,6 +67,15 @@ def first_line(text: str | None, limit: int = _ERROR_CHARS) -> str:
             line = line.strip()
             return line if len(line) <= limit else line[: limit - 3] + "..."
     return ""
+
+
+def launch_slots(threads: int | None, slot_threads: int | None) -> int:
+    """The slots one launch asking ``threads`` holds where a slot has ``slot_threads`` cores (None: either not
+    known, or the launch asks for no more than a slot's share): its threads' worth of slots, so that launches
+    asking for more threads do not run more threads than the machine has cores."""
+    if threads is None or slot_threads is None or threads <= slot_threads:
+        return 1
+    return math.ceil(threads / slot_threads)
 
 
 def shared_key(params: str, onto: int) -> str:
@@ -525,7 +535,9 @@ class SubJobState:
 class JobState:
     """A train job the driver runs: its sub-jobs, limits and stop state.
 
-    ``cap`` is how many of its trials may run at once; ``deadline`` (epoch seconds)
+    ``cap`` is how many slots its trials may hold at once, ``slots_per_unit`` how many one unit of work
+    holds (:func:`launch_slots`: more than one where its launches ask for more threads than a slot
+    has); ``deadline`` (epoch seconds)
     comes from its persisted start time and TIME_HOURS. ``durations`` are the
     slot-seconds of its latest finished trials (a fused member's run time over its group's size:
     its share of the slot), for the median that says whether another trial, or a group of
@@ -535,6 +547,7 @@ class JobState:
     id: int
     created_at: float
     cap: int
+    slots_per_unit: int = 1
     started_at: float = 0.0
     deadline: float | None = None
     time_hours: float | None = None
@@ -555,13 +568,23 @@ class JobState:
 
     @property
     def units(self) -> int:
-        """Units of work submitted and not finished: a fused group counts once (it takes one slot)."""
+        """Units of work submitted and not finished: a fused group counts once (one launch)."""
         return len({trial.unit for sub in self.sub_jobs.values() for trial in sub.active.values()})
+
+    @property
+    def unit_cap(self) -> int:
+        """How many units of work it may have running at once: its cap over the slots each holds (one at least)."""
+        return max(1, self.cap // self.slots_per_unit)
+
+    @property
+    def slots_held(self) -> int:
+        """The slots its units of work hold."""
+        return self.units * self.slots_per_unit
 
     def window_held(self, now: float, free: int) -> int:
         """Deterministic mode: how many of ``free`` slots, left after the driver started what it could, the job's
         cap would give it and only the window keeps idle (a sub-job waits for a trial below its next minus W)."""
-        room = min(free, self.cap - self.units)
+        room = min(free // self.slots_per_unit, self.unit_cap - self.units) * self.slots_per_unit
         if self.window_wait is None or room <= 0:
             return 0
         return room if any(sub.held_by_window(self, now) for sub in self.sub_jobs.values()) else 0
@@ -642,18 +665,22 @@ def _pick_sub_job(job: JobState, now: float) -> SubJobState | None:
     return best
 
 
-def pick_next(jobs: Iterable[JobState], now: float, *, ahead: int = 0) -> tuple[JobState, SubJobState] | None:
+def pick_next(
+    jobs: Iterable[JobState], now: float, *, ahead: int = 0, free: int | None = None
+) -> tuple[JobState, SubJobState] | None:
     """Who gets the next free slot: the job with the fewest running units of work (ties: the oldest)
     among those below their cap that may start trials, and within it the sub-job with the fewest
     running trials, then the fewest trials. None when nobody wants one.
 
-    A unit is a trial, or a fused group of trials (one slot: see :attr:`JobState.units`).
+    A unit is a trial, or a fused group of trials (one launch: see :attr:`JobState.units`), and holds
+    :attr:`JobState.slots_per_unit` slots; a job whose unit needs more than the ``free`` slots left
+    waits for them (None: slots are not counted here).
     ``ahead``: units per slot that may wait queued in the executor besides the one that runs
-    (a job's cap is then ``cap * (1 + ahead)`` submitted units)."""
+    (a job's cap is then ``unit_cap * (1 + ahead)`` submitted units)."""
     best: tuple[tuple[int, float, int], JobState, SubJobState] | None = None
     for job in jobs:
         running = job.units
-        if running >= job.cap * (1 + ahead):
+        if running >= job.unit_cap * (1 + ahead) or (free is not None and job.slots_per_unit > free):
             continue
         key = (running, job.created_at, job.id)
         if best is not None and key >= best[0]:

@@ -446,6 +446,8 @@ class CeleryExecutor:
         self._slots = 0
         #: live worker machines and their slots, as the last ``inspect`` saw them
         self._nodes: dict[str, int] = {}
+        #: the cores of a slot on the live machine with the fewest (None: no worker seen yet)
+        self.slot_threads: int | None = None
         #: trials sent to a worker's direct queue and not yet seen claimed -> that worker
         self._routed: dict[int, str] = {}
         #: trials to send to the shared queue whatever holds their data (their worker went)
@@ -578,6 +580,8 @@ class CeleryExecutor:
                 inventories = _inventories(replies)
                 self._report(inventories)
                 nodes = {name: inventory.slots for name, inventory in inventories.items()}
+                shares = [max(1, i.cores // max(1, i.slots)) for i in inventories.values()]
+                self.slot_threads = min(shares) if shares else self.slot_threads
                 if self._fixed_slots is None:
                     self._slots = sum(nodes.values())
                 with self._lock:

@@ -139,7 +139,9 @@ class LocalExecutor:
         limit = settings.trial_timeout_s
         self._time_limit = float(limit) if limit else None  # None or 0: no limit
         self._log_dir = settings.home / "logs"
-        self._env = template_env(threads=max(1, _usable_cpus() // count))
+        #: The threads a launch gets that asks for none: its slot's share of the cores.
+        self.slot_threads = max(1, _usable_cpus() // count)
+        self._env = template_env(threads=self.slot_threads)
         self._api_url = api_url
         self._secret = settings.signing_key()
         protected = protected_paths(settings.home, settings.database_url, settings.artifacts_url)

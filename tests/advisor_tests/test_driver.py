@@ -19,6 +19,7 @@ timer falls due, whatever the load of the machine.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 import threading
@@ -313,6 +314,7 @@ def make_job(
     status: JobStatus = JobStatus.PENDING,
     started_at: datetime | None = None,
     knob_config_texts: tuple[str, ...] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> int:
     """A train job with one sub-job per knob config, written as the admin API writes it (and JOB_CREATED)."""
     n = next(_names)
@@ -333,6 +335,7 @@ def make_job(
             budget=budget,
             status=status,
             started_at=started_at,
+            options=options or {},
         )
         texts = knob_config_texts or tuple(knob_config_to_json(c) for c in configs)
         for i, text in enumerate(texts):
@@ -545,6 +548,48 @@ def test_gpu_count_and_cpu_slots_cap_concurrency(engine: Engine, events: LocalEv
     assert executor.max_by_job[capped] == executor.slots == 4
     assert executor.max_running == 4
     assert [len(trials(engine, j)) for j in (gpus, cpus, capped)] == [9, 12, 8]
+
+
+class WeighingExecutor(StandInExecutor):
+    """Four one-core slots, as a local executor on four cores tells; keeps the most slots its trials held at once
+    (a trial of a job asking for two threads holding two)."""
+
+    slot_threads = 1
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.peak_slots = 0
+
+    def submit(self, trial_id: int) -> None:
+        super().submit(trial_id)
+        with session_scope(self.engine) as session:
+            wide = {job_id for job_id, options in session.execute(select(TrainJob.id, TrainJob.options)) if options}
+        with self.lock:
+            held = sum(count * (2 if job_id in wide else 1) for job_id, count in self.running_by_job.items())
+            self.peak_slots = max(self.peak_slots, held)
+
+
+def test_a_launch_asking_for_more_threads_than_a_slot_has_holds_that_many_slots(
+    engine: Engine, events: LocalEventChannel, settings: Settings
+) -> None:
+    executor = WeighingExecutor(engine, events, slots=4, hold=True)
+    settings = dataclasses.replace(settings, cpu_slots=4)
+    with running(engine, executor, events, settings):
+        wide = make_job(engine, events, {"MODEL_TRIAL_COUNT": 6, "GPU_COUNT": 0}, options={"resources": {"threads": 2}})
+        wait_until(lambda: len(executor.held(wide)) == 2, what="two launches of two threads")
+        plain = make_job(engine, events, {"MODEL_TRIAL_COUNT": 6, "GPU_COUNT": 0})
+        # Nothing is free: the wide job holds the four slots. As one of its launches ends, its two slots
+        # go to the plain job (fewer units running), whose one-slot trials fill them.
+        executor.release(executor.held(wide)[0])
+        wait_until(lambda: len(executor.held(plain)) == 2, what="the plain job in the freed slots")
+        for job_id in (wide, plain):
+            while finished(engine, job_id) is None:
+                for trial_id in executor.held(job_id):
+                    executor.release(trial_id)
+                time.sleep(0.01)
+    assert executor.max_by_job[wide] == 2  # 2 x 2 threads on 4 one-core slots, never 3
+    assert executor.peak_slots == 4  # the slots filled, never overfilled
+    assert [len(trials(engine, j)) for j in (wide, plain)] == [6, 6]
 
 
 def test_two_jobs_share_the_slots_fairly(engine: Engine, events: LocalEventChannel, settings: Settings) -> None:

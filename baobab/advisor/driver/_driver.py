@@ -241,7 +241,7 @@ class JobDriver(StoreSync):
         if not self._jobs:
             return 0
         ahead = getattr(self.executor, "queue_ahead", 0)
-        free = self.executor.slots * (1 + ahead) - sum(job.units for job in self._jobs.values())
+        free = self.executor.slots * (1 + ahead) - sum(job.slots_held for job in self._jobs.values())
         now = self.clock()
         planned: list[Decision] = []
         units: list[_PlannedUnit] = []
@@ -256,7 +256,7 @@ class JobDriver(StoreSync):
                     unit = self._plan_unit(job, sub, now, size)
                 if unit is not None:
                     units.append(unit)
-                    free -= 1
+                    free -= job.slots_per_unit
         finally:
             started = self._start_units(units, now)
         self._note_windows(now, free)
@@ -289,10 +289,14 @@ class JobDriver(StoreSync):
             while planned:
                 decision = planned.pop(0)
                 job, sub = decision.job, decision.sub
-                wanted = self._jobs.get(job.id) is job and job.units < job.cap * (1 + ahead)
+                wanted = (
+                    self._jobs.get(job.id) is job
+                    and job.units < job.unit_cap * (1 + ahead)
+                    and job.slots_per_unit <= free
+                )
                 if wanted and isinstance(sub.next_step(job, now), PlanStep):
                     return job, sub, decision.size
-        picked = pick_next(self._jobs.values(), now, ahead=ahead)
+        picked = pick_next(self._jobs.values(), now, ahead=ahead, free=free)
         return None if picked is None else (*picked, None)
 
     def _record_outlooks(self, now: float) -> None:

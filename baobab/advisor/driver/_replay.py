@@ -24,7 +24,7 @@ from baobab.advisor._deterministic import WindowWait
 from baobab.advisor._job_options import JobOptions, parse_job_options
 from baobab.advisor._job_plan import check_job_plan
 from baobab.advisor._plans import options_plan
-from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobState, record_finished
+from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobState, launch_slots, record_finished
 from baobab.advisor._trial_knobs import trial_policies
 from baobab.advisor.driver._reads import run_seconds
 from baobab.exceptions import StrategyError
@@ -56,10 +56,23 @@ def lost_outcome(job: JobState, attempts: int, max_attempts: int) -> tuple[Trial
 
 
 def job_state(
-    row: TrainJob, status: JobStatus, started_at: datetime | None, now: float, *, cpu_slots: int, grace_s: float
+    row: TrainJob,
+    status: JobStatus,
+    started_at: datetime | None,
+    now: float,
+    *,
+    cpu_slots: int,
+    grace_s: float,
+    slot_threads: int | None = None,
 ) -> tuple[JobState, JobOptions]:
-    """The job's limits and stop state from its row (its deadline from the persisted ``started_at``)."""
+    """The job's limits and stop state from its row (its deadline from the persisted ``started_at``).
+
+    Args:
+        slot_threads: the cores of a CPU slot, as the executor tells (None: not known): a CPU job whose
+            launches ask for more threads holds more slots with each (:func:`launch_slots`).
+    """
     budget = parse_budget(row.budget, stored=True)
+    options = parse_job_options(row.options, trial_count=budget.model_trial_count)
     deadline = None
     if budget.time_hours is not None and started_at is not None:
         deadline = started_at.timestamp() + budget.time_hours * 3600
@@ -68,6 +81,7 @@ def job_state(
         created_at=row.created_at.timestamp(),
         started_at=started_at.timestamp() if started_at is not None else now,
         cap=budget.workers(cpu_slots),
+        slots_per_unit=1 if budget.gpu_count else launch_slots(options.threads, slot_threads),
         deadline=deadline,
         time_hours=budget.time_hours,
         trial_count=budget.model_trial_count,
@@ -77,7 +91,6 @@ def job_state(
         job.stop(StopCause.TIME, now + grace_s)
     elif status is JobStatus.STOPPING:
         job.stop(StopCause.USER, now + grace_s)
-    options = parse_job_options(row.options, trial_count=budget.model_trial_count)
     if options.deterministic:  # the window the job started with, and what waiting cost it so far
         job.window_wait = WindowWait.from_record((row.placement or {}).get("deterministic"))
     return job, options

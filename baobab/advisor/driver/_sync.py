@@ -118,7 +118,15 @@ class StoreSync(DriverCore):
             started_at = _rows.utc(now)
             status = JobStatus.RUNNING
             logger.info("job %s (%s v%s): taken up", row.id, row.app, row.app_version)
-        job, options = job_state(row, status, started_at, now, cpu_slots=self.settings.cpu_slots, grace_s=self.grace_s)
+        job, options = job_state(
+            row,
+            status,
+            started_at,
+            now,
+            cpu_slots=self.settings.cpu_slots,
+            grace_s=self.grace_s,
+            slot_threads=getattr(self.executor, "slot_threads", None),
+        )
         if job.window_wait is not None and "deterministic" not in (row.placement or {}):
             _rows.record_window(self.engine, job.id, job.window_wait.record())  # its window, stored before it is used
         subs, trials = job_rows(self.engine, row.id)
