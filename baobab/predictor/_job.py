@@ -24,6 +24,7 @@ from baobab.exceptions import BaobabError
 from baobab.model import DatasetFormat, Task, knob_config_from_json, structure_key
 from baobab.predictor._queries import QueryFormat
 from baobab.store import (
+    DEFAULT_TARGET,
     IMAGES_CSV,
     ArtifactStore,
     InferenceJob,
@@ -124,14 +125,13 @@ def load_job(settings: Settings, job_id: int) -> PredictorJob:
             train_job = job.train_job
             revision = _read_revision(session, settings, job_id, job.owner_id, job.revision)
             dataset = train_job.train_dataset
-            task, train_args = train_job.task, dict(train_job.train_args or {})
+            task, target = train_job.task, train_job.target
             public, api_key_hash, owner, served = job.public, job.api_key_hash, job.owner_id, job.served_revision
             request_log_rate = job.request_log_rate
             dataset_key, dataset_format = dataset.artifact_path, dataset.format
     finally:
         engine.dispose()
-    target = train_args.get("target", "target")
-    query_format = _query_format(store, task, dataset_key, dataset_format, target if isinstance(target, str) else "")
+    query_format = _query_format(store, task, dataset_key, dataset_format, DEFAULT_TARGET if target is None else target)
     return PredictorJob(job_id, task, public, api_key_hash, owner, query_format, revision, served, request_log_rate)
 
 

@@ -20,6 +20,7 @@ from baobab.store._builders import (
     build_tabular,
 )
 from baobab.store._datasets import (
+    DEFAULT_TARGET,
     IMAGES_CSV,
     ImageDataset,
     TabularDataset,
@@ -77,6 +78,7 @@ __all__ = [
     "ArtifactNotFoundError",
     "ArtifactStore",
     "params_key",
+    "DEFAULT_TARGET",
     "FASHION_MNIST_CLASSES",
     "FASHION_MNIST_SOURCE",
     "IMAGES_CSV",

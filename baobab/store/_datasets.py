@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from _csv import Reader
 
 __all__ = [
+    "DEFAULT_TARGET",
     "IMAGES_CSV",
     "ImageDataset",
     "TabularDataset",
@@ -459,6 +460,11 @@ def _write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> Path:
 
 
 # --- TABULAR ----------------------------------------------------------------------
+
+#: The target column the platform reads of a TABULAR dataset (the validation rows it makes queries of,
+#: the columns a predictor expects) when the train job names none. Such a job's ``train()`` gets no
+#: ``target`` and keeps its own default, which the examples and ``baobab datasets build`` agree on.
+DEFAULT_TARGET = "target"
 
 
 def read_tabular(path: str | os.PathLike[str], *, target: str, classes: Sequence[str] | None = None) -> TabularDataset:

@@ -17,23 +17,24 @@ from __future__ import annotations
 from typing import Any
 
 from baobab.enums import DatasetFormat, Task
-from baobab.store import read_image_files, read_tabular
+from baobab.store import DEFAULT_TARGET, read_image_files, read_tabular
 
 __all__ = ["sample_queries"]
 
 
-def sample_queries(task: Task, dataset_path: str, *, count: int = 5, target: str = "target") -> list[Any]:
+def sample_queries(task: Task, dataset_path: str, *, count: int = 5, target: str | None = None) -> list[Any]:
     """The first ``count`` examples of a dataset of ``task``'s format, as queries.
 
     Args:
         task: decides the dataset format.
         dataset_path: a dataset in that format.
         count: how many queries at most.
-        target: the target column of a tabular dataset (left out of the queries).
+        target: the target column of a tabular dataset (left out of the queries): the job's, and
+            :data:`~baobab.store.DEFAULT_TARGET` for a job that names none.
 
     Raises:
         DatasetError: the dataset cannot be read as its format says.
     """
     if task.dataset_format is DatasetFormat.IMAGE_FILES:
         return read_image_files(dataset_path).images[:count].tolist()
-    return read_tabular(dataset_path, target=target).features[:count].tolist()
+    return read_tabular(dataset_path, target=DEFAULT_TARGET if target is None else target).features[:count].tolist()

@@ -612,8 +612,7 @@ def _conclude(trial: _Trial, built: _Built, template: LoadedTemplate, val_path: 
             stop_reason = context.stop_reason
             data = params_bytes(path, model)
             if claim.check_reload:
-                target = str(claim.train_args.get("target", "target"))
-                queries = sample_queries(Task(claim.task), val_path, count=_RELOAD_QUERIES, target=target)
+                queries = sample_queries(Task(claim.task), val_path, count=_RELOAD_QUERIES, target=claim.target)
                 check_reload(path, template.cls, built.knobs, model, data, queries)
             if built.zoo is not None:
                 from baobab.zoo import model_graph

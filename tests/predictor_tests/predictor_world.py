@@ -115,9 +115,18 @@ class World:
         return self.dataset(path, DatasetFormat.TABULAR)
 
     def train_job(
-        self, task: Task, dataset_id: int, template: Path, class_name: str, *, app: str | None = None, version: int = 1
+        self,
+        task: Task,
+        dataset_id: int,
+        template: Path,
+        class_name: str,
+        *,
+        app: str | None = None,
+        version: int = 1,
+        target: str | None = None,
     ) -> int:
-        """A COMPLETED train job (of a new app unless ``app``) with one sub-job on ``template``; the sub-job's id."""
+        """A COMPLETED train job (of a new app unless ``app``, naming the ``target`` column of its dataset) with one
+        sub-job on ``template``; the sub-job's id."""
         data = template.read_bytes()
         checksum = hashlib.sha256(data).hexdigest()
         key = f"templates/{checksum}.py"
@@ -142,6 +151,7 @@ class World:
                 train_dataset_id=dataset_id,
                 val_dataset_id=dataset_id,
                 budget={"MODEL_TRIAL_COUNT": 3},
+                target=target,
                 status=JobStatus.COMPLETED,
             )
             session.add_all([model, job])

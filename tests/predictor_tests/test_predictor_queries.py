@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
 import pytest
+from predictor_world import TINY, World
 
 from baobab.exceptions import RequestError
-from baobab.model import Task
+from baobab.model import DatasetFormat, Task
 from baobab.predictor import QueryFormat, check_queries
+from baobab.predictor._job import load_job
+from baobab.store import write_tabular
 
 TABULAR = QueryFormat(Task.TABULAR_CLASSIFICATION, feature_names=("a", "b", "c"))
 GRAY = QueryFormat(Task.IMAGE_CLASSIFICATION, image_shape=(2, 3))
@@ -75,3 +79,20 @@ def test_bad_images_name_the_query(query: Any, words: str) -> None:
     assert caught.value.field == "queries[1]"
     assert str(caught.value).startswith("queries[1]: ")
     assert words in str(caught.value)
+
+
+def test_a_predictor_reads_its_columns_less_the_jobs_target_from_the_training_set(world: World) -> None:
+    """A job's ``target`` names the column its queries leave out; a job that names none leaves out ``target``."""
+    frame = pd.DataFrame({"a": [0.0, 1.0, 2.0, 3.0], "price": [1.0, 3.0, 5.0, 7.5], "b": [1.0, 0.0, 1.0, 0.5]})
+    dataset_id, path = world.dataset(write_tabular(world.work / "prices.csv", frame), DatasetFormat.TABULAR)
+    formats = []
+    for target in ("price", None):
+        sub_job = world.train_job(Task.TABULAR_REGRESSION, dataset_id, TINY, "TinyRegressor", target=target)
+        trained = world.trial(sub_job, TINY, "TinyRegressor", {"offset": 0.0}, path, score=0.9,
+                              train_args={"target": "price"})  # fmt: skip
+        job_id, _ = world.inference_job([trained.trial_id])
+        formats.append(load_job(world.settings, job_id).query_format)
+    named, unnamed = formats
+    assert named == QueryFormat(Task.TABULAR_REGRESSION, feature_names=("a", "b"))
+    # No column "target": the queries are checked without column names (what the predictor did before).
+    assert unnamed == QueryFormat(Task.TABULAR_REGRESSION)

@@ -13,6 +13,8 @@ from baobab.enums import RevisionAction
 from baobab.store._db import (
     InferenceJob,
     TrainJob,
+    TrialClaim,
+    claim_trial,
     create_engine_from_url,
     current_revision,
     inference_revision,
@@ -210,8 +212,9 @@ def test_0017_moves_the_job_options_out_of_train_args_and_back(db_url: str) -> N
                     text("UPDATE train_jobs SET train_args = :a WHERE id = :id"), {"a": json.dumps(args), "id": job_id}
                 )
         _migrate(db_url, "0017")
-        with session_scope(engine) as session:
-            jobs = {job.id: (job.train_args, job.options) for job in session.scalars(select(TrainJob))}
+        with session_scope(engine) as session:  # the columns 0017 knows (the model has later ones)
+            rows = session.execute(select(TrainJob.id, TrainJob.train_args, TrainJob.options)).all()
+            jobs = {job_id: (train_args, options) for job_id, train_args, options in rows}
         moved = {key: value for key, value in at_0016[2].items() if key != "lr"}
         assert jobs == {1: ({"target": "label"}, {}), 2: ({"lr": 0.1}, moved), 3: ({"epochs": 2}, {})}
         options = parse_job_options(jobs[2][1], trial_count=5)  # what the driver reads of a migrated job
@@ -224,6 +227,63 @@ def test_0017_moves_the_job_options_out_of_train_args_and_back(db_url: str) -> N
             1: {"target": "label"},
             2: at_0016[2],
             3: {"epochs": 2},
+        }
+    finally:
+        engine.dispose()
+
+
+def test_0020_moves_a_tabular_jobs_target_out_of_train_args_and_back(db_url: str) -> None:
+    """Jobs written at 0019 named their target column in train_args: 0020 moves a tabular job's into the column,
+    and the worker's claim passes it to train() as before."""
+    at_0019 = {
+        1: ("TABULAR_CLASSIFICATION", {"target": "label", "epochs": 2}),
+        2: ("TABULAR_REGRESSION", {"target": "price"}),
+        3: ("TABULAR_CLASSIFICATION", {"epochs": 2}),  # none named: train() keeps its default
+        4: ("TABULAR_CLASSIFICATION", {"target": 3}),  # not a column name: train() gets it as before
+        5: ("IMAGE_CLASSIFICATION", {"target": "label"}),  # an image job's train() argument, not a column
+    }
+    _migrate(db_url, "0011")
+    engine = create_engine_from_url(db_url)
+    try:
+        with engine.begin() as connection:
+            _rows_at_0011(connection)  # train job 1 and a sub-job of it; more jobs of its app
+            for job_id in at_0019:
+                if job_id != 1:
+                    connection.execute(
+                        text(
+                            "INSERT INTO train_jobs (id, owner_id, app, app_version, task, train_dataset_id, "
+                            "val_dataset_id, budget, train_args, status, created_at) VALUES (:id, 1, 'shop', :id, "
+                            "'TABULAR_CLASSIFICATION', 1, 1, '{}', '{}', 'COMPLETED', :t)"
+                        ),
+                        {"id": job_id, "t": CREATED.isoformat()},
+                    )
+        _migrate(db_url, "0019")
+        with engine.begin() as connection:
+            for job_id, (task, args) in at_0019.items():
+                connection.execute(
+                    text("UPDATE train_jobs SET task = :task, train_args = :a WHERE id = :id"),
+                    {"task": task, "a": json.dumps(args), "id": job_id},
+                )
+        _migrate(db_url, "0020")
+        with session_scope(engine) as session:
+            jobs = {job.id: (job.train_args, job.target) for job in session.scalars(select(TrainJob))}
+        assert jobs == {
+            1: ({"epochs": 2}, "label"),
+            2: ({}, "price"),
+            3: ({"epochs": 2}, None),
+            4: ({"target": 3}, None),
+            5: ({"target": "label"}, None),
+        }
+        with session_scope(engine) as session:
+            session.execute(text("UPDATE trials SET status = 'PENDING' WHERE id = 11"))
+        claim = claim_trial(engine, 11, "w1", now=CREATED)
+        assert isinstance(claim, TrialClaim)
+        assert (claim.target, claim.train_arguments()) == ("label", {"epochs": 2, "target": "label"})
+        _migrate(db_url, "0019", down=True)
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT id, train_args FROM train_jobs ORDER BY id")).all()
+        assert {job_id: json.loads(args) if isinstance(args, str) else args for job_id, args in rows} == {
+            job_id: args for job_id, (_, args) in at_0019.items()
         }
     finally:
         engine.dispose()

@@ -11,6 +11,7 @@ from sqlalchemy import Engine, select
 from baobab.enums import TrialState
 from baobab.store._db import (
     ClaimRefused,
+    TrainJob,
     Trial,
     TrialClaim,
     claim_trial,
@@ -105,6 +106,24 @@ def test_a_trial_that_finished_training_keeps_its_architecture_and_an_unscored_o
         without = set(session.scalars(select(Trial.id).where(Trial.architecture.is_(None))))
     assert kept[claim.trial_id] == record and kept[plain.trial_id] is None
     assert without == {plain.trial_id}
+
+
+def test_the_jobs_target_reaches_the_claim_and_train_as_a_keyword_argument(engine: Engine) -> None:
+    """A tabular job's target column is its own field; train() receives it as ``target=`` with its train args."""
+    rows = add_job(engine, trial_states=[TrialState.PENDING, TrialState.PENDING])
+    claims = []
+    for trial_id, target in zip(rows.trial_ids, ("label", None), strict=True):
+        with session_scope(engine) as session:
+            job = session.get_one(TrainJob, rows.job_id)
+            job.train_args, job.target = {"epochs": 2}, target
+        claim = claim_trial(engine, trial_id, "w0", now=NOW)
+        assert isinstance(claim, TrialClaim)
+        assert TrialClaim.from_json(claim.to_json()) == claim  # what a worker gets through the API
+        claims.append(claim)
+    named, unnamed = claims
+    assert (named.target, named.train_arguments()) == ("label", {"epochs": 2, "target": "label"})
+    # None named: train() gets no target and keeps its own default.
+    assert (unnamed.target, unnamed.train_arguments()) == (None, {"epochs": 2})
 
 
 def test_a_fusion_profile_request_reaches_the_claim_and_the_finish_stores_the_measurement(engine: Engine) -> None:

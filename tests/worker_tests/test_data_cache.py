@@ -315,7 +315,8 @@ def test_a_job_of_four_concurrent_trials_decodes_each_dataset_once(platform: Pla
                 val_dataset_id=platform.datasets[1],
                 budget={"MODEL_TRIAL_COUNT": 4, "GPU_COUNT": 0},
                 # fusion off: under "auto" the first trial's measurement would decode for it, in its own context
-                train_args={"target": "y", "signal_dir": str(platform.signal_dir), "siblings": 4},
+                train_args={"signal_dir": str(platform.signal_dir), "siblings": 4},
+                target="y",
                 options={"fusion": "off"},
                 seed=1,
                 sub_jobs=[(template_id, "random")],

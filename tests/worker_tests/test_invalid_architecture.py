@@ -59,7 +59,8 @@ def _add_job(platform: Platform, events: LocalEventChannel, trial_count: int) ->
             train_dataset_id=platform.datasets[0],
             val_dataset_id=platform.datasets[1],
             budget={"MODEL_TRIAL_COUNT": trial_count, "GPU_COUNT": 0},
-            train_args={"target": "y"},
+            train_args={},
+            target="y",
             seed=_seed_proposing_the_invalid_width_first(),
             sub_jobs=[(template_id, "random")],
         )

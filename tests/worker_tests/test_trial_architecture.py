@@ -55,7 +55,8 @@ def _run_job(platform: Platform) -> dict[str, list[tuple[int, TrialState, dict[s
                 train_dataset_id=platform.datasets[0],
                 val_dataset_id=platform.datasets[1],
                 budget={"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
-                train_args={"target": "y"},
+                train_args={},
+                target="y",
                 seed=7,
                 sub_jobs=[(platform.template(file), "random") for file in files],
             )

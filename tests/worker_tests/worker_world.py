@@ -91,8 +91,9 @@ class Platform:
     def sub_job(
         self, file: str = "probe.py", train_args: dict[str, Any] | None = None, options: dict[str, Any] | None = None
     ) -> int:
-        """A sub-job of the template ``file`` in a train job with ``train_args`` and ``options`` (one per three)."""
-        train_args = {"target": "y", "signal_dir": str(self.signal_dir), **(train_args or {})}
+        """A sub-job of the template ``file`` in a train job with ``train_args`` and ``options`` (one per three), whose
+        datasets' target column is ``y`` (the job's ``target``)."""
+        train_args = {"signal_dir": str(self.signal_dir), **(train_args or {})}
         key = (file, repr(sorted(train_args.items())) + repr(options))
         if key not in self._sub_jobs:
             template_id = self.template(file)
@@ -106,6 +107,7 @@ class Platform:
                     val_dataset_id=self.datasets[1],
                     budget={"MODEL_TRIAL_COUNT": 100},
                     train_args=train_args,
+                    target="y",
                     options=options or {},
                 )
                 session.add(job)

@@ -68,6 +68,7 @@ def add_train_job(
     seed: int,
     sub_jobs: Iterable[tuple[int, str]],
     options: Mapping[str, Any] | None = None,
+    target: str | None = None,
 ) -> TrainJob:
     """Add a PENDING train job seeded with ``seed``, with a PENDING sub-job per ``(template id, strategy)``.
 
@@ -87,6 +88,7 @@ def add_train_job(
         budget=dict(budget),
         train_args=dict(train_args),
         options=dict(options or {}),
+        target=target,
         seed=seed,
         status=JobStatus.PENDING,
     )

@@ -195,6 +195,9 @@ class TrainJob(Base):
     budget: Mapped[dict[str, Any]]
     #: The keyword arguments of ``train()``, and nothing else.
     train_args: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    #: A tabular job's target column (None for an image job, or a tabular one that names none, whose
+    #: ``train()`` then keeps its own default): ``train()`` receives it as its ``target`` argument.
+    target: Mapped[str | None] = mapped_column(_NAME)
     #: What the job asks the platform for (``baobab.advisor.TrainJobOptions`` as JSON; a key left out
     #: is its default): early stopping, policies, fusion, ENAS, warm start, a base model, determinism.
     options: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default=text("'{}'"))

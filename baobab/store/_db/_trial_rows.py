@@ -99,10 +99,14 @@ class TrialClaim:
     #: template trains on.
     warm_start: bool = True
     base_model: int | None = None
+    #: The job's target column (a tabular job's field; None where it names none).
+    target: str | None = None
 
     def train_arguments(self) -> dict[str, Any]:
-        """What ``train()`` receives from the job: its train args, and ``base_model`` when the job names one."""
-        return {**self.train_args, **({"base_model": self.base_model} if self.base_model is not None else {})}
+        """What ``train()`` receives from the job: its train args, and ``base_model`` and ``target`` when the
+        job names them (as keyword arguments: templates declare ``train(..., target="target")``)."""
+        named = {"base_model": self.base_model, "target": self.target}
+        return {**self.train_args, **{name: value for name, value in named.items() if value is not None}}
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -203,6 +207,7 @@ _INPUTS = (
         _val_set.c.checksum,
         _jobs.c.task,
         _jobs.c.options,
+        _jobs.c.target,
         exists().where(_scored.c.sub_job_id == _sub_jobs.c.id, _scored.c.status.in_(TrialState.SCORED)).label("scored"),
     )
     .select_from(
@@ -310,7 +315,7 @@ def claim_trial_in(
     inputs = session.execute(_INPUTS, {"b_sub_job": sub_job_id}).first()
     assert inputs is not None  # the foreign keys hold: a trial's sub-job, job, template and datasets exist
     seed, template_key, template_checksum, class_name, train_args, train_key, train_sum, val_key, val_sum = inputs[:9]
-    task, options, scored = inputs[9:]
+    task, options, target, scored = inputs[9:]
     options = options or {}
     return TrialClaim(
         trial_id=trial_id,
@@ -333,6 +338,7 @@ def claim_trial_in(
         fusion_profile=None if fusion_profile is None else dict(fusion_profile),
         warm_start=options.get("warm_start", True),
         base_model=options.get("base_model"),
+        target=target,
     )
 
 
