@@ -119,7 +119,7 @@ TRAIN_JOB_SCHEMA = register_schema(
         "type": "object",
         "required": [
             "id", "app", "app_version", "task", "status", "error", "train_dataset_id", "val_dataset_id", "budget",
-            "seed", "owner_id", "created_at", "started_at", "finished_at", "trial_counts", "best_score",
+            "target", "seed", "owner_id", "created_at", "started_at", "finished_at", "trial_counts", "best_score",
             "budget_used", "placement", "fusion_profiling", "determinism", "sub_jobs",
         ],
         "properties": {
@@ -140,6 +140,11 @@ TRAIN_JOB_SCHEMA = register_schema(
                 "type": "object",
                 "description": "what the job asks the platform for, as POST /api/v1/train_jobs takes them "
                 "(an option left out is its default)",
+            },
+            "target": {
+                "type": ["string", "null"],
+                "description": "a tabular job's target column, which train() receives as its target argument "
+                "(null: an image job, or one that names none)",
             },
             "seed": {
                 "type": ["integer", "null"],
@@ -412,6 +417,7 @@ def jobs_json(
             "budget": job.budget,
             **({"train_args": job.train_args} if train_args else {}),
             "options": job.options,
+            "target": job.target,
             "seed": job.seed,
             "owner_id": job.owner_id,
             "created_at": iso(job.created_at),

@@ -17,6 +17,15 @@ job driver makes, so a job answered 201 never ends ERRORED for its plan.
 in them (:data:`MOVED_OPTIONS`) are still taken from there for one release: they move into
 ``options`` (naming both places is refused), errors name them where they were sent
 (``train_args.policies.final_trials``), and the answer carries a ``Deprecation`` header.
+The same goes for a tabular job's target column, now the job's field ``target``: a
+``train_args.target`` of a tabular job moves there (``train()`` still receives it as its
+``target`` argument). An image job has no target column, so ``target`` is refused for it,
+and a ``train_args.target`` of its stays one more argument of its ``train()``.
+
+``target`` is not checked against the training dataset's columns: a dataset row keeps no
+columns (the CSV's header is in the artifact store, and reading it would put an artifact
+read on the path of every create and forecast). A target the CSV lacks fails the job's first
+trial, whose error names the column and the columns the file has.
 
 A referenced dataset, model template or zoo model the caller may not see is refused with the same
 message as a missing one (``no dataset 7``), so ids reveal nothing.
@@ -35,7 +44,7 @@ from flask import Response, after_this_request
 from sqlalchemy.orm import Session
 
 from baobab.admin._access import may_see_private, may_see_shared, shared_with
-from baobab.admin._body import enum_field, json_object, name_field
+from baobab.admin._body import MAX_NAME_LENGTH, enum_field, json_object, name_field
 from baobab.admin._cluster_offer import ClusterOffer, check_resources
 from baobab.admin._openapi import register_model
 from baobab.admin._query import MAX_ID
@@ -51,7 +60,7 @@ from baobab.advisor import (
     parse_job_options,
 )
 from baobab.exceptions import BudgetError, RequestError, StrategyError
-from baobab.model import Task, knob_config_from_json
+from baobab.model import DatasetFormat, Task, knob_config_from_json
 from baobab.store import Dataset, ModelTemplate, User, ZooModel
 
 __all__ = [
@@ -59,6 +68,7 @@ __all__ = [
     "DEPRECATION",
     "FIELDS",
     "MOVED_OPTIONS",
+    "TABULAR_TASKS",
     "TrainJobSpec",
     "check_train_job_spec",
     "read_train_job_spec",
@@ -72,8 +82,11 @@ _MAX_MODELS = 100
 _MAX_TRAIN_ARGS_BYTES = 64 * 1024
 #: The job options a request may still send in ``train_args`` (deprecated: send them in ``options``).
 MOVED_OPTIONS = ("early_stopping", "policies", "fusion", "enas", "warm_start", "base_model")
-#: The ``Deprecation`` header (RFC 9745: since when) of an answer to a request that sent them there.
+#: The ``Deprecation`` header (RFC 9745: since when) of an answer to a request that sent them there
+#: (or a tabular job's ``target``).
 DEPRECATION = "@1795910400"  # 2026-11-29
+#: The tasks whose datasets have a target column, which a job's ``target`` names.
+TABULAR_TASKS = tuple(task for task in Task if task.dataset_format is DatasetFormat.TABULAR)
 OPTIONS_SCHEMA = register_model(TrainJobOptions)
 
 
@@ -106,6 +119,8 @@ class TrainJobSpec:
     train_args: dict[str, Any]
     strategy: str
     seed: int
+    #: A tabular job's target column; None when the job names none (or is an image job).
+    target: str | None
     #: What the request asked for, as the job stores it.
     options: TrainJobOptions
     #: The same, as the driver reads it.
@@ -194,6 +209,18 @@ def _train_args(value: Any) -> dict[str, Any]:
     return value
 
 
+def _target(value: Any, field: str = "target") -> str | None:
+    """A tabular job's target column: held to the rule for names (one line of visible text, at most
+    :data:`MAX_NAME_LENGTH` characters), and kept as sent, not NFC-normalised as a name is, since it
+    must match the CSV's header character for character."""
+    if value is None:
+        return None
+    name_field({field: value}, field)
+    if len(value) > MAX_NAME_LENGTH:  # name_field counts the normalised form, which can be shorter
+        raise RequestError(f"{field!r} has {len(value)} characters, at most {MAX_NAME_LENGTH} are allowed", field=field)
+    return str(value)
+
+
 def _options(value: Any) -> dict[str, Any]:
     """The options as sent (an object): :func:`read_train_job_spec` parses them with those from ``train_args``."""
     if value is None:
@@ -259,6 +286,18 @@ FIELDS = (
         },
         _train_args,
     ),
+    BodyField(
+        "target",
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_NAME_LENGTH,
+            "description": f"{' and '.join(TABULAR_TASKS)} only: the datasets' target column, which train() "
+            "receives as its target argument (left out: train() keeps its own default, and the platform's "
+            "queries leave out the column 'target')",
+        },
+        _target,
+    ),
     BodyField("options", {**OPTIONS_SCHEMA, "description": "what the job asks the platform for"}, _options),
     BodyField(
         "strategy",
@@ -301,6 +340,7 @@ def read_train_job_spec() -> TrainJobSpec:
         values[field.name] = field.parse(value)
     budget: Budget = values["budget"]
     train_args, sent = values.pop("train_args"), values.pop("options")
+    target, target_moved = _job_target(values["task"], values.pop("target"), train_args)
     moved = tuple(name for name in MOVED_OPTIONS if name in train_args)
     for name in moved:
         if name in sent:
@@ -308,7 +348,7 @@ def read_train_job_spec() -> TrainJobSpec:
                 f"'{name}' is sent both in train_args and in options; send it in options only",
                 field=f"train_args.{name}",
             )
-    if moved:
+    if moved or target_moved:
         after_this_request(_deprecated)
     try:
         options = TrainJobOptions.parse({**sent, **{name: train_args[name] for name in moved}})
@@ -318,13 +358,40 @@ def read_train_job_spec() -> TrainJobSpec:
         if any(where == f"options.{name}" or where.startswith(f"options.{name}.") for name in moved):
             where = "train_args" + where.removeprefix("options")
         raise RequestError(f"{where}: {str(e).removeprefix(f'{e.field}: ')}", field=where) from None
+    left = (*moved, "target") if target_moved else moved
     return TrainJobSpec(
         **values,
-        train_args={name: value for name, value in train_args.items() if name not in moved},
+        train_args={name: value for name, value in train_args.items() if name not in left},
+        target=target,
         options=options,
         job_options=job_options,
         moved=moved,
     )
+
+
+def _job_target(task: Task, target: str | None, train_args: Mapping[str, Any]) -> tuple[str | None, bool]:
+    """The job's target column, and whether it came from ``train_args`` (the deprecated form).
+
+    Raises:
+        RequestError: ``target`` on an image job (``target``); a tabular job's ``train_args.target`` sent
+            with ``target`` too, or not a name (``train_args.target``).
+    """
+    if task not in TABULAR_TASKS:
+        if target is not None:
+            raise RequestError(
+                f"'target' is for {' and '.join(TABULAR_TASKS)} jobs, whose datasets have a target column; "
+                f"a {task} job has none: leave 'target' out",
+                field="target",
+            )
+        return None, False  # an image job's train_args.target is one more argument of its train()
+    if "target" not in train_args:
+        return target, False
+    if target is not None:
+        raise RequestError(
+            "'target' is sent both in train_args and as the job's target; send it as target only",
+            field="train_args.target",
+        )
+    return _target(train_args["target"], "train_args.target"), True
 
 
 def _deprecated(response: Response) -> Response:

@@ -48,15 +48,16 @@ _CREATE_ATTEMPTS = 5
     responses={
         201: ("the new job, PENDING", TRAIN_JOB_SCHEMA),
         400: "a field is bad; field names it (budget keys as budget.TIME_HOURS, templates as model_ids[i], "
-        "options as options.policies.final_trials); a template whose search cannot be planned within the budget "
-        "(ENAS) is refused on model_ids[i]",
+        "options as options.policies.final_trials, a target on an image job as target); a template whose search "
+        "cannot be planned within the budget (ENAS) is refused on model_ids[i]",
     },
 )
 def create_train_job() -> tuple[dict[str, Any], int]:
     """201 with the new job (PENDING, one sub-job per template); JOB_CREATED is published after the commit.
 
-    Job options sent in ``train_args`` (the form before ``options``) are still taken, for one
-    release, and the answer then carries a ``Deprecation`` header.
+    Job options sent in ``train_args`` (the form before ``options``), and a tabular job's target
+    column sent there (the form before ``target``), are still taken, for one release, and the
+    answer then carries a ``Deprecation`` header.
     """
     spec = read_train_job_spec()
     me = current_user()
@@ -80,6 +81,7 @@ def create_train_job() -> tuple[dict[str, Any], int]:
                     val_dataset_id=spec.val_dataset_id,
                     budget=spec.budget.to_json(),
                     train_args=spec.train_args,
+                    target=spec.target,
                     options=spec.options.to_json(),
                     seed=spec.seed,
                     sub_jobs=[(model_id, spec.strategy) for model_id in spec.model_ids],

@@ -101,7 +101,7 @@ def _body(w: World, **overrides: Any) -> dict[str, Any]:
 def test_create_get_and_list(app: Flask, client: FlaskClient, world: World) -> None:
     w = world
     events = app.extensions["baobab"].events.subscribe(EventKind.JOB_CREATED, EventKind.JOB_STOPPED)
-    body = _body(w, strategy="tpe", train_args={"target": "label", "epochs": 2}, budget={"MODEL_TRIAL_COUNT": 5})
+    body = _body(w, strategy="tpe", target="label", train_args={"epochs": 2}, budget={"MODEL_TRIAL_COUNT": 5})
     created = client.post("/api/v1/train_jobs", json=body, headers=w.alice)
     assert created.status_code == 201, created.json
     job = created.json
@@ -113,7 +113,7 @@ def test_create_get_and_list(app: Flask, client: FlaskClient, world: World) -> N
     assert job == {
         "id": job["id"], "app": "fraud", "app_version": 1, "task": "TABULAR_CLASSIFICATION", "status": "PENDING",
         "error": None, "train_dataset_id": w.a_train, "val_dataset_id": w.a_val,
-        "budget": {"GPU_COUNT": 0, "MODEL_TRIAL_COUNT": 5}, "train_args": {"target": "label", "epochs": 2},
+        "budget": {"GPU_COUNT": 0, "MODEL_TRIAL_COUNT": 5}, "train_args": {"epochs": 2}, "target": "label",
         "owner_id": w.alice_id, "started_at": None, "finished_at": None, "trial_counts": zero, "best_score": None,
         "budget_used": {"time_s": 0.0, "time_limit_s": None, "trials": 0, "trial_limit": 10}, "placement": None,
         "fusion_profiling": None, "determinism": None, "options": DEFAULT_OPTIONS,
@@ -248,6 +248,17 @@ def test_every_bad_field_is_refused_by_name(app: Flask, client: FlaskClient, wor
         ({"train_args": ["target"]}, "train_args", "'train_args' must be an object"),
         ({"train_args": {"seed": 1}}, "train_args.seed", "train_args may not set 'seed'"),
         ({"train_args": {"shared_params": {}}}, "train_args.shared_params", "may not set 'shared_params'"),
+        ({"target": 3}, "target", "'target' must be a string, got a number"),
+        ({"target": ["label"]}, "target", "'target' must be a string"),
+        ({"target": " "}, "target", "'target' must not be blank"),
+        ({"target": "la\nbel"}, "target", "'target' holds the control character '\\n'"),
+        ({"target": "x" * 256}, "target", "'target' has 256 characters, at most 255 are allowed"),
+        # Counted as sent: the CSV's header must match it character for character, so it is not normalised.
+        ({"target": "e\u0301" * 128}, "target", "'target' has 256 characters, at most 255 are allowed"),
+        # An image job's datasets have no target column: refused before its datasets are looked at.
+        ({"task": "IMAGE_CLASSIFICATION", "target": "label"}, "target",
+         "'target' is for TABULAR_CLASSIFICATION and TABULAR_REGRESSION jobs, whose datasets have a target column; "
+         "a IMAGE_CLASSIFICATION job has none"),
         ({"options": ["fusion"]}, "options", "'options' must be an object"),
         ({"options": {"epochs": 2}}, "options.epochs", "unknown key 'epochs'; known keys: early_stopping, policies"),
         ({"options": {"enas": [2]}}, "options.enas", "options.enas: must be an object, got [2]"),
@@ -277,6 +288,10 @@ def test_every_bad_field_is_refused_by_name(app: Flask, client: FlaskClient, wor
          "train_args.policies.DOWNSCALE: must be true or false, got 1"),
         ({"train_args": {"fusion": "auto"}, "options": {"fusion": "off"}}, "train_args.fusion",
          "'fusion' is sent both in train_args and in options; send it in options only"),
+        ({"train_args": {"target": 3}}, "train_args.target", "'train_args.target' must be a string, got a number"),
+        ({"train_args": {"target": ""}}, "train_args.target", "'train_args.target' must not be blank"),
+        ({"train_args": {"target": "label"}, "target": "label"}, "train_args.target",
+         "'target' is sent both in train_args and as the job's target; send it as target only"),
         ({"strategy": "genetic"}, "strategy", "'strategy' is 'genetic'; expected one of auto, random, bayes, tpe"),
         ({"strategy": 3}, "strategy", "'strategy' is 3; expected one of"),
     ]  # fmt: skip
@@ -408,7 +423,7 @@ def test_a_base_model_must_be_a_zoo_model_the_owner_may_see(app: Flask, client: 
         (private, w.admin, not_seen.format(private)),
     ]
     for value, headers, message in cases:
-        body = _body(w, train_args={"target": "label"}, options={"base_model": value})
+        body = _body(w, target="label", options={"base_model": value})
         response = client.post("/api/v1/train_jobs", json=body, headers=headers)
         assert response.status_code == 400, (value, response.json)
         error = response.json["error"]
@@ -418,10 +433,10 @@ def test_a_base_model_must_be_a_zoo_model_the_owner_may_see(app: Flask, client: 
     assert events.get(timeout=0) is None
     # One's own zoo model and a PUBLIC one are accepted, and kept as the job's option.
     for base in (mine, public):
-        body = _body(w, train_args={"target": "label"}, options={"base_model": base})
+        body = _body(w, target="label", options={"base_model": base})
         created = client.post("/api/v1/train_jobs", json=body, headers=w.alice)
         assert created.status_code == 201, created.json
-        assert (created.json["train_args"], created.json["options"]["base_model"]) == ({"target": "label"}, base)
+        assert (created.json["target"], created.json["options"]["base_model"]) == ("label", base)
     # Sent in train_args (deprecated), a base model is refused on the field where it was sent.
     response = client.post("/api/v1/train_jobs", json=_body(w, train_args={"base_model": private}), headers=w.alice)
     assert (response.status_code, response.json["error"]["field"]) == (400, "train_args.base_model")
@@ -437,14 +452,14 @@ def test_options_sent_in_train_args_are_taken_for_one_release_with_a_deprecation
         "fusion": {"max_group": 2},
         "warm_start": False,
     }
-    new = client.post("/api/v1/train_jobs", json=_body(w, train_args={"target": "label"}, options=options),
+    new = client.post("/api/v1/train_jobs", json=_body(w, train_args={"epochs": 2}, options=options),
                       headers=w.alice)  # fmt: skip
-    old = client.post("/api/v1/train_jobs", json=_body(w, train_args={"target": "label", **options}), headers=w.alice)
+    old = client.post("/api/v1/train_jobs", json=_body(w, train_args={"epochs": 2, **options}), headers=w.alice)
     assert (new.status_code, old.status_code) == (201, 201), (new.json, old.json)
     assert "Deprecation" not in new.headers
     assert old.headers["Deprecation"] == DEPRECATION
     for job in (new.json, old.json):
-        assert job["train_args"] == {"target": "label"}  # train() gets its own arguments, and nothing else
+        assert job["train_args"] == {"epochs": 2}  # train() gets its own arguments, and nothing else
         assert job["options"] == {
             **DEFAULT_OPTIONS, "policies": {**DEFAULT_OPTIONS["policies"], "EARLY_STOP": True, "SHARE_PARAMS": "best"},
             "fusion": {"max_group": 2}, "warm_start": False,
@@ -452,10 +467,42 @@ def test_options_sent_in_train_args_are_taken_for_one_release_with_a_deprecation
     engine = app.extensions["baobab"].engine
     with session_scope(engine) as session:
         rows = session.scalars(select(TrainJob).order_by(TrainJob.id)).all()
-        assert [(job.train_args, job.options) for job in rows] == [({"target": "label"}, new.json["options"])] * 2
+        assert [(job.train_args, job.options) for job in rows] == [({"epochs": 2}, new.json["options"])] * 2
     # A request without options in train_args is not deprecated, even with other train args.
     plain = client.post("/api/v1/train_jobs", json=_body(w, train_args={"epochs": 2}), headers=w.alice)
     assert plain.status_code == 201 and "Deprecation" not in plain.headers
+
+
+def test_a_target_sent_in_train_args_is_taken_for_one_release_with_a_deprecation_header(
+    app: Flask, client: FlaskClient, world: World
+) -> None:
+    """A tabular job's target column is its field; sent in train_args (the form before), it moves there, and train()
+    receives it as ``target=`` either way. An image job has no target column: its train_args.target stays as sent."""
+    w = world
+    new = client.post("/api/v1/train_jobs", json=_body(w, target="label", train_args={"epochs": 2}), headers=w.alice)
+    old = client.post("/api/v1/train_jobs", json=_body(w, train_args={"target": "label", "epochs": 2}),
+                      headers=w.alice)  # fmt: skip
+    assert (new.status_code, old.status_code) == (201, 201), (new.json, old.json)
+    assert "Deprecation" not in new.headers
+    assert old.headers["Deprecation"] == DEPRECATION
+    assert [(job["train_args"], job["target"]) for job in (new.json, old.json)] == [({"epochs": 2}, "label")] * 2
+    # A regression job names its target the same way; a job that names none stores none (train() keeps its default).
+    regression = _body(w, task="TABULAR_REGRESSION", model_ids=[w.a_regression], target="price")
+    unnamed = _body(w, train_args={"epochs": 2})
+    images = _body(w, task="IMAGE_CLASSIFICATION", train_dataset_id=w.a_images, val_dataset_id=w.a_images,
+                   model_ids=[w.a_images_model], train_args={"target": "label"})  # fmt: skip
+    answers = [client.post("/api/v1/train_jobs", json=body, headers=w.alice) for body in (regression, unnamed, images)]
+    assert [answer.status_code for answer in answers] == [201] * 3, [answer.json for answer in answers]
+    assert not any("Deprecation" in answer.headers for answer in answers)
+    assert [(answer.json["train_args"], answer.json["target"]) for answer in answers] == [
+        ({}, "price"), ({"epochs": 2}, None), ({"target": "label"}, None)
+    ]  # fmt: skip
+    with session_scope(app.extensions["baobab"].engine) as session:
+        rows = session.execute(select(TrainJob.train_args, TrainJob.target).order_by(TrainJob.id)).tuples().all()
+    assert rows == [
+        ({"epochs": 2}, "label"), ({"epochs": 2}, "label"), ({}, "price"), ({"epochs": 2}, None),
+        ({"target": "label"}, None),
+    ]  # fmt: skip
 
 
 def test_stop(app: Flask, client: FlaskClient, world: World) -> None:
