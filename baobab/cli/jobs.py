@@ -79,6 +79,7 @@ _JOB_FIELDS: list[Column] = [
     ("train dataset", "train_dataset_id"),
     ("val dataset", "val_dataset_id"),
     ("budget", _budget),
+    ("target", "target"),
     ("train args", lambda j: j.get("train_args") or None),
     ("options", lambda j: j.get("options") or None),
     ("trials", _counts),
@@ -174,6 +175,12 @@ def _job_spec_options(command: Callable[..., None]) -> Callable[..., None]:
             help="An argument of train(), read as JSON, else as text (repeatable).",
         ),
         click.option(
+            "--target",
+            metavar="COLUMN",
+            help="Tabular tasks: the datasets' target column, which train() receives as target= "
+            "[default: the template's own].",
+        ),
+        click.option(
             "--option",
             "option_values",
             multiple=True,
@@ -194,6 +201,7 @@ def _job_spec_options(command: Callable[..., None]) -> Callable[..., None]:
         model_ids: tuple[int, ...],
         budget_values: tuple[str, ...],
         train_arg_values: tuple[str, ...],
+        target: str | None,
         option_values: tuple[str, ...],
         strategy: str | None,
         **rest: Any,
@@ -206,6 +214,7 @@ def _job_spec_options(command: Callable[..., None]) -> Callable[..., None]:
             "model_ids": list(model_ids),
             "budget": assignments(budget_values, option="--budget", upper_keys=True, json_only=True),
             "train_args": assignments(train_arg_values, option="--train-arg") or None,
+            "target": target,
             "options": assignments(option_values, option="--option") or None,
             "strategy": strategy,
         }

@@ -14,7 +14,10 @@ from baobab.sdk._transport import Json, Transport, query_params
 __all__ = ["TrainJobs"]
 
 _JOB_FINISHED = frozenset({"COMPLETED", "ERRORED", "STOPPED"})
-_MOVE_OPTIONS = "pass the job options (early_stopping, policies, fusion, enas, warm_start, base_model) as options=..."
+_MOVE_OPTIONS = (
+    "pass the job options (early_stopping, policies, fusion, enas, warm_start, base_model) as options=..., "
+    "and a tabular job's target column as target=..."
+)
 
 
 class TrainJobs(Transport):
@@ -33,6 +36,7 @@ class TrainJobs(Transport):
         strategy: str | None = None,
         seed: int | None = None,
         options: Mapping[str, Any] | None = None,
+        target: str | None = None,
     ) -> Json:
         """Starts tuning ``model_ids`` on a task; the job is version ``app_version`` of ``app``.
 
@@ -46,13 +50,17 @@ class TrainJobs(Transport):
             options: what the job asks the platform for, e.g. ``{"early_stopping": "asha",
                 "policies": {"EARLY_STOP": True}, "fusion": {"max_group": 4}, "warm_start": False}``
                 (the train-jobs page of the docs lists them; each one left out is its default).
+            target: a tabular job's target column, which each template's ``train()`` receives as
+                its ``target`` argument; None leaves it to the template (and the platform's
+                queries leave out the column ``target``). An image job takes none.
 
         Warns:
-            DeprecationWarning: job options were sent in ``train_args``, the form before ``options``
-                (the server still takes it, for one release).
+            DeprecationWarning: job options were sent in ``train_args``, the form before ``options``,
+                or a tabular job's ``target`` was (the form before ``target``); the server still takes
+                both, for one release.
         """
         body = _job_body(
-            app, task, train_dataset_id, val_dataset_id, model_ids, budget, train_args, strategy, seed, options
+            app, task, train_dataset_id, val_dataset_id, model_ids, budget, train_args, strategy, seed, options, target
         )
         return self._call("POST", "/train_jobs", json=body, deprecated=_MOVE_OPTIONS)
 
@@ -70,6 +78,7 @@ class TrainJobs(Transport):
         workers: int = 1,
         slots: int | None = None,
         options: Mapping[str, Any] | None = None,
+        target: str | None = None,
     ) -> Json:
         """How long the job :meth:`create_train_job` would create takes on ``workers`` machines of
         ``slots`` trial slots each (None: the platform's own), without creating it.
@@ -80,7 +89,7 @@ class TrainJobs(Transport):
         ``fallback`` says why (a template with no finished trial yet).
         """
         body = _job_body(
-            app, task, train_dataset_id, val_dataset_id, model_ids, budget, train_args, strategy, None, options
+            app, task, train_dataset_id, val_dataset_id, model_ids, budget, train_args, strategy, None, options, target
         )
         params = query_params(workers=workers, slots=slots)
         return self._call("POST", "/train_jobs/forecast", json=body, params=params, deprecated=_MOVE_OPTIONS)
@@ -179,6 +188,7 @@ def _job_body(
     strategy: str | None,
     seed: int | None,
     options: Mapping[str, Any] | None,
+    target: str | None,
 ) -> Json:
     """A train job's body: the fields given, and the optional ones only when set (the API's defaults)."""
     body: Json = {
@@ -193,6 +203,8 @@ def _job_body(
         body["train_args"] = dict(train_args)
     if options is not None:
         body["options"] = dict(options)
+    if target is not None:
+        body["target"] = target
     if strategy is not None:
         body["strategy"] = strategy
     if seed is not None:

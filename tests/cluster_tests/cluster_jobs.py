@@ -41,7 +41,8 @@ def start_fused_job(
         val_dataset_id=dataset["id"],
         model_ids=[model["id"]],
         budget={"MODEL_TRIAL_COUNT": trials, "GPU_COUNT": 0},
-        train_args={"target": "target", "signal_dir": str(signal_dir)},
+        train_args={"signal_dir": str(signal_dir)},
+        target="target",
         options={"warm_start": False, "fusion": {"max_group": max_group}},
     )
 

@@ -12,7 +12,7 @@ EXAMPLES = Path(__file__).parents[2] / "examples" / "models"
 TRIALS = 2
 
 
-def _job(client: Any, app: str, data: dict[str, Any], model: dict[str, Any], **train_args: Any) -> dict[str, Any]:
+def _job(client: Any, app: str, data: dict[str, Any], model: dict[str, Any], **options: Any) -> dict[str, Any]:
     job = client.create_train_job(
         app,
         "TABULAR_CLASSIFICATION",
@@ -20,7 +20,8 @@ def _job(client: Any, app: str, data: dict[str, Any], model: dict[str, Any], **t
         val_dataset_id=data["val"],
         model_ids=[model["id"]],
         budget={"MODEL_TRIAL_COUNT": TRIALS, "GPU_COUNT": 0},
-        train_args={"target": "target", **train_args},
+        target="target",
+        options=options or None,
         strategy="random",
     )
     job = client.wait_for_train_job(app, job["app_version"], timeout=240, progress=False)

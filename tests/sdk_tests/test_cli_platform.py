@@ -153,7 +153,7 @@ def test_commands_parse_before_they_call(config_home: Path, closed_port: int, tm
     assert result.exit_code == 2 and "'MODEL_TRIAL_COUNT' is given twice" in result.stderr
     result = run([*create, "--budget", "TIME_HOURS=soon"])
     assert result.exit_code == 2 and "TIME_HOURS: 'soon' is not a JSON value" in result.stderr
-    assert_error(run([*create, "--budget", "MODEL_TRIAL_COUNT=3", "--train-arg", "target=target"]), refused)
+    assert_error(run([*create, "--budget", "MODEL_TRIAL_COUNT=3", "--target", "target"]), refused)
 
     # `baobab serve APP` is `baobab serve start APP`.
     assert_error(run(["serve", "--url", url, "my-app", "--k", "3"]), refused)
@@ -231,7 +231,7 @@ def test_models_jobs_and_serving(api_server: ApiServer, backstage: Any, config_h
     data.write_text("x1,x2,label\n1.0,2.0,cat\n3.0,4.0,dog\n")
     assert run(["datasets", "upload", str(data)]).exit_code == 0
     create = ["jobs", "create", "--app", "fraud", "--task", "TABULAR_CLASSIFICATION", "--train", "1", "--val", "1"]
-    create += ["--model", "1", "--budget", "model_trial_count=2", "--train-arg", "target=label"]
+    create += ["--model", "1", "--budget", "model_trial_count=2", "--target", "label", "--train-arg", "epochs=2"]
     result = run([*create, "--budget", "TIME_HOURS=0"])
     assert_error(result, "budget.TIME_HOURS: must be above 0")
     assert result.stderr.rstrip().endswith("(field: budget.TIME_HOURS)")
@@ -242,13 +242,13 @@ def test_models_jobs_and_serving(api_server: ApiServer, backstage: Any, config_h
         "watch it with `baobab jobs watch fraud --version 1`\n"
     )
     job = json.loads(run(["jobs", "show", "fraud", "--json"]).stdout)
-    assert job["train_args"] == {"target": "label"} and job["budget"]["MODEL_TRIAL_COUNT"] == 2
+    assert (job["train_args"], job["target"], job["budget"]["MODEL_TRIAL_COUNT"]) == ({"epochs": 2}, "label", 2)
     assert_error(run(["models", "delete", "1", "--yes"]), "model 1 is used by a train job")
     result = run(["jobs", "list"])
     assert result.stdout.splitlines()[2].split()[:6] == ["1", "fraud", "1", "TABULAR_CLASSIFICATION", "PENDING", "0/2"]
     result = run(["jobs", "show", "fraud"])
     assert record(result.stdout)["status"] == "PENDING"
-    assert record(result.stdout)["train args"] == '{"target": "label"}'
+    assert (record(result.stdout)["target"], record(result.stdout)["train args"]) == ("label", '{"epochs": 2}')
     assert result.stdout.splitlines()[-1].split()[:5] == ["1", "1", "tiny", "auto", "PENDING"]
     assert run(["jobs", "trials", "fraud"]).stdout == "no trials\npage 1 of 1 (0 trials)\n"
     assert_error(run(["serve", "fraud"]), "train job 'fraud' version 1 has no trained trials yet")

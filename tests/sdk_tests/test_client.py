@@ -266,11 +266,12 @@ def test_models_train_jobs_trials_and_inference_jobs(
         val_dataset_id=val["id"],
         model_ids=[model["id"]],
         budget=budget,
-        train_args={"target": "label"},
+        train_args={"epochs": 2},
+        target="label",
         strategy="random",
     )
     assert (job["app"], job["app_version"], job["status"]) == ("fraud", 1, "PENDING")
-    assert job["train_args"] == {"target": "label"} and job["budget"] == budget
+    assert (job["train_args"], job["target"], job["budget"]) == ({"epochs": 2}, "label", budget)
     assert [(s["model_id"], s["strategy"]) for s in job["sub_jobs"]] == [(model["id"], "random")]
     _the_job_options_and_their_old_form(root, train["id"], val["id"], model["id"])
     assert root.get_train_job("fraud") == root.get_train_job("fraud", 1) == job
@@ -405,22 +406,28 @@ def test_inference_job_versions(root: Client, backstage: Any, tmp_path: Path) ->
 
 
 def _the_job_options_and_their_old_form(client: Client, train: int, val: int, model: int) -> None:
-    """``options=`` makes the job quietly; options in ``train_args`` (the old form) make the same job, with a
-    DeprecationWarning at the caller's line; a bad option is an ApiError naming it."""
+    """``options=`` and ``target=`` make the job quietly; options or the target in ``train_args`` (the old forms)
+    make the same job, with a DeprecationWarning at the caller's line; a bad option is an ApiError naming it."""
     args = {"app": "options", "task": "TABULAR_CLASSIFICATION", "train_dataset_id": train, "val_dataset_id": val,
             "model_ids": [model], "budget": {"MODEL_TRIAL_COUNT": 3}}  # fmt: skip
     options = {"early_stopping": "median", "fusion": {"max_group": 2}, "warm_start": False}
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no warning at all
-        new = client.create_train_job(**args, train_args={"target": "label"}, options=options)
+        new = client.create_train_job(**args, train_args={"epochs": 2}, target="label", options=options)
     with pytest.warns(DeprecationWarning, match=r"deprecates this form.*as options=") as caught:
-        old = client.create_train_job(**args, train_args={"target": "label", **options})
+        old = client.create_train_job(**args, train_args={"epochs": 2, "target": "label", **options})
     assert caught[0].filename == __file__  # the warning points at the caller
-    for job in (new, old):
-        assert job["train_args"] == {"target": "label"}
+    with pytest.warns(DeprecationWarning, match=r"deprecates this form.*target column as target=") as caught:
+        old_target = client.create_train_job(**args, train_args={"epochs": 2, "target": "label"}, options=options)
+    assert caught[0].filename == __file__
+    for job in (new, old, old_target):
+        assert (job["train_args"], job["target"]) == ({"epochs": 2}, "label")
         assert (job["options"]["early_stopping"], job["options"]["fusion"]) == ("median", {"max_group": 2})
         assert job["options"]["warm_start"] is False
     with pytest.raises(ApiError) as bad:
         client.create_train_job(**args, options={"fusion": {"max_group": 0}})
     assert (bad.value.status, bad.value.field) == (400, "options.fusion.max_group")
     assert "options.fusion.max_group: must be >= 1, got 0" in str(bad.value)
+    with pytest.raises(ApiError) as bad:
+        client.create_train_job(**{**args, "task": "IMAGE_CLASSIFICATION"}, target="label")
+    assert (bad.value.status, bad.value.field) == (400, "target")
