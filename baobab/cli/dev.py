@@ -72,6 +72,12 @@ _existing_file = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option(
     "--train-arg", "train_args", multiple=True, callback=_assignments, metavar="NAME=VALUE", help="Argument of train()."
 )
+@click.option(
+    "--target",
+    metavar="COLUMN",
+    help="Tabular tasks: the target column, as a train job's target (train() gets it as target=...) "
+    "[default: 'target' for the queries, train()'s own default for train()].",
+)
 @click.option("--seed", type=int, help="Makes the search and the trials reproducible.")
 @click.option("--trial-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds before a trial is killed.")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), help="Where trial logs and parameters go.")
@@ -87,6 +93,7 @@ def test_model(
     knobs: dict[str, Any],
     queries: list[Any] | None,
     train_args: dict[str, Any],
+    target: str | None,
     seed: int | None,
     trial_timeout: float | None,
     run_dir: Path | None,
@@ -119,6 +126,7 @@ def test_model(
             knobs=knobs,
             queries=queries,
             train_args=train_args,
+            target=target,
             seed=seed,
             trial_timeout=trial_timeout,
             run_dir=run_dir,
@@ -130,5 +138,7 @@ def test_model(
         raise click.BadParameter(str(e), param_hint="'--knob'") from None
     except BaobabError as e:
         raise click.ClickException(str(e)) from None
+    except ValueError as e:  # run_dev's arguments that the options above let through (--target)
+        raise click.UsageError(str(e)) from None
     if not result.ok:
         raise click.exceptions.Exit(1)

@@ -28,7 +28,7 @@ from tabulate import tabulate
 
 from baobab.advisor import TrialStatus, base_knobs, make_strategy
 from baobab.dev._trials import DevTrial, TrialRunner, format_knobs, indent, search
-from baobab.enums import Task
+from baobab.enums import DatasetFormat, Task
 from baobab.exceptions import DatasetError, KnobConfigError
 from baobab.model import KnobConfig, Knobs, check_template, load_template, searchable_knobs, validate_knobs
 from baobab.worker import sample_queries
@@ -78,6 +78,21 @@ def _check_overrides(config: KnobConfig, overrides: Mapping[str, Any]) -> Knobs:
     return validate_knobs({name: config[name] for name in overrides}, overrides)
 
 
+def _with_target(task: Task, train_args: dict[str, Any], target: str | None) -> dict[str, Any]:
+    """``train_args`` with the target column ``train()`` receives, as a train job's worker passes a job's target.
+
+    Raises:
+        ValueError: ``target`` for a task whose datasets have no target column, or given in both places.
+    """
+    if target is None:
+        return train_args
+    if task.dataset_format is not DatasetFormat.TABULAR:
+        raise ValueError(f"target applies to tabular tasks only: a {task} template reads no target column")
+    if "target" in train_args:
+        raise ValueError("the target column is given as target and in train_args: give it once")
+    return {**train_args, "target": target}
+
+
 def _summary(error: str | None, width: int = 60) -> str:
     """The first line of an error (its summary), cut to ``width``."""
     line = (error or "").partition("\n")[0]
@@ -105,6 +120,7 @@ def run_dev(
     knobs: Mapping[str, Any] | None = None,
     queries: Sequence[Any] | None = None,
     train_args: Mapping[str, Any] | None = None,
+    target: str | None = None,
     seed: int | None = None,
     trial_timeout: float | None = None,
     run_dir: str | Path | None = None,
@@ -124,8 +140,11 @@ def run_dev(
         knobs: knob values to use instead of searching those knobs.
         queries: the queries for the reload checks (and whose predictions are shown);
             by default the first validation examples.
-        train_args: keyword arguments for ``train()``; ``target`` also names the target
-            column of tabular datasets for the default queries.
+        train_args: keyword arguments for ``train()``.
+        target: a tabular task's target column, as a train job's ``target`` field: ``train()``
+            receives it as its ``target`` argument, and the default queries leave it out (by
+            default :data:`~baobab.store.DEFAULT_TARGET`, and ``train()`` keeps its own).
+            ``train_args={"target": ...}`` says the same, as it did before this parameter.
         seed: makes the proposals, and the global random generators of each trial
             process, reproducible; None draws one (it is in the result).
         trial_timeout: seconds after which a trial is killed and FAILED.
@@ -137,9 +156,11 @@ def run_dev(
         KnobConfigError: a ``knobs`` override names no knob or has a bad value.
         StrategyError: ``advisor`` is not a known strategy.
         DatasetError: a dataset is missing, or unreadable for the default queries.
-        ValueError: an unknown task, both or bad budgets, or empty queries.
+        ValueError: an unknown task, both or bad budgets, empty queries, or a ``target`` given for an
+            image task or given twice.
     """
     task = _task(task)
+    train_args = _with_target(task, dict(train_args or {}), target)
     if trials is not None and time_hours is not None:
         raise ValueError("give a trial count or a time budget, not both")
     if trials is None and time_hours is None:
@@ -151,13 +172,12 @@ def run_dev(
     for path in (train_path, val_path):
         if not Path(path).is_file():
             raise DatasetError("no such file", file=str(path))
-    train_args = dict(train_args or {})
     cls = load_template(template, class_name)
     config = check_template(cls)
     overrides = _check_overrides(config, knobs or {})
     show_predictions = queries is not None
     if queries is None:
-        queries = sample_queries(task, str(val_path), count=_QUERY_COUNT, target=train_args.get("target", "target"))
+        queries = sample_queries(task, str(val_path), count=_QUERY_COUNT, target=train_args.get("target"))
     elif not isinstance(queries, list) or not queries:
         raise ValueError("queries must be a non-empty list")
     seed = secrets.randbelow(2**31) if seed is None else int(seed)

@@ -248,7 +248,7 @@ def test_a_model_space_is_searched_and_its_best_instance_reloads(iris: tuple[Pat
         trials=4,
         seed=3,
         advisor="evolution",
-        train_args={"target": "target"},
+        target="target",  # TinySpace's own default is "y": train() gets the column as target=
         echo=lambda line: None,
     )
     assert [t.status for t in result.trials] == [TrialStatus.COMPLETED] * 4

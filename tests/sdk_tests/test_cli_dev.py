@@ -27,11 +27,13 @@ def invoke(args: list[str], template: str = "tiny_models.py", cls: str = "Centro
     return result.exit_code, result.output
 
 
-def test_happy_path(iris: list[str], tmp_path: Path) -> None:
+# The target column as a train job names it, and as a train() argument (the form before --target, still taken).
+@pytest.mark.parametrize("target", [["--target", "target"], ["--train-arg", "target=target"]])
+def test_happy_path(iris: list[str], tmp_path: Path, target: list[str]) -> None:
     queries = tmp_path / "queries.json"
     queries.write_text(json.dumps([[5.0, 3.4, 1.5, 0.2], [6.7, 3.0, 5.2, 2.3]]))
     args = ["--trials", "2", "--seed", "3", "--advisor", "random", "--knob", "norm=l2", "--queries", str(queries)]
-    code, output = invoke([*iris, *args, "--train-arg", "target=target", "--run-dir", str(tmp_path / "run")])
+    code, output = invoke([*iris, *args, *target, "--run-dir", str(tmp_path / "run")])
     assert code == 0, output
     assert "searching shrink with random, seed 3" in output
     table = output[output.index("  trial  knobs") :].splitlines()
@@ -67,6 +69,8 @@ def test_an_import_error_shows_the_templates_traceback(iris: list[str]) -> None:
         (["--knob", "shrink=high"], "Invalid value for '--knob': knob 'shrink': 'high' is not a number"),
         (["--advisor", "grid"], "Invalid value for '--advisor': unknown strategy 'grid'; valid strategies: auto, "),
         (["--trials", "0"], "Invalid value for '--trials': 0 is not in the range x>=1"),
+        (["--target", "y", "--train-arg", "target=y"], "the target column is given as target and in train_args"),
+        (["--task", "image_classification", "--target", "y"], "target applies to tabular tasks only"),
     ],
 )
 def test_usage_errors(iris: list[str], args: list[str], message: str) -> None:
