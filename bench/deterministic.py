@@ -17,6 +17,7 @@ The command line writes ``results/deterministic.json`` and ``.md``::
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import statistics
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from setup_record import RunSetup
+from setup_record import RunSetup, setup_markdown
 from sqlalchemy import select
 
 from baobab import Settings
@@ -79,7 +80,14 @@ def run(slots: int, spread: float, repeat: int, window: int | None, home: Path) 
 
 
 def main() -> None:
-    setup = RunSetup("nothing: virtual time, the same trial lengths for both modes", fusion="off")
+    # No options: a parser all the same, so that --help says what this runs instead of running it.
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    setup = RunSetup(
+        "nothing: virtual time, the same trial lengths for both modes",
+        placement=Settings.from_env(environ={}).placement.value,  # what run()'s driver runs under
+        fusion="off",
+        warm_start="not applicable (simulated trials, no weights)",
+    )
     rows: list[dict[str, Any]] = []
     default = _deterministic.WINDOW
     plains: dict[tuple[int, float, int], dict[str, float]] = {}  # the plain job runs once per draw
@@ -157,6 +165,7 @@ def _markdown(result: dict[str, Any]) -> str:
             f"{statistics.median(row['wall_s_deterministic']):,.0f} | {row['median_ratio']:.3f}x | "
             f"{100 * row['median_idle_share']:.1f}% |"
         )
+    lines += ["", setup_markdown(result["setup"])]
     return "\n".join(lines) + "\n"
 
 

@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 import optuna
 import redis
-from setup_record import RunSetup
+from setup_record import RunSetup, setup_markdown
 from sqlalchemy import create_engine, text
 
 from baobab.model import load_template
@@ -333,17 +333,6 @@ def _table(measures: list[Measure]) -> list[str]:
     return lines
 
 
-def _setup_lines(setup: dict[str, Any]) -> list[str]:
-    """The run's setup; the load at the start is other work's (past half the cores: the figures read worse)."""
-    busy = " (other work shared the machine)" if setup["load_start"] > 0.5 * (os.cpu_count() or 1) else ""
-    return [
-        f"Commit `{setup['commit'][:8]}`{' with uncommitted changes' if setup['uncommitted_changes'] else ''}, "
-        f"placement `{setup['placement']}`, fusion `{setup['fusion']}`, warm start {setup['warm_start']}. "
-        f"Load average (1 min) at the start and the end of the run: {setup['load_start']:.1f} and "
-        f"{setup['load_end']:.1f}{busy}. What the setup favours: {setup['favours']}.",
-    ]
-
-
 def write_report(measures: list[Measure], quick: bool, setup: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
     data = {"setup": setup, "measures": [asdict(m) for m in measures]}
@@ -365,7 +354,7 @@ def write_report(measures: list[Measure], quick: bool, setup: dict[str, Any]) ->
         "Optuna runs as two processes on one study in one journal file, as Baobab runs two worker processes; "
         "its sampler is random, as Baobab's strategy here. Ray Tune is not measured by this benchmark.",
         "",
-        *_setup_lines(setup),
+        setup_markdown(setup),
     ]
     (RESULTS / "overhead.md").write_text("\n".join(lines) + "\n")
 
@@ -417,7 +406,7 @@ def write_cluster_report(
         "|---|" + "---:|" * len(next(iter(breakdowns.values()), {})),
         *(f"| {name} | " + " | ".join(f"{ms:.1f}" for ms in b.values()) + " |" for name, b in breakdowns.items()),
         "",
-        *_setup_lines(setup),
+        setup_markdown(setup),
     ]
     (RESULTS / "overhead-celery.md").write_text("\n".join(lines) + "\n")
 
