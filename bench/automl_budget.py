@@ -55,7 +55,6 @@ import functools
 import json
 import os
 import platform
-import subprocess
 import tempfile
 import threading
 import time
@@ -68,10 +67,10 @@ from typing import Any
 import numpy as np
 import optuna
 import torch
+from setup_record import RunSetup, setup_markdown
 from shared_data import build_datasets
 from strategies import optuna_knobs, plt
 
-from baobab import Settings
 from baobab.advisor import trial_knobs
 from baobab.model import TorchModel, TrialContext, load_template, searchable_knobs, trial_context
 from baobab.sdk import Client
@@ -438,8 +437,8 @@ def write_report(ways: list[Way], args: argparse.Namespace, data: Data, meta: di
 
 Written by `bench/automl_budget.py` (`make bench-automl-budget`) on {meta["date"]}, {meta["cores"]} cores
 ({platform.machine()}, Python {platform.python_version()}, PyTorch {torch.__version__}, Optuna {optuna.__version__}),
-CPU only, at niceness {meta["niceness"]}, other work running beside it (load average {meta["load_start"]:.1f} at the
-start, {meta["load_end"]:.1f} at the end); {meta["minutes"]:.1f} minutes in all.
+CPU only, at niceness {meta["niceness"]}, other work running beside it (load average {meta["setup"]["load_start"]:.1f}
+at the start, {meta["setup"]["load_end"]:.1f} at the end); {meta["setup"]["minutes"]:.1f} minutes in all.
 
 Budget: **{args.minutes:g} minutes of search a way**, the ways one after another; {args.slots} trial slots
 (processes) in each, {meta["threads"]} torch thread(s) per trial. Data: Fashion-MNIST from Debian's
@@ -499,6 +498,8 @@ The served model, in each way the best completed trial over both templates by va
   also spends up to 10 s measuring where fusing pays before it trains.
 - The validation set is the same for all ways, so the servable trial is picked on the same data; the
   test set is read only once, by the served model.
+
+{setup_markdown(meta["setup"])}
 """
     (args.out / "automl_budget.md").write_text(report)
     print(report)
@@ -545,7 +546,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.slots < 1 or args.minutes <= 0:
         parser.error("--slots must be at least 1 and --minutes above 0")
-    started, load_start = time.perf_counter(), os.getloadavg()[0]
+    setup = run_setup(args)
     ways: list[Way] = []
     with tempfile.TemporaryDirectory(prefix="baobab-bench-automl-") as tmp:
         folder = Path(tmp)
@@ -578,22 +579,35 @@ def main() -> None:
         "threads": max(1, len(os.sched_getaffinity(0)) // args.slots),
         "budget_minutes": args.minutes,
         "fusion": args.fusion,
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=False
-        ).stdout.strip(),
-        "placement": os.environ.get("BAOBAB_PLACEMENT") or Settings.from_env().placement.value,
-        "warm_start": {name: name != "baobab-cold" for name in args.ways if name != "optuna"},
         "torch": torch.__version__,
         "optuna": optuna.__version__,
         "niceness": os.nice(0),
-        "load_start": load_start,
-        "load_end": os.getloadavg()[0],
-        "minutes": (time.perf_counter() - started) / 60,
         "train_rows": data.train_rows,
         "val_rows": data.val_rows,
         "test_rows": rows["test"],
+        "setup": setup.finish(),
     }
     write_report(ways, args, data, meta)
+
+
+def run_setup(args: argparse.Namespace) -> RunSetup:
+    """The record of the ways run: fusion and warm start way by way, and what the setup favours."""
+    fusion = {"baobab-fusion": args.fusion, "baobab-off": "off", "baobab-cold": "off", "optuna": "not applicable"}
+    warm = {"baobab-fusion": "on", "baobab-off": "on", "baobab-cold": "off", "optuna": "off (from scratch)"}
+    favours = []
+    if {"baobab-fusion", "baobab-off"} & set(args.ways) and "optuna" in args.ways:
+        favours.append(
+            "Baobab: its trials warm-start from earlier trials of the job and the zoo by default, while Optuna "
+            "trains each from scratch"
+            + (" (the baobab-cold way shows what warm start adds)" if "baobab-cold" in args.ways else "")
+        )
+    if "optuna" in args.ways:
+        favours.append("Optuna: it calls the templates directly, while Baobab pays its driver, trial rows and store")
+    return RunSetup(
+        "; ".join(favours) or "nothing beyond the ways' own settings: Baobab ways alone, same budget, slots, data",
+        fusion={way: fusion[way] for way in args.ways},
+        warm_start={way: warm[way] for way in args.ways},
+    )
 
 
 if __name__ == "__main__":

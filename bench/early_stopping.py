@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import optuna
 import torch
+from setup_record import RunSetup, setup_markdown
 from torch import nn
 
 from baobab.advisor import make_stopping_rule
@@ -238,7 +239,7 @@ def write_report(result: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "early_stopping.json").write_text(json.dumps(result, indent=2) + "\n")
     summary = result["summary"]
-    setup = result["setup"]
+    setup = result["run"]
     lines = [
         "# Early stopping: ASHA and median against no stopping and Optuna",
         "",
@@ -271,6 +272,8 @@ def write_report(result: dict[str, Any]) -> None:
         f"to completion. Stopped curves that differ from the unstopped run of the same trial: "
         f"{summary['curve_mismatches']} (0: the methods saw identical trials).",
         "",
+        setup_markdown(result["setup"]),
+        "",
     ]
     (RESULTS / "early_stopping.md").write_text("\n".join(lines))
 
@@ -288,6 +291,13 @@ def main() -> None:
     torch.set_num_threads(1)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     started = time.perf_counter()
+    setup = RunSetup(
+        f"stopping early, on a small subset ({limit} images) where it costs little accuracy; otherwise no one: "
+        "every method trains the same configurations from the same trial seeds, in turn, in one process",
+        placement="not applicable (no job driver: the trials train in this process)",
+        fusion="not applicable (no platform)",
+        warm_start="off (every trial trains from scratch)",
+    )
     with tempfile.TemporaryDirectory(prefix="baobab-bench-") as tmp:
         data = load(Path(tmp), limit, seed=0)
     train_trial(data, sample_configs(0, 1)[0], 0, 1, lambda step, value: False)  # warm-up, not counted
@@ -306,7 +316,8 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "machine": f"1 torch thread, Python {platform.python_version()}, torch {torch.__version__}, "
         f"optuna {optuna.__version__}",
-        "setup": {
+        # The run's own parameters; "setup" is the record every result carries (bench/setup_record.py).
+        "run": {
             "quick": args.quick,
             "limit": limit,
             "trials": trials,
@@ -315,6 +326,7 @@ def main() -> None:
             "wall_seconds": time.perf_counter() - started,
         },  # fmt: skip
         "summary": summarise(runs, args.epochs),
+        "setup": setup.finish(),
         "runs": [{"method": r.method, "seed": r.seed, "trials": [asdict(t) for t in r.trials]} for r in runs],
     }
     write_report(result)

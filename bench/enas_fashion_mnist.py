@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 import torch
 from scipy.stats import kendalltau
+from setup_record import RunSetup, setup_markdown
 
 from baobab.advisor import (
     EnasPlanner,
@@ -338,7 +339,7 @@ def write_report(result: dict[str, Any]) -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "enas_fashion_mnist.json").write_text(json.dumps(result, indent=2) + "\n")
     plot(result["runs"], RESULTS / "enas_fashion_mnist.png")
-    setup, s = result["setup"], result["summary"]
+    setup, s = result["run"], result["summary"]
     opts = setup["enas_options"]  # "planner defaults" or the options given
     lines = [
         "# ENAS against random architecture search (with and without ASHA) on Fashion-MNIST",
@@ -420,13 +421,7 @@ def write_report(result: dict[str, Any]) -> None:
         ]
     if result.get("tuning"):
         lines += ["## Tuning (held-back seeds)", "", *result["tuning"], ""]
-    lines += [
-        "What the setup favours: everything runs one trial at a time, so ENAS's concurrent shared trainings "
-        "(which add up on the platform) are not exercised; the final training, the same for every method, is a "
-        "large share of ENAS's time. A small subset and one-epoch search trainings favour architectures that "
-        "learn fast.",
-        "",
-    ]
+    lines += [setup_markdown(result["setup"]), ""]
     (RESULTS / "enas_fashion_mnist.md").write_text("\n".join(lines))
 
 
@@ -434,21 +429,23 @@ def _peer(runs: list[dict[str, Any]]) -> str | None:
     return next((m for m in PEERS if any(r["method"] == m for r in runs)), None)
 
 
-def tune(template: type, data: dict[str, str], budget: int) -> list[str]:
-    """The planner grid on the held-back seeds: median final validation accuracy and wall time per option set."""
+def tune(template: type, data: dict[str, str], budget: int) -> tuple[list[str], list[dict[str, Any]]]:
+    """The planner grid on the held-back seeds: median final validation accuracy and wall time per option
+    set, as the report's lines and as rows."""
     rows = ["| train_trials | evaluate_trials | top_k | warmup_fraction | final val. acc. median | wall s median |",
             "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-    scored = []
+    scored, table = [], []
     for t, e, k, w in GRID:
         options = {"train_trials": t, "evaluate_trials": e, "top_k": k, "warmup_fraction": w}
         runs = [run_enas(template, data, budget, seed, options)[0] for seed in TUNE_SEEDS]
         val = statistics.median(r["final_val_accuracy"] for r in runs)
         wall = statistics.median(r["wall_seconds"] for r in runs)
         scored.append((val, options))
+        table.append({**options, "final_val_accuracy_median": val, "wall_seconds_median": wall})
         rows.append(f"| {t} | {e} | {k} | {w} | {val:.4f} | {wall:.1f} |")
         print(rows[-1], flush=True)
     best = max(scored, key=lambda item: item[0])
-    return [
+    lines = [
         f"`--tune`: ENAS alone on seeds {', '.join(map(str, TUNE_SEEDS))} (not among the reported ones), "
         f"{budget} trials, each option set scored by the median validation accuracy of its final model.",
         "",
@@ -456,6 +453,7 @@ def tune(template: type, data: dict[str, str], budget: int) -> list[str]:
         "",
         f"Best: {best[1]}.",
     ]
+    return lines, table
 
 
 def main() -> None:
@@ -488,13 +486,24 @@ def main() -> None:
     seeds = list(range(args.seeds))
     runs = []
     started = time.perf_counter()
+    setup = RunSetup(
+        "architectures that learn fast (a small subset, one-epoch search trainings); everything runs one trial "
+        "at a time, so ENAS's concurrent shared trainings (which add up on the platform) are not exercised, and "
+        "the final training, the same for every method, is a large share of ENAS's time",
+        placement="not applicable (no job driver: one trial at a time in this process)",
+        fusion="not applicable (no platform)",
+        warm_start="off (stand-alone trainings start from scratch; ENAS's shared weights are its method)",
+    )
     with tempfile.TemporaryDirectory(prefix="baobab-bench-") as tmp:
         built = build_fashion_mnist(Path(tmp), limit=limit, val_fraction=val_fraction, seed=0)
         data = {split.name: str(split.path) for split in built.splits}
         test_images = next(split.rows for split in built.splits if split.name == "test")
         if args.tune:
-            tuning = tune(template, data, budget)
-            text = "# ENAS planner tuning\n\n" + "\n".join(tuning) + "\n"
+            tuning, table = tune(template, data, budget)
+            record = setup.finish()
+            tuned = {"seeds": list(TUNE_SEEDS), "budget": budget, "options": table, "setup": record}
+            (RESULTS / "enas_fashion_mnist_tuning.json").write_text(json.dumps(tuned, indent=2) + "\n")
+            text = "# ENAS planner tuning\n\n" + "\n".join(tuning) + "\n\n" + setup_markdown(record) + "\n"
             (RESULTS / "enas_fashion_mnist_tuning.md").write_text(text)
             print("\n".join(tuning))
             return
@@ -524,7 +533,8 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "machine": f"{torch.get_num_threads()} torch threads, Python {platform.python_version()}, "
         f"torch {torch.__version__}",
-        "setup": {
+        # The run's own parameters; "setup" is the record every result carries (bench/setup_record.py).
+        "run": {
             "quick": args.quick,
             "template": args.template,
             "limit": limit,
@@ -539,6 +549,7 @@ def main() -> None:
             "total_seconds": time.perf_counter() - started,
         },
         "summary": summarise(runs),
+        "setup": setup.finish(),
         "runs": runs,
     }
     tuning_file = RESULTS / "enas_fashion_mnist_tuning.md"

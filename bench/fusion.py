@@ -65,6 +65,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from setup_record import RunSetup, setup_markdown
 from shared_data import build_datasets
 
 from baobab.advisor import AUTO_MAX_GROUP, packed_size
@@ -657,12 +658,13 @@ def write_report(
     mlp_steps, cnn_steps = steps * args.mlp_epochs, steps * args.cnn_epochs
     adapter = next(c for c in cases(args) if c.file == "torch_adapter.py")
     adapter_row = next(r for r in rows if r.model == adapter.name and r.k == 16)
+    ran = meta.get("setup") or meta  # a run from before bench/setup_record.py kept its load at the top
     report = f"""# Fused training: throughput of K same-shaped trials
 
 Written by `bench/fusion.py{" --quick" if args.quick else ""}` (`make bench-fusion`) on {meta["date"]},
 {CORES} cores ({platform.machine()}, Python {platform.python_version()}, PyTorch {torch.__version__}), CPU only,
-at niceness {meta["niceness"]}, other work running beside it (load average {meta["load_start"]:.1f} at the start,
-{meta["load_end"]:.1f} at the end: times are those of a shared machine); {meta["minutes"]:.1f} minutes.
+at niceness {meta["niceness"]}, other work running beside it (load average {ran["load_start"]:.1f} at the start,
+{ran["load_end"]:.1f} at the end: times are those of a shared machine); {ran["minutes"]:.1f} minutes.
 
 K trials of one template, differing only in learning rate (log-spread over 3e-4..1e-2) and
 seed (0..K-1), on {train_rows:,} Fashion-MNIST training rows ({meta["val_rows"]:,} validation rows),
@@ -709,11 +711,8 @@ structure of a sub-job, not per group).
 
 {auto_section(rows, profiles)}
 
-What this setup favours: the trials are identical in shape and length (no member leaves
-the stack early, which restacks the rest), the data is decoded once and shared, and the independent
-trials pay no platform overhead (no job driver, no trial rows; see overhead.md for that). At K=1,
-and for any K below the core count, the independent way leaves cores idle while the fused process
-uses them all. The per-CPU-second figures count the fused process's threads, waiting included.
+At K=1, and for any K below the core count, the independent way leaves cores idle while the fused
+process uses them all. The per-CPU-second figures count the fused process's threads, waiting included.
 
 ## Each fused member against its independent run with the same seed
 
@@ -749,6 +748,8 @@ the work, and each member runs it on its own batches (its own data order), so th
 what the separate trials do, with vmap's overhead on top ({_ratio(adapter_row, "fused per process")}
 fused per process at K=16). Their profile measured as much, so under `"auto"` they train alone.
 """
+    if "setup" in meta:
+        report += f"\n{setup_markdown(meta['setup'])}\n"
     (RESULTS / "fusion.md").write_text(report)
     print(report)
 
@@ -789,7 +790,14 @@ def main() -> None:
         return
     if args.quick:
         args.limit, args.ks, args.cnn_ks, args.repeats = 1000, (1, 4), (1, 4), 1
-    started, load_start = time.perf_counter(), os.getloadavg()[0]
+    setup = RunSetup(
+        "fusion: the trials are identical in shape and length (no member leaves the stack early, which "
+        "restacks the rest), the data is decoded once and shared, and the independent trials pay no platform "
+        "overhead (no job driver, no trial rows; see overhead.md for that)",
+        placement="not applicable (no job driver: the ways run in pools of this script)",
+        fusion="per way: fused, independent (off), fused per process, auto",
+        warm_start="off: trials train from scratch, the adapter's on a pre-trained frozen base given as its zoo model",
+    )
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="baobab-bench-fusion-") as tmp:
         folder = Path(tmp)
@@ -821,12 +829,10 @@ def main() -> None:
             "torch": torch.__version__,
             "niceness": os.nice(0),
             "omp_wait_policy": os.environ["OMP_WAIT_POLICY"],
-            "load_start": load_start,
-            "load_end": os.getloadavg()[0],
-            "minutes": (time.perf_counter() - started) / 60,
             "val_rows": len(read_image_files(images["val"]).labels),
             "epochs": {"mlp": args.mlp_epochs, "cnn": args.cnn_epochs, "base": args.base_epochs},
             "quick": args.quick,
+            "setup": setup.finish(),
         }
     write_report(rows, profiles, args, meta)
 

@@ -55,6 +55,7 @@ from fusion import (
     evaluate,
     members,
 )
+from setup_record import RunSetup, setup_markdown
 from shared_data import build_datasets
 
 from baobab.advisor import AUTO_MAX_GROUP, packed_size
@@ -181,7 +182,7 @@ def write(rows: list[Row], profiles: dict[str, dict[str, Any]], meta: dict[str, 
         "",
         f"Written by `bench/gpu.py{' --smoke' if meta['smoke'] else ''}` on {meta['date']}: **{meta['gpu']}** "
         f"(driver {meta['driver']}), PyTorch {meta['torch']}, {meta['cores']} CPU cores; "
-        f"{meta['minutes']:.1f} minutes. {meta['train_rows']:,} Fashion-MNIST training rows, batch size 64; "
+        f"{meta['setup']['minutes']:.1f} minutes. {meta['train_rows']:,} Fashion-MNIST training rows, batch size 64; "
         f'"shared" runs {meta["processes"]} processes on the GPU at once. See the script\'s docstring for the ways.',
         "",
         "| model | K | one per GPU rows/s | shared | fused | auto (its groups) | fused peak memory "
@@ -207,11 +208,7 @@ def write(rows: list[Row], profiles: dict[str, dict[str, Any]], meta: dict[str, 
         held = "holds" if cnn.ratio("fused") >= 3 else "does not hold"
         lines += ["", f"The aim of the cross-trial engine on a GPU, at least 3x at K=16 for the CNN, {held} here: "
                   f"{cnn.ratio('fused'):.2f}x fused, {cnn.ratio('auto'):.2f}x under auto."]  # fmt: skip
-    lines += [
-        "",
-        "What this setup favours: the members are alike in shape and length (none leaves its stack early), the "
-        "data is decoded once and kept on the GPU by each process, and no platform overhead is in any way's time.",
-    ]
+    lines += ["", setup_markdown(meta["setup"])]
     (out / "gpu.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -233,7 +230,14 @@ def main() -> None:
     # fusion.cases' fields: the MLP and the CNN, each at args.ks, once
     args.cnn_ks, args.repeats = args.ks, 1
     chosen = [c for c in cases(args) if c.file != "torch_adapter.py"]
-    started = time.perf_counter()
+    setup = RunSetup(
+        "fusion: the members are alike in shape and length (none leaves its stack early), the data is decoded "
+        "once and kept on the GPU by each process, and no platform overhead is in any way's time",
+        placement="not applicable (no job driver: the ways run in pools of this script)",
+        fusion="per way: one per GPU and shared (off), fused, auto",
+        warm_start="off (every trial trains from scratch)",
+        gpu=gpu_name(),
+    )
     with tempfile.TemporaryDirectory(prefix="baobab-bench-gpu-") as tmp:
         folder = Path(tmp)
         csv = build_datasets(folder, args.limit)
@@ -267,8 +271,8 @@ def main() -> None:
         "processes": args.processes,
         "train_rows": train_rows,
         "epochs": {"mlp": args.mlp_epochs, "cnn": args.cnn_epochs},
-        "minutes": (time.perf_counter() - started) / 60,
         "smoke": args.smoke,
+        "setup": setup.finish(),
     }
     write(rows, profiles, meta, args.out)
 

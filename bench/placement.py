@@ -58,13 +58,13 @@ import platform
 import random
 import statistics
 import tempfile
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import matplotlib
 import matplotlib.pyplot as plt
+from setup_record import RunSetup, setup_markdown
 from shared_data import build_datasets
 
 from baobab.advisor.placement import CostModel, Job, Machine, Pending, choose_plan
@@ -292,21 +292,46 @@ def main() -> None:
                         help="BAOBAB_NAME=VALUE: one more setting of the gain's platforms (repeatable)")  # fmt: skip
     args = parser.parse_args()
     parts = {"gain"} if args.gpu else set(args.parts.split(","))
-    began = time.perf_counter()
+    setup = run_setup(parts, args)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         print("building the datasets", flush=True)
         data = build(folder / "data", args.images)
         rows = fidelity(data, folder, args) if "fidelity" in parts else []
         ways = gain(data, folder, args) if "gain" in parts else {}
-    write(rows, ways, args, time.perf_counter() - began)
+    write(rows, ways, args, setup.finish())
+
+
+def run_setup(parts: set[str], args: argparse.Namespace) -> RunSetup:
+    """The record of the parts run: each part's placement and fusion, and what each favours."""
+    ways = GPU_WAYS if args.gpu else GAIN_WAYS
+    placement, fusion, favours = {}, {}, []
+    if "fidelity" in parts:
+        placement["fidelity"], fusion["fidelity"] = "rules", "off"
+        favours.append(
+            "the forecast: each job runs alone, every template measured before it is forecast (the warm-up), "
+            "fusion and early stopping off; ASHA's stops, fused groups and concurrent jobs are not in it"
+        )
+    if "gain" in parts:
+        placement["gain"] = f"each way in turn ({', '.join(ways)})"
+        fusion["gain"] = ", ".join(f"{way} {FUSION[way]}" for way in ways)
+        favours.append(
+            "the gain: no way in particular: the same jobs from the same seeds on a fresh platform per way, in "
+            "turn; fcfs's jobs run with fusion off, so none of its trials measures a fusion profile it would not "
+            "use; the planner sees slots, not threads"
+            + ("; one trial or fused group at a time on the GPU" if args.gpu else "")
+        )
+    more = {"more_settings": ", ".join(f"{k}={v}" for k, v in args.setting)} if args.setting else {}
+    return RunSetup("; ".join(favours), placement=placement, fusion=fusion, warm_start=False, **more)
 
 
 def _error(predicted: float | None, measured: float) -> float | None:
     return None if predicted is None or measured <= 0 else abs(predicted - measured) / measured
 
 
-def write(rows: list[dict[str, Any]], ways: dict[str, dict[str, Any]], args: argparse.Namespace, wall_s: float) -> None:
+def write(
+    rows: list[dict[str, Any]], ways: dict[str, dict[str, Any]], args: argparse.Namespace, setup: dict[str, Any]
+) -> None:
     for row in rows:
         row["forecast_error"] = _error(row["forecast_s"], row["measured_s"])
         row["replay_error"] = _error(row["replay_s"], row["measured_s"])
@@ -321,14 +346,14 @@ def write(rows: list[dict[str, Any]], ways: dict[str, dict[str, Any]], args: arg
     machine = f"{platform.machine()}, {where}, Python {platform.python_version()}"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{stem}.json").write_text(
-        json.dumps({"date": when, "machine": machine, "args": vars(args) | {"out": str(args.out)},
-                    "wall_s": round(wall_s, 1), "fidelity": rows, "median_error": medians, "gain": ways}, indent=2)
+        json.dumps({"date": when, "machine": machine, "args": vars(args) | {"out": str(args.out)}, "setup": setup,
+                    "fidelity": rows, "median_error": medians, "gain": ways}, indent=2)
     )  # fmt: skip
     lines = [
         "# Placement: the simulator's fidelity and the searched placement's gain",
         "",
-        f"`bench/placement.py`, run {when} ({machine}; {wall_s / 60:.1f} min in all); see the script's "
-        "docstring for what each part's setup favours.",
+        f"`bench/placement.py`, run {when} ({machine}; {setup['minutes']:.1f} min in all); its setup, and what "
+        "each part's setup favours, at the end.",
     ]
     if rows:
         lines += [
@@ -380,6 +405,7 @@ def write(rows: list[dict[str, Any]], ways: dict[str, dict[str, Any]], args: arg
             )
         lines += ["", "Aim: search at 1.5x fcfs's trials per hour.", "", f"![trials over time]({stem}.png)"]
         chart(ways, args.out / f"{stem}.png")
+    lines += ["", setup_markdown(setup)]
     (args.out / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

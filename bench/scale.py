@@ -61,6 +61,7 @@ sys.path.insert(0, str(HERE))
 
 from overhead import postgres_database  # noqa: E402
 from pympler import asizeof  # noqa: E402
+from setup_record import RunSetup, oldest, setup_markdown  # noqa: E402
 from sqlalchemy import create_engine  # noqa: E402
 
 from baobab import Settings  # noqa: E402
@@ -191,20 +192,21 @@ def render(results: dict[str, Any]) -> str:
         "# Baobab at scale",
         "",
         "Written by `bench/scale.py` (see its docstring for the method). Machine: "
-        f"{results['machine']}, shared with other work (load average {results.get('load_average', '?')} at the end "
-        "of the last run): wall times, and the utilisation they are charged to, would be better on a machine of "
-        "its own. "
-        "Each part's date is its own: a part can be rerun alone.",
+        f"{results['machine']}, shared with other work: wall times, and the utilisation they are charged to, "
+        "would be better on a machine of its own. "
+        "Each part's date and setup are its own: a part can be rerun alone.",
         "",
     ]
-    if results.get("driver"):
-        lines += _render_driver(results["driver"])
-    if results.get("short"):
-        lines += _render_short(results["short"])
-    if results.get("advisors"):
-        lines += _render_advisors(results["advisors"])
-    if results.get("long"):
-        lines += _render_long(results["long"])
+    for part, render_part in (
+        ("driver", _render_driver),
+        ("short", _render_short),
+        ("advisors", _render_advisors),
+        ("long", _render_long),
+    ):
+        if results.get(part):
+            lines += render_part(results[part])
+            if "setup" in results[part]:  # parts from before bench/setup_record.py have none
+                lines += [setup_markdown(results[part]["setup"]), ""]
     for report in PART_REPORTS:  # each part's own report, one heading level down
         path = RESULTS / report
         if path.exists():
@@ -346,6 +348,24 @@ def _render_driver(d: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: What the simulated parts' setup favours; the advisors part adds to it.
+FAVOURS = "the driver: the cluster is simulated (no worker, no network), only the driver's own time is real"
+ADVISORS_FAVOUR = (
+    "; the drivers take turns in one process, charged the slowest one's time of each turn as if each ran on a "
+    "machine of its own, so their contention for the PostgreSQL they share is not measured"
+)
+
+
+def part_setup(part: str) -> RunSetup:
+    """The record of one simulated part: the driver runs under the settings' defaults (``environ={}``)."""
+    return RunSetup(
+        FAVOURS + (ADVISORS_FAVOUR if part == "advisors" else ""),
+        placement=Settings.from_env(environ={}).placement.value,
+        fusion="not applicable (simulated trials)",
+        warm_start="not applicable (simulated trials)",
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parts = "driver,short,advisors,long,proposals,api"
@@ -361,30 +381,38 @@ def main() -> None:
     if "driver" in parts:
         size = {"jobs": 10 if args.quick else 100, "trials": 1000, "slots": 100 if args.quick else 1000}
         print(f"driver: {size}", flush=True)
-        started = time.perf_counter()
-        results["driver"] = {**run_driver(**size, gpus=20, median_s=60.0), "date": today}
+        started, setup = time.perf_counter(), part_setup("driver")
+        results["driver"] = {**run_driver(**size, gpus=20, median_s=60.0), "date": today, "setup": setup.finish()}
         print(f"driver: done in {time.perf_counter() - started:.0f} s", flush=True)
     if "short" in parts:  # trials of 5 s: 1,000 slots then finish 200 a second, which the driver must keep up with
         size = {"jobs": 10 if args.quick else 20, "trials": 500, "slots": 100 if args.quick else 1000}
         print(f"short trials: {size}", flush=True)
-        results["short"] = {**run_driver(**size, gpus=100, median_s=5.0), "date": today}
+        setup = part_setup("short")
+        results["short"] = {**run_driver(**size, gpus=100, median_s=5.0), "date": today, "setup": setup.finish()}
     if "advisors" in parts:  # the short part's work, and trials of 1 s, shared by 1, 2 and 4 drivers
         size = {"jobs": 10 if args.quick else 20, "trials": 500, "slots": 100 if args.quick else 1000}
-        results["advisors"] = {"date": today, "runs": []}
+        setup, runs = part_setup("advisors"), []
         for median_s in (5.0, 1.0):
             for advisors in (1, 2, 4):
                 print(f"advisors: {advisors}, trials of {median_s:g} s, {size}", flush=True)
-                run = run_driver(**size, gpus=100, median_s=median_s, advisors=advisors)
-                results["advisors"]["runs"].append(run)
+                runs.append(run_driver(**size, gpus=100, median_s=median_s, advisors=advisors))
+        results["advisors"] = {"date": today, "runs": runs, "setup": setup.finish()}
     if "long" in parts:
         size = {"jobs": 1, "trials": 5_000 if args.quick else 20_000, "slots": 200}
         print(f"long job: {size}", flush=True)
-        results["long"] = {**run_driver(**size, gpus=200, median_s=60.0), "date": today}
+        setup = part_setup("long")
+        results["long"] = {**run_driver(**size, gpus=200, median_s=60.0), "date": today, "setup": setup.finish()}
     for part, script in PARTS.items():
         if part in parts:  # a part of its own, writing its own results, which the report embeds
             print(f"{part}: bench/{script}", flush=True)
             subprocess.run([sys.executable, str(HERE / script), *(["--quick"] if args.quick else [])], check=True)
-    results["load_average"] = f"{os.getloadavg()[0]:.1f}"
+    results.pop("load_average", None)  # from before each part recorded its own setup
+    # The index judges the whole result by its oldest part's record, as a part kept from an earlier run may be
+    # stale; where a part recorded none, by nothing (the index then says the commit was not recorded).
+    present = [results[part] for part in ("driver", "short", "advisors", "long") if results.get(part)]
+    results.pop("setup", None)
+    if present and all("setup" in part for part in present):
+        results["setup"] = oldest([part["setup"] for part in present])
     RESULTS.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
     (RESULTS / f"{name}.md").write_text(render(results))

@@ -566,6 +566,10 @@ def markdown(result: dict[str, Any]) -> str:
         for read in MAIN_READS:
             for plan in result["plans"].get(read, []):
                 lines += [f"**{read}**: `{plan['sql'][:160]}...`", "", "```", *plan["plan"], "```", ""]
+    if "setup" in result:  # a result from before bench/setup_record.py has none
+        from setup_record import setup_markdown  # a sibling, on the path as main() and bench's scripts put it
+
+        lines += [setup_markdown(result["setup"]), ""]
     return "\n".join(lines)
 
 
@@ -578,6 +582,7 @@ def main() -> None:
 
     sys.path.insert(0, str(Path(__file__).parent))  # the sibling benchmark, whichever way this one is loaded
     from overhead import postgres_database
+    from setup_record import RunSetup
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -589,6 +594,13 @@ def main() -> None:
     parser.add_argument("--no-save", action="store_true", help="print the results only")
     args = parser.parse_args()
     counts = (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000)
+    setup = RunSetup(
+        "the API: one request at a time on loopback, each read after a warm-up, with no other reader or writer "
+        "on the database",
+        placement="not applicable (no job driver: the jobs are filled straight into their tables)",
+        fusion="not applicable (no trial runs)",
+        warm_start="not applicable (no trial runs)",
+    )
     with postgres_database(args.server_url) as url:
         result = measure(url, counts, repeats=5 if args.quick else 20)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -596,6 +608,7 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "machine": f"{platform.machine()}, {cores} cores, Python {platform.python_version()}",
         **result,
+        "setup": setup.finish(),
     }
     report = markdown(result)
     print(report)

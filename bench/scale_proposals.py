@@ -61,6 +61,7 @@ from baobab.model import ArchKnob, CategoricalKnob, FloatKnob, IntegerKnob, Knob
 
 sys.path.insert(0, str(Path(__file__).parent))  # the sibling benchmark, whichever way this one is loaded
 from overhead import postgres_database  # noqa: E402
+from setup_record import RunSetup, setup_markdown  # noqa: E402
 from strategies import optuna_knobs  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -506,6 +507,14 @@ def main() -> None:
         parser.error(f"unknown peers or spaces: {', '.join(unknown)}")
 
     started = time.perf_counter()
+    setup = RunSetup(
+        "Baobab: its strategies run in-process with no store, as the driver calls them (the driver writes each "
+        "trial to PostgreSQL apart from the proposal; bench/scale.py measures that); Optuna's PostgreSQL figures "
+        "include its storage round trips, which is how Optuna runs with more than one worker",
+        placement="not applicable (no job driver: the strategies are called directly)",
+        fusion="not applicable (no trial trains)",
+        warm_start="not applicable (no trial trains)",
+    )
     results, memory = [], {}
     for space in args.spaces.split(","):
         for name in strategies:
@@ -552,11 +561,12 @@ def main() -> None:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     name = "scale_proposals-quick" if args.quick else "scale_proposals"
+    record = setup.finish()
     (args.out / f"{name}.json").write_text(
-        json.dumps({"meta": meta, "results": results, "passes": passes}, indent=1) + "\n"
+        json.dumps({"meta": meta, "results": results, "passes": passes, "setup": record}, indent=1) + "\n"
     )
-    (args.out / f"{name}.md").write_text(report(meta, results, memory, passes))
-    print(report(meta, results, memory, passes))
+    (args.out / f"{name}.md").write_text(report(meta, results, memory, passes, record))
+    print(report(meta, results, memory, passes, record))
 
 
 def _extrapolated(results: list[dict[str, Any]]) -> str:
@@ -576,7 +586,11 @@ def _ints(text: str | None) -> list[int]:
 
 
 def report(
-    meta: dict[str, Any], results: list[dict[str, Any]], memory: Mapping[str, int], passes: list[dict[str, Any]]
+    meta: dict[str, Any],
+    results: list[dict[str, Any]],
+    memory: Mapping[str, int],
+    passes: list[dict[str, Any]],
+    setup: dict[str, Any],
 ) -> str:
     """The Markdown report of a run (``bench/scale.py`` embeds :func:`_table` of the same results)."""
     prefill = [
@@ -604,11 +618,7 @@ matters).
 The peer is Optuna's `TPESampler()` with its defaults, as its users run it: `ask`, a
 suggestion per knob, `tell`, on PostgreSQL (`RDBStorage`, a database created for the
 run) and in memory; its study is prefilled with `study.add_trials` (the same points and
-scores, failures as PRUNED) and has the same trials pending. What the setup favours:
-Baobab's strategies run in-process with no store, as the driver calls them (the driver
-writes each trial to PostgreSQL apart from the proposal; `bench/scale.py` measures
-that); Optuna's PostgreSQL figures include its storage round trips, which is how
-Optuna runs with more than one worker.
+scores, failures as PRUNED) and has the same trials pending.
 
 {_table(results)}
 
@@ -629,6 +639,8 @@ and took {"; ".join(prefill) or "not run"}: at that rate 100,000 trials take
 {_extrapolated(results)}, past this benchmark's quarter of an hour. Its ask/tell time already grows
 with the trial count between 100 and {POSTGRES_COUNTS[-1]:,} (each `ask` reads every trial of the
 study), as does Optuna's in memory (up to 100,000).
+
+{setup_markdown(setup)}
 """
 
 

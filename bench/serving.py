@@ -44,6 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from setup_record import RunSetup, setup_markdown
+
 from baobab.model import knobs_from_json, load_template
 from baobab.predictor import PredictorOptions
 from baobab.sdk import Client
@@ -51,6 +53,15 @@ from baobab.store import build_fashion_mnist, params_from_bytes, read_image_file
 from baobab.testing import LocalPlatform
 
 ROOT = Path(__file__).resolve().parent.parent
+#: What the setup favours, in every result's setup record (and beside a result from before it had one).
+FAVOURS = (
+    "the predictor: Ray Serve runs a controller, an HTTP proxy and a replica beside Ray's own GCS and raylet, all "
+    "on these cores, so a small machine costs it more than it costs the predictor (one process and one worker "
+    "process); on a large machine the gap would be smaller. The models are small, so the per-request path "
+    "(HTTP, JSON, the hop to the model's process) dominates: that is what this measures, and why "
+    "micro-batching, which saves only model calls, gains little here. The client shares the cores with the "
+    "server, the same for both"
+)
 EMAIL, PASSWORD = "bench@example.com", "bench-password"
 MODELS = {
     "scikit-learn PCA + k-NN": ("examples/models/sklearn_images.py", "SkImageClassifier"),
@@ -245,6 +256,12 @@ def main() -> None:
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (Debian's package wrk): it generates the load")
     args.out.mkdir(parents=True, exist_ok=True)
+    setup = RunSetup(
+        FAVOURS,
+        placement="not applicable (one trial of each model is trained first; serving is measured)",
+        fusion="off (one model a predictor)",
+        warm_start="not applicable (serving is measured)",
+    )
     work = Path(tempfile.mkdtemp(prefix="baobab-serving-"))
     data = work / "fashion-mnist"
     build_fashion_mnist(data, limit=args.images, seed=0)
@@ -295,6 +312,7 @@ def main() -> None:
         machine=f"{platform.machine()}, {os.cpu_count()} cores",
         ray=ray.__version__,
         smoke=args.smoke,
+        setup=setup.finish(),
     )
     stem = "serving-smoke" if args.smoke else "serving"
     (args.out / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -312,12 +330,6 @@ def markdown(r: dict[str, Any]) -> str:
         f"One query a request, from `wrk`; both servers batch up to {MAX_BATCH} queries (an idle server waits",
         f"{BATCH_WAIT_S * 1000:g} ms for more), one model process, one torch thread. The client shares the machine's",
         "cores with the server.",
-        "",
-        "What the setup favours: Ray Serve runs a controller, an HTTP proxy and a replica beside Ray's own",
-        "GCS and raylet, all on these cores, so a small machine costs it more than it costs the predictor (one",
-        "process and one worker process); on a large machine the gap would be smaller. The models are small,",
-        "so the per-request path (HTTP, JSON, the hop to the model's process) dominates: that is what this",
-        "measures, and why micro-batching, which saves only model calls, gains little here.",
         "",
         "| model | way | clients | requests/s | p50 ms | p99 ms |",
         "|---|---|---:|---:|---:|---:|",
@@ -343,6 +355,8 @@ def markdown(r: dict[str, Any]) -> str:
                 f"- {name}: micro-batching gives {ratio:.2f}x the throughput of batch size 1 at {top} clients "
                 "(aim ≥ 5x)."
             )
+    # A result from before bench/setup_record.py (``--markdown`` of an old JSON) has no record.
+    lines += ["", setup_markdown(r["setup"]) if "setup" in r else f"What the setup favours: {FAVOURS}."]
     return "\n".join(lines) + "\n"
 
 

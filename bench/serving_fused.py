@@ -65,6 +65,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
+from setup_record import RunSetup, setup_markdown
 
 from baobab.model import load_template
 from baobab.sdk import Client
@@ -337,6 +338,16 @@ def train(home: Path, folder: Path, limit: int) -> Trained:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     load_average = os.getloadavg()[0]
+    on_gpu = _gpu_name() is not None
+    record = RunSetup(
+        "fused: the stacked pass is cheap on the GPU, so the CPU work of five answers is the bound"
+        if on_gpu
+        else "fused over fan-out: the fan-out's costs are per process, and on these cores its five workers "
+        "cannot compute in parallel",
+        placement="not applicable (the trials are trained first; serving is measured)",
+        fusion="per way: fused (the predictor's default), fan-out (--no-fuse), single (one member)",
+        warm_start="not applicable (serving is measured)",
+    )
     with tempfile.TemporaryDirectory(prefix="bench-serving-fused-") as tmp:
         folder = Path(tmp)
         home = folder / "home"
@@ -407,7 +418,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "load_average_start": load_average,
             "load_average_end": os.getloadavg()[0],
         },
+        # The run's parameters beside bench/setup_record.py's record, which every result carries as "setup".
         "setup": {
+            **record.finish(),
             "members": MEMBERS,
             "images": args.limit,
             "repeats": args.repeats,
@@ -544,6 +557,8 @@ def write_report(result: dict[str, Any], out: Path) -> Path:
         "",
         *(_gpu_notes(result) if gpu else _cpu_notes(result)),
     ]
+    if "commit" in setup:  # a result from before bench/setup_record.py (``--markdown``) has no record
+        lines += ["", setup_markdown(setup)]
     path = out / f"{stem}.md"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from setup_record import RunSetup, setup_markdown
 from sqlalchemy import insert
 
 from baobab.model import InterimMetric, Task, TrialContext, load_template, trial_context
@@ -536,6 +537,8 @@ def write_report(result: dict[str, Any]) -> None:
         "computing each structure once, bounding by node-type counts before scoring, and scoring what is left "
         "in one vectorised programme.",
         "",
+        setup_markdown(result["setup"]),
+        "",
     ]
     (RESULTS / "warm_start.md").write_text("\n".join(lines))
 
@@ -625,6 +628,15 @@ def main() -> None:
     limit = args.limit or (2500 if args.quick else 7500)
     epochs = args.epochs or (4 if args.quick else 8)
     torch.set_num_threads(2)
+    setup = RunSetup(
+        "the zoo, in its same-task case: parents and children train on the same split of the same data, so a "
+        "parent has already learnt the child's task (what a job gains from its own earlier trials, not "
+        "transfer); the other-task case counts the parents' training in full against its children alone, the "
+        "least favourable count",
+        placement="not applicable (no job driver: the trainings run in this process)",
+        fusion="not applicable (no platform)",
+        warm_start="per training: cold (from scratch) and warm from the zoo (DbZoo, the platform's warm starter)",
+    )
     with tempfile.TemporaryDirectory(prefix="baobab-bench-") as tmp:
         folder = Path(tmp)
         selection = part_selection(folder, 1000, 5)
@@ -637,6 +649,7 @@ def main() -> None:
         "other_task": other_task,
         "same_task": same_task,
         "selection": selection,
+        "setup": setup.finish(),
     }
     write_report(result)
     print((RESULTS / "warm_start.md").read_text())

@@ -44,6 +44,7 @@ from typing import Any
 import requests
 from playwright.sync_api import Page, sync_playwright
 from scale_api import fill_job, metrics_per_trial
+from setup_record import RunSetup, setup_markdown
 
 from baobab.sdk import Client
 from baobab.store import build_tabular, create_engine_from_url
@@ -158,6 +159,13 @@ def main() -> None:
     parser.add_argument("--note", help="a line for the results file: what else ran on the machine")
     args = parser.parse_args()
     metrics = metrics_per_trial(args.trials, args.metrics)
+    setup = RunSetup(
+        "the page: a finished job, so nothing changes while it loads and a poll finds nothing new; one browser "
+        "and nothing else reading the server",
+        placement="not applicable (no job driver: the job is filled straight into the store)",
+        fusion="not applicable (no trial runs)",
+        warm_start="not applicable (no trial runs)",
+    )
 
     with tempfile.TemporaryDirectory(prefix="baobab-web-bench-") as folder:
         home = Path(folder) / "home"
@@ -228,6 +236,7 @@ def main() -> None:
         "charts_shown_of_total": shown,
         "note": args.note,
         "api": api,
+        "setup": setup.finish(),
     }
     print(json.dumps(result, indent=2))
     if not args.no_save:
@@ -285,7 +294,9 @@ with how many scored trials it left out, so that each chart says how many it sho
 all. Then each poll asks `trials/changes` only for trials above the sample's last id and
 those seen PENDING or RUNNING, and keeps all of them. The table is paged, sorted and
 filtered by the server; metric curves use ECharts' LTTB sampling.
-{f"{chr(10)}{r['note']}{chr(10)}" if r.get("note") else ""}"""
+{f"{chr(10)}{r['note']}{chr(10)}" if r.get("note") else ""}
+{setup_markdown(r["setup"])}
+"""
 
 
 if __name__ == "__main__":
