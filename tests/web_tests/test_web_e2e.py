@@ -240,7 +240,7 @@ def test_create_watch_and_serve_a_job_in_the_browser(
     form.get_by_label("sgd_tabular").check()
     form.get_by_label("MODEL_TRIAL_COUNT").fill(str(TRIALS))
     form.get_by_label("TIME_HOURS").fill("-1")
-    form.get_by_label("Train args").fill('{"target": "target"}')
+    form.get_by_label("Target column").fill("target")
     form.get_by_role("button", name="Create train job").click()
     time_error = form.locator(".field", has=page.get_by_label("TIME_HOURS")).get_by_role("alert")
     expect(time_error).to_contain_text("must be above 0")
@@ -390,7 +390,7 @@ def test_a_space_trials_page_draws_the_architecture_it_trained(
     budget = {"MODEL_TRIAL_COUNT": 3, "TIME_HOURS": 0.5, "GPU_COUNT": 0}
     client.create_train_job("space", "TABULAR_CLASSIFICATION", train_dataset_id=dataset["id"],
                             val_dataset_id=dataset["id"], model_ids=[model["id"]], budget=budget,
-                            train_args={"target": "target"}, seed=7)  # fmt: skip
+                            target="target", seed=7)  # fmt: skip
     assert client.wait_for_train_job("space", timeout=JOB_TIMEOUT_MS / 1000, progress=False)["status"] == "COMPLETED"
     records = {trial["id"]: client.get_trial_architecture(trial["id"]) for trial in client.iter_trials("space")}
     trial_id, record = max(records.items(), key=lambda item: sum(node["changed"] for node in item[1]["nodes"]))
@@ -432,7 +432,7 @@ def test_the_new_job_forms_controls_set_policies_and_early_stopping(
     form.get_by_label("sgd_tabular").check()
     form.get_by_label("MODEL_TRIAL_COUNT").fill("3")
     form.get_by_label("TIME_HOURS").fill("0.5")
-    form.get_by_label("Train args").fill('{"target": "target"}')
+    form.get_by_label("Target column").fill("target")
     form.get_by_role("checkbox", name="EARLY_STOP").check()
     expect(form.get_by_label("Rule").locator("option")).to_have_text(list(STOPPING_RULES))
     form.get_by_label("Rule").select_option("asha")
@@ -441,12 +441,12 @@ def test_the_new_job_forms_controls_set_policies_and_early_stopping(
     form.get_by_role("button", name="Create train job").click()
 
     expect(page).to_have_url(f"{platform.url}/jobs/opts/1")
-    shown = page.get_by_text("train args")
+    shown = page.get_by_text("· options ")
     expect(shown).to_contain_text("EARLY_STOP")
-    # train() gets only its own arguments; the platform's choices are the job's options.
-    train_args, options = shown.inner_text().split("train args ", 1)[1].split(" · options ", 1)
-    assert json.loads(train_args) == {"target": "target"}
-    options = json.loads(options)
+    # train() gets only its own arguments (none here): the target column is the job's, the choices its options.
+    text = shown.inner_text()
+    assert "· target target" in text and "train args" not in text
+    options = json.loads(text.split(" · options ", 1)[1])
     assert options["policies"]["EARLY_STOP"] is True and options["policies"]["DOWNSCALE"] is False
     assert options["early_stopping"] == {"rule": "asha", "eta": 2}
     expect(page.get_by_test_id("job-page")).to_have_attribute("data-status", "COMPLETED", timeout=JOB_TIMEOUT_MS)

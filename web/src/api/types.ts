@@ -90,6 +90,8 @@ export interface TrainJob {
   train_args: Record<string, unknown>;
   /** What the job asks the platform for (early stopping, policies, fusion, ...), as POST /train_jobs takes them. */
   options: Record<string, unknown>;
+  /** A tabular job's target column, which train() receives as target; null when it names none (or an image job). */
+  target: string | null;
   /** What every proposal and trial seed derives from; null for a job older than seeds. */
   seed: number | null;
   owner_id: number;

@@ -178,24 +178,30 @@ export function jobOptionsFrom(options: JobOptions): Record<string, unknown> {
   return Object.fromEntries(Object.entries(args).filter(([, value]) => value !== undefined));
 }
 
+/** The control that sets a tabular job's `target` field (the datasets' target column). */
+export const TARGET_CONTROL = "Target column";
+
 /**
- * The job's `train_args`: what was typed as JSON (template arguments such as "target"), which
+ * The job's `train_args`: what was typed as JSON (template arguments such as "epochs"), which
  * train() receives and nothing else. A job option typed there is refused, pointing at its
- * control (the server takes that old form only for one release, with a warning).
+ * control, and so is a tabular job's "target", which is the job's own field (the server takes
+ * those old forms only for one release, with a warning); an image job's "target" is one more
+ * argument of its train().
  *
  * Throws a FieldError naming `train_args`.
  */
-export function trainArgsFrom(typed: string): Record<string, unknown> {
+export function trainArgsFrom(typed: string, tabular = false): Record<string, unknown> {
   let args: Record<string, unknown>;
   try {
     args = parseJsonObject(typed, "train args");
   } catch (e) {
     throw new FieldError("train_args", messageOf(e));
   }
-  const owned = (Object.keys(OPTION_CONTROLS) as (keyof typeof OPTION_CONTROLS)[]).filter((key) => key in args);
+  const owners: Record<string, string> = tabular ? { ...OPTION_CONTROLS, target: TARGET_CONTROL } : OPTION_CONTROLS;
+  const owned = Object.keys(owners).filter((key) => key in args);
   if (owned.length) {
     const keys = owned.map((key) => `"${key}"`).join(", ");
-    const controls = owned.map((key) => OPTION_CONTROLS[key]).join(", ");
+    const controls = owned.map((key) => owners[key]).join(", ");
     throw new FieldError("train_args", `train args set ${keys}, which the form's controls set (${controls}): remove ${owned.length > 1 ? "them" : "it"} here and use the controls`);
   }
   return args;

@@ -36,6 +36,7 @@ function job(status: string, trials: number, placement: unknown = null) {
     budget: { GPU_COUNT: 0, TIME_HOURS: 0.5, MODEL_TRIAL_COUNT: 10 },
     train_args: {},
     options: {},
+    target: "label",
     seed: 42,
     owner_id: 1,
     created_at: "2030-01-01T00:00:00+00:00",
@@ -92,6 +93,7 @@ describe("JobPage", () => {
     expect(tableReads()).toBe(1);
     expect(screen.getByRole("button", { name: "Stop job" })).toBeInTheDocument();
     expect(screen.getByText(/seed 42/)).toBeInTheDocument(); // shown, so that the job can be repeated
+    expect(screen.getByText(/· target label/)).toBeInTheDocument(); // the column the job's templates predict
     await waitFor(() => expect(screen.getByTestId("chart-metrics")).toHaveAttribute("data-shown", "1"));
 
     // The next poll names the running trial and the last id, and the job ends.

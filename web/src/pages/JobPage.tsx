@@ -200,6 +200,7 @@ export function JobPage() {
           </ul>
           <p className="muted small">
             {job.task} · train dataset #{job.train_dataset_id} · validation #{job.val_dataset_id}
+            {job.target ? ` · target ${job.target}` : ""}
             {Object.keys(job.train_args).length ? ` · train args ${JSON.stringify(job.train_args)}` : ""}
             {job.options && Object.keys(job.options).length ? ` · options ${JSON.stringify(job.options)}` : ""}
           </p>

@@ -176,10 +176,10 @@ describe("NewTrainJob", () => {
     expect(screen.getByRole("checkbox", { name: "Warm start" })).toBeChecked();
     expect(screen.getByLabelText("Fusion")).toHaveValue("off");
     expect(screen.getByLabelText("Rule")).toHaveValue("none");
-    await typeTrainArgs(user, '{"target": "label"}');
+    await typeTrainArgs(user, '{"epochs": 2}');
     await user.click(screen.getByRole("button", { name: "Create train job" }));
     expect(await screen.findByText("job page")).toBeInTheDocument();
-    expect(sentTrainArgs(calls)).toEqual({ target: "label" });
+    expect(sentTrainArgs(calls)).toEqual({ epochs: 2 });
     expect(sentOptions(calls)).toEqual({});
   });
 
@@ -188,7 +188,7 @@ describe("NewTrainJob", () => {
     renderForm();
     const user = userEvent.setup();
     await fillValidForm(user);
-    await typeTrainArgs(user, '{"target": "label"}');
+    await typeTrainArgs(user, '{"epochs": 2}');
     await user.click(screen.getByRole("checkbox", { name: /^EARLY_STOP/ }));
     await user.click(screen.getByRole("checkbox", { name: /^SHARE_PARAMS/ }));
     await user.selectOptions(screen.getByLabelText("Share from"), "best");
@@ -201,7 +201,7 @@ describe("NewTrainJob", () => {
     await user.selectOptions(screen.getByLabelText("Mode"), "min");
     await user.click(screen.getByRole("button", { name: "Create train job" }));
     expect(await screen.findByText("job page")).toBeInTheDocument();
-    expect(sentTrainArgs(calls)).toEqual({ target: "label" });
+    expect(sentTrainArgs(calls)).toEqual({ epochs: 2 });
     expect(sentOptions(calls)).toEqual({
       policies: { EARLY_STOP: true, SHARE_PARAMS: "best", final_trials: 2, final_fraction: 0.5 },
       early_stopping: { rule: "asha", eta: 4, max_resource: 27, metric: "error", mode: "min" },
@@ -264,10 +264,54 @@ describe("NewTrainJob", () => {
     renderForm();
     const user = userEvent.setup();
     await fillValidForm(user);
-    await typeTrainArgs(user, '{"target": "label", "policies": {"EARLY_STOP": true}, "warm_start": false}');
+    await typeTrainArgs(user, '{"epochs": 2, "policies": {"EARLY_STOP": true}, "warm_start": false}');
     await user.click(screen.getByRole("button", { name: "Create train job" }));
     expect(screen.getByLabelText("Train args")).toHaveAccessibleDescription(/"policies", "warm_start".*\(Policies, Warm start\)/);
     expect(calls.some((c) => c.method === "POST")).toBe(false);
+  });
+
+  it("sends a tabular job's target column as its field, and none for an image job", async () => {
+    const calls = mockApi({ ...ROUTES, "POST /train_jobs": apiError(400, "not now") });
+    renderForm();
+    const user = userEvent.setup();
+    await fillValidForm(user);
+    const post = () => calls.filter((c) => c.method === "POST").at(-1)!.body as Record<string, unknown>;
+    // Blank: none sent, and train() keeps its own default.
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    await screen.findByText("not now");
+    expect(post()).not.toHaveProperty("target");
+    await user.type(screen.getByLabelText("Target column"), "label");
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    await waitFor(() => expect(post()).toMatchObject({ target: "label", train_args: {} }));
+    // An image job's datasets have no target column: no control, nothing sent, and "target" is a train() argument.
+    await user.selectOptions(screen.getByLabelText("Task"), "IMAGE_CLASSIFICATION");
+    expect(screen.queryByLabelText("Target column")).not.toBeInTheDocument();
+    await typeTrainArgs(user, '{"target": "label"}');
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    await waitFor(() => expect(post()).toMatchObject({ task: "IMAGE_CLASSIFICATION", train_args: { target: "label" } }));
+    expect(post()).not.toHaveProperty("target");
+  });
+
+  it("refuses a tabular job's target typed in the train args, pointing at its control", async () => {
+    const calls = mockApi(ROUTES);
+    renderForm();
+    const user = userEvent.setup();
+    await fillValidForm(user);
+    await typeTrainArgs(user, '{"target": "label"}');
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    expect(screen.getByLabelText("Train args")).toHaveAccessibleDescription(/"target".*\(Target column\)/);
+    expect(calls.some((c) => c.method === "POST")).toBe(false);
+  });
+
+  it("shows the API's error on the target beside its control", async () => {
+    mockApi({ ...ROUTES, "POST /train_jobs": apiError(400, "'target' holds the control character '\\t'", "target") });
+    renderForm();
+    const user = userEvent.setup();
+    await fillValidForm(user);
+    await user.type(screen.getByLabelText("Target column"), "la");
+    await user.click(screen.getByRole("button", { name: "Create train job" }));
+    await waitFor(() => expect(screen.getByLabelText("Target column")).toHaveAccessibleDescription(/control character/));
+    expect(screen.getByLabelText("Train args")).toHaveAttribute("aria-invalid", "false");
   });
 
   it("shows the API's errors on job options beside their controls", async () => {

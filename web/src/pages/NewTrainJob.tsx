@@ -8,7 +8,7 @@ import { Field } from "../components/Field";
 import { FORM, type FieldErrors, formErrors, typedNumber } from "../lib/forms";
 import { useApiEnums } from "../lib/enums";
 import { useLoad } from "../lib/hooks";
-import { DEFAULT_JOB_OPTIONS, jobOptionsFrom, trainArgsFrom } from "../lib/jobOptions";
+import { DEFAULT_JOB_OPTIONS, TARGET_CONTROL, jobOptionsFrom, trainArgsFrom } from "../lib/jobOptions";
 import { JobOptionsFields, OPTION_FIELDS } from "./JobOptionsFields";
 
 /** The form fields, named as the API names the fields of a create request. */
@@ -23,6 +23,7 @@ export const JOB_FIELDS = [
   "budget.TIME_HOURS",
   "budget.MODEL_TRIAL_COUNT",
   "strategy",
+  "target",
   "train_args",
   "options",
   ...OPTION_FIELDS,
@@ -54,12 +55,15 @@ export function NewTrainJob() {
   const [modelIds, setModelIds] = useState<number[]>([]);
   const [budget, setBudget] = useState<Record<BudgetKey, string>>({ GPU_COUNT: "0", TIME_HOURS: "", MODEL_TRIAL_COUNT: "10" });
   const [strategy, setStrategy] = useState("auto");
+  const [target, setTarget] = useState("");
   const [trainArgs, setTrainArgs] = useState("{}");
   const [options, setOptions] = useState(DEFAULT_JOB_OPTIONS);
   const [errors, setErrors] = useState<FieldErrors>({});
   const [busy, setBusy] = useState(false);
 
   const chosenTask = task || tasks[0] || "";
+  // Only a tabular job's datasets have a target column: an image job takes no target.
+  const tabular = datasetFormat(chosenTask) === "TABULAR";
   const fitting = useMemo(
     () => (datasets.data?.datasets ?? []).filter((d) => d.format === datasetFormat(chosenTask)),
     [datasets.data, chosenTask],
@@ -75,7 +79,7 @@ export function NewTrainJob() {
     let args: Record<string, unknown>;
     let jobOptions: Record<string, unknown>;
     try {
-      args = trainArgsFrom(trainArgs);
+      args = trainArgsFrom(trainArgs, tabular);
       jobOptions = jobOptionsFrom(options);
     } catch (e) {
       setErrors(formErrors(e, JOB_FIELDS));
@@ -94,6 +98,8 @@ export function NewTrainJob() {
       model_ids: modelIds.filter((id) => fittingModels.some((m) => m.id === id)),
       budget: budgetBody,
       strategy,
+      // Left out when blank: train() keeps its own default. Sent as typed, for it must match the CSV's header.
+      ...(tabular && target.trim() ? { target } : {}),
       train_args: args,
       options: jobOptions,
     };
@@ -152,6 +158,15 @@ export function NewTrainJob() {
               </select>
             )}
           </Field>
+          {tabular && (
+            <Field
+              label={TARGET_CONTROL}
+              error={errors.target}
+              hint="the datasets' column to predict, which train() receives as target; blank: the template's default"
+            >
+              {(props) => <input {...props} value={target} onChange={(e) => setTarget(e.target.value)} placeholder="target" />}
+            </Field>
+          )}
         </div>
 
         <fieldset className={`models-field${errors.model_ids ? " field-invalid" : ""}`}>
@@ -208,7 +223,7 @@ export function NewTrainJob() {
               </select>
             )}
           </Field>
-          <Field label="Train args" error={errors.train_args} hint='keyword arguments of train(), as JSON, e.g. {"target": "label"}; the job options below have their own controls'>
+          <Field label="Train args" error={errors.train_args} hint='keyword arguments of train(), as JSON, e.g. {"epochs": 20}; the target column and the job options have their own controls'>
             {(props) => <textarea {...props} rows={3} value={trainArgs} onChange={(e) => setTrainArgs(e.target.value)} />}
           </Field>
         </div>
