@@ -70,7 +70,8 @@ class TorchModel(BaseModel):
     ``seed`` (train arg, else a ``seed`` knob, else the seed torch's generator was given,
     which the trial runner sets per trial) seeds initialisation, shuffling, dropout and
     the ``QUICK_EVAL`` sample. The other train args are kept in
-    ``self.train_args`` (a tabular template reads its ``target`` there); those that
+    ``self.train_args`` (a tabular template reads its ``target`` there: the job's target
+    column, which the platform passes as a train argument); those that
     are JSON scalars are stored with the parameters, so a model loaded elsewhere reads
     its datasets the same way.
 

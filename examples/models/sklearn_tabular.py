@@ -1,7 +1,7 @@
 """SkTabularClassifier: standardised features into scikit-learn's logistic regression.
 
-Task TABULAR_CLASSIFICATION. The target column is train arg ``target`` (default
-"target"). Predictions are class labels as the CSV wrote them.
+Task TABULAR_CLASSIFICATION. The target column is the job's ``target``, which train() receives as
+``target`` (default "target"). Predictions are class labels as the CSV wrote them.
 
 Parameters are the scaler's and the regression's fitted arrays, not a pickle: loading
 sets them on fresh estimators, which is all that ``transform`` and ``predict`` read.

@@ -2,8 +2,8 @@
 
 Task TABULAR_CLASSIFICATION. Features are standardised by a first layer whose mean and
 standard deviation are fitted on the training set and saved with the weights, so
-predict takes raw feature rows. The target column is train arg ``target`` (default
-"target"). Predictions are class labels as the CSV wrote them.
+predict takes raw feature rows. The target column is the job's ``target``, which train()
+receives as ``target`` (default "target"). Predictions are class labels as the CSV wrote them.
 """
 
 from __future__ import annotations
