@@ -226,7 +226,7 @@ def trained_app(client: Client, backstage: Backstage, folder: Path, app: str) ->
         val_dataset_id=data["id"],
         model_ids=[model["id"]],
         budget={"MODEL_TRIAL_COUNT": 3, "GPU_COUNT": 0},
-        train_args={"target": "label"},
+        target="label",
     )
     params = {"w": np.zeros(2, dtype=np.float32)}
     return [backstage.add_trial(job["id"], n, "COMPLETED", 0.7 + n / 10, params=params) for n in range(3)]
