@@ -10,11 +10,14 @@ variables, and confines itself with :func:`confine` before it starts any thread:
 - the protected paths (``BAOBAB_HOME``, the SQLite file, a local artifacts folder) can
   be neither read nor written, except the process's own private folder inside them
   and files named to it for reading (the one template a check loads);
-- everything else can be read; writing is allowed in the private folder, ``/tmp``
-  and ``/dev`` only, so a template cannot plant code where the platform will run it,
-  and in the process's own ``/proc/<pid>/task``: CUDA names its threads there
-  (``pthread_setname_np`` opens ``task/<tid>/comm`` to write and truncate), and without
-  it ``cuInit`` fails with "OS call failed" (error 304), seen on an H200;
+- everything else can be read; writing is allowed in the private folder and ``/dev``
+  only, so a template cannot plant code where the platform will run it, nor leave files
+  for another user's templates in the ``/tmp`` and ``/var/tmp`` they would share
+  (``TMPDIR`` is the private folder's ``tmp``, which :mod:`tempfile` and the libraries
+  that honour it use); and in the process's own ``/proc/<pid>/task``: CUDA names its
+  threads there (``pthread_setname_np`` opens ``task/<tid>/comm`` to write and
+  truncate), and without it ``cuInit`` fails with "OS call failed" (error 304), seen on
+  an H200;
 - Landlock also keeps it from tracing processes outside its sandbox, which is what
   reading another process's ``/proc/<pid>/environ`` or memory takes, and from
   mounting or unmounting anything (the ``/proc`` of its PID namespace stays);
@@ -71,8 +74,10 @@ THREAD_VARIABLES = (
     "NUMEXPR_NUM_THREADS",
     "VECLIB_MAXIMUM_THREADS",
 )
-#: Where a template process may write besides its private folder.
-_WRITABLE = ("/tmp", "/var/tmp", "/dev")
+#: Where a template process may write besides its private folder: the devices (a GPU's, ``/dev/null``) and
+#: ``/dev/shm``, where POSIX shared memory and semaphores live (multiprocessing, torch's DataLoader workers).
+#: Not ``/tmp`` or ``/var/tmp``: every user's templates would share them, and ``TMPDIR`` is private.
+_WRITABLE = ("/dev",)
 
 
 def template_env(private: Path | None = None, *, threads: int, **extra: str) -> dict[str, str]:
@@ -80,7 +85,8 @@ def template_env(private: Path | None = None, *, threads: int, **extra: str) -> 
 
     Args:
         private: its own folder; ``HOME`` and ``TMPDIR`` point into it, so libraries
-            that keep caches and temporary files there write where the sandbox lets them.
+            that keep caches and temporary files there write where the sandbox lets them
+            (``/tmp`` is closed to them).
         threads: the size of every numeric library's thread pool.
         **extra: more variables, set as given.
     """

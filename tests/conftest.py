@@ -8,12 +8,18 @@ tests that need it; elsewhere they are skipped with the reason.
 The container tests need a Docker engine (``make docker-engine`` starts one where it
 can, as root) and images built from a local base; where there is none they fail in CI
 (which starts one) and are skipped with the reason elsewhere.
+
+A test that hands a template a file to create (a signal, a lock, a log of its calls) makes
+it in ``signal_dir``, not ``tmp_path``: a confined template process writes only in its own
+folder and under ``/dev`` (docs/security.md), and ``tmp_path`` lies in ``/tmp``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +31,9 @@ from sqlalchemy.exc import OperationalError
 from baobab.testing import missing_part
 
 POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
+#: Where confined template processes may create files that a test reads: POSIX shared memory's folder,
+#: writable under /dev as multiprocessing and torch need it (baobab/_sandbox.py).
+SHARED_MEMORY = Path("/dev/shm")
 
 
 #: The marker of each fixture that needs a service of the machine (``make test-fast`` deselects them).
@@ -65,6 +74,21 @@ def _postgres_admin() -> Iterator[Engine]:
         missing_part(f"PostgreSQL at {engine.url.render_as_string(hide_password=True)} cannot be reached: {e.orig}")
     yield engine
     engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def signal_root() -> Iterator[Path]:
+    """The folder of this session's :func:`signal_dir` folders (in ``/dev/shm``, where there is one), removed
+    at its end; a module-scoped fixture makes its own in it with :func:`tempfile.mkdtemp`."""
+    root = Path(tempfile.mkdtemp(prefix="baobab-tests-", dir=SHARED_MEMORY if SHARED_MEMORY.is_dir() else None))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def signal_dir(signal_root: Path) -> Path:
+    """A new folder that this test and the template processes it starts can both create files in."""
+    return Path(tempfile.mkdtemp(prefix="signals-", dir=signal_root))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -53,7 +53,7 @@ def _pid_namespaces() -> bool:
 
 
 def test_a_hostile_template_on_a_celery_worker_reaches_nothing_and_leaves_nothing(
-    start_cluster: StartCluster, breast_cancer: Path, tmp_path: Path
+    start_cluster: StartCluster, breast_cancer: Path, signal_dir: Path
 ) -> None:
     if not landlock_available():
         missing_part("this kernel has no Landlock: a cluster worker's disk is not confined (docs/security.md)")
@@ -61,9 +61,7 @@ def test_a_hostile_template_on_a_celery_worker_reaches_nothing_and_leaves_nothin
         missing_part("no PID namespace can be made here: templates see the worker's processes (docs/security.md)")
     cluster = start_cluster(workers=1, slots=1)
     client, services = cluster.client, cluster.services
-    signals = tmp_path / "signals"
-    signals.mkdir()  # a folder of its own: a file made later in one that holds the cluster's homes gets no rights
-    lock = signals / "daemon.lock"
+    lock = signal_dir / "daemon.lock"
     # Another user's data: an artifact the template must not reach.
     client.create_user("other@example.com", "password-123", role="APP_DEVELOPER")
     other = Client(client.url)

@@ -173,6 +173,8 @@ def test_a_trial_in_a_worker_container_is_not_root_and_can_write_neither_the_roo
     )
     assert found["uid"] != "0", found
     assert found["write /"] == found["write /opt/baobab"] == "EROFS", found  # the root and the platform's code
-    assert found["write /tmp"] == "ok", found
+    # its temporary files go to its own folder (TMPDIR); /tmp, which the container's tmpfs makes writable, is closed
+    # to templates where Landlock confines them (baobab/_sandbox.py), which this test does not require
+    assert found["write TMPDIR"] == "ok", found
     assert int(found["CapEff"], 16) == int(found["CapBnd"], 16) == 0, found  # no capability, none to regain
     assert found["NoNewPrivs"] == "1", found

@@ -225,12 +225,11 @@ def test_a_trial_whose_workers_all_go_silent_ends_errored_with_that_reason(
 
 
 def test_a_worker_killed_mid_fused_group_has_every_member_requeued_once(
-    start_cluster: StartCluster, breast_cancer: Path, tmp_path: Path
+    start_cluster: StartCluster, breast_cancer: Path, signal_dir: Path
 ) -> None:
     """The machine running a fused group dies mid-step: each member is requeued once, runs alone, and finishes."""
     cluster = start_cluster(workers=2, slots=1)
-    signals = tmp_path / "signals"
-    signals.mkdir()
+    signals = signal_dir
     hold = signals / "hold"
     hold.touch()  # every group holds in its first training step until the kill
     job = start_fused_job(cluster, breast_cancer, app="killed-group", trials=TRIALS, signal_dir=signals, max_group=3)

@@ -17,11 +17,10 @@ TRIALS = 6
 
 
 def test_a_fused_group_runs_in_one_pool_process_and_is_requeued_alone_when_it_dies(
-    start_cluster: StartCluster, breast_cancer: Path, tmp_path: Path
+    start_cluster: StartCluster, breast_cancer: Path, signal_dir: Path
 ) -> None:
     cluster = start_cluster(workers=1, slots=1)
-    signals = tmp_path / "signals"
-    signals.mkdir()
+    signals = signal_dir
     hold = signals / "hold"
     hold.touch()
     job = start_fused_job(cluster, breast_cancer, app="fused", trials=TRIALS, signal_dir=signals, max_group=3)

@@ -11,13 +11,12 @@ TRIALS = 5
 
 
 def test_asha_stops_weak_trials_and_share_params_hands_on_parameters(
-    start_platform: Callable[[], Any], breast_cancer: Path, tmp_path: Path
+    start_platform: Callable[[], Any], breast_cancer: Path, signal_dir: Path
 ) -> None:
     client = start_platform().client
     train = client.create_dataset("bc train", breast_cancer / "train.csv", format="TABULAR", target="target")
     model = client.create_model(TEMPLATES / "sharer.py", task="TABULAR_CLASSIFICATION", class_name="Sharer")
-    arrivals = tmp_path / "arrivals"
-    arrivals.mkdir()
+    arrivals = signal_dir  # the trials' worker processes count their arrivals there
     job = client.create_train_job(
         "policies",
         "TABULAR_CLASSIFICATION",

@@ -94,12 +94,10 @@ def test_a_token_signed_with_the_old_default_key_is_refused(start_platform: Call
 
 
 def test_a_template_can_neither_reach_the_server_process_nor_leave_a_daemon_behind(
-    start_platform: Callable[[], Any], breast_cancer: Path, tmp_path: Path
+    start_platform: Callable[[], Any], breast_cancer: Path, signal_dir: Path
 ) -> None:
     """The hostile template (worker_tests/templates/hostile.py) under ``baobab up``: see :mod:`baobab._contained`."""
-    signals = tmp_path / "signals"
-    signals.mkdir()  # before the workers confine themselves: a folder made later gets no rights
-    lock = signals / "daemon.lock"
+    lock = signal_dir / "daemon.lock"
     running = start_platform()
     server_pid = running.platform._process.pid
     logs = _hostile_trial(running.client, breast_cancer, {"lock": str(lock), "server_pid": server_pid})

@@ -55,12 +55,11 @@ def test_killed_platform_finishes_the_job_after_a_restart(
 
 
 def test_a_fused_group_killed_with_the_platform_has_each_member_requeued_once(
-    start_platform: Callable[[], Any], breast_cancer: Path, tmp_path: Path
+    start_platform: Callable[[], Any], breast_cancer: Path, signal_dir: Path
 ) -> None:
     """``baobab up`` dies while a fused group holds mid-step: after the restart each of its members runs once
     more, alone, and every other trial runs once."""
-    signals = tmp_path / "signals"
-    signals.mkdir()
+    signals = signal_dir
     hold = signals / "hold"
     hold.touch()  # the groups hold in their first training step until the kill
     first = start_platform()

@@ -14,6 +14,7 @@ Two predictors serve the whole module (starting one costs seconds):
 from __future__ import annotations
 
 import json
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,10 +60,10 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
+def served(tmp_path_factory: pytest.TempPathFactory, signal_root: Path) -> Iterator[dict[str, Served]]:
     home = tmp_path_factory.mktemp("predictor-server")
     world: World = make_world(f"sqlite:///{home / 'baobab.db'}", home, max_predict_mb=LIMIT_MB)
-    batch_log = tmp_path_factory.mktemp("batch-log") / "batches.txt"  # out of the home, which members cannot touch
+    batch_log = Path(tempfile.mkdtemp(dir=signal_root)) / "batches.txt"  # where a confined member can write
 
     dataset_id, diabetes = world.tabular("diabetes")
     sub_job = world.train_job(Task.TABULAR_REGRESSION, dataset_id, TINY, "TinyRegressor")

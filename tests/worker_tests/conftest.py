@@ -26,14 +26,12 @@ from baobab.testing import serve_in_thread
 
 
 @pytest.fixture
-def platform(db_url: str, tmp_path: Path) -> Iterator[Platform]:
+def platform(db_url: str, tmp_path: Path, signal_dir: Path) -> Iterator[Platform]:
     upgrade_database(db_url)
     home = tmp_path / "home"
     settings = Settings.from_env(environ={}, home=home, database_url=db_url)
     engine = create_engine_from_url(db_url)
     artifacts = ArtifactStore(settings.artifacts_url)
-    signal_dir = tmp_path / "signals"
-    signal_dir.mkdir()
     platform = Platform(settings, engine, artifacts, signal_dir)
     with session_scope(engine) as session:
         user = User(email="dev@example.com", password_hash="-", role=UserRole.MODEL_DEVELOPER)

@@ -8,7 +8,8 @@ Each check runs in a fresh process, since confinement cannot be undone.
 The hostile template (templates/hostile.py) leaves a double-forked ``setsid()`` daemon behind
 in a trial, in an inference worker and in the upload check, and looks for the server's
 process: the daemon ends with what started it (see :mod:`baobab._contained`), and the
-server's process is out of sight.
+server's process is out of sight. It writes into ``/tmp`` and ``/var/tmp``, which every user's
+templates would share: refused, while :mod:`tempfile` works in its own folder.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import runpy
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -151,7 +153,26 @@ def test_a_trial_can_neither_read_nor_signal_the_server_process(
     assert not [line for line in lines if line.endswith(": ok")], lines
 
 
-def test_an_inference_worker_takes_the_daemons_of_its_template_with_it(tmp_path: Path) -> None:
+def test_a_trial_writes_nothing_in_the_shared_tmp_and_makes_its_temporary_files_in_its_own_folder(
+    platform: Platform, executor: tuple[LocalExecutor, Any]
+) -> None:
+    """``/tmp`` and ``/var/tmp`` are shared by every user's templates: closed to them, while :mod:`tempfile`
+    (which honours ``TMPDIR``) makes its files in the trial's private folder."""
+    if not landlock_available():
+        missing_part("this kernel has no Landlock: nothing is confined to check")
+    planted = [f"/tmp/planted-{uuid.uuid4().hex}", f"/var/tmp/planted-{uuid.uuid4().hex}"]
+    trial_id = _run_trial(platform, executor, write=planted, mkstemp=True)
+    lines = [line for line in platform.logs(trial_id) if line.startswith("hostile ")]
+    assert [line for line in lines if line.startswith("hostile write")] == [
+        f"hostile write {path}: PermissionError" for path in planted
+    ]
+    assert not [path for path in planted if Path(path).exists()]
+    (made,) = [line for line in lines if line.startswith("hostile mkstemp")]
+    private = platform.settings.home / "workers" / f"owner-{platform.owner_id}"
+    assert made == f"hostile mkstemp: ok in {os.path.realpath(private / 'tmp')}"
+
+
+def test_an_inference_worker_takes_the_daemons_of_its_template_with_it(tmp_path: Path, signal_dir: Path) -> None:
     store = ArtifactStore(tmp_path / "artifacts")
     data = HOSTILE.read_bytes()
     checksum = hashlib.sha256(data).hexdigest()
@@ -169,8 +190,7 @@ def test_an_inference_worker_takes_the_daemons_of_its_template_with_it(tmp_path:
         confinement=Confinement((Path(store.url),), private=tmp_path / "private").to_json(),
     )
     worker = InferenceWorker(spec, log_path=tmp_path / "worker.log")
-    (tmp_path / "signals").mkdir()  # a folder of its own: the sandbox gives no rights in one holding the artifacts
-    lock = tmp_path / "signals" / "daemon.lock"
+    lock = signal_dir / "daemon.lock"
     try:
         worker.start(timeout=60)
         assert worker.predict([str(lock)], timeout=60) == [0.25]
@@ -181,8 +201,8 @@ def test_an_inference_worker_takes_the_daemons_of_its_template_with_it(tmp_path:
     wait_until(lambda: not _held(lock), what="the daemon to end with its inference worker")
 
 
-def test_the_upload_check_takes_the_daemons_of_the_template_with_it(tmp_path: Path) -> None:
-    lock = tmp_path / "daemon.lock"
+def test_the_upload_check_takes_the_daemons_of_the_template_with_it(tmp_path: Path, signal_dir: Path) -> None:
+    lock = signal_dir / "daemon.lock"
     template = tmp_path / "hostile_on_import.py"
     template.write_text(HOSTILE.read_text() + f"\n\nstart_daemon({str(lock)!r})  # on import: the check runs it\n")
     config = check_template_in_process(template, "Hostile", "TABULAR_CLASSIFICATION", timeout_s=60)

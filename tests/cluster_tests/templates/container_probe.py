@@ -1,9 +1,9 @@
 """A template that reports what a trial finds in its container: who it runs as, where it can write, and
 which capabilities it holds. Each finding is a trial log line ``probe <what>: <outcome>``.
 
-It tries the root filesystem (``/`` and the platform's own code under ``/opt/baobab``), ``/tmp``
-and the folder it is started in; the outcome of a write is ``ok`` or the error's code (``EROFS``: a
-read-only filesystem, ``EACCES``: no permission).
+It tries the root filesystem (``/`` and the platform's own code under ``/opt/baobab``), ``/tmp``,
+the folder it is started in and ``TMPDIR`` (its own, where :mod:`tempfile` makes files); the outcome
+of a write is ``ok`` or the error's code (``EROFS``: a read-only filesystem, ``EACCES``: no permission).
 The score is the ``x`` knob.
 """
 
@@ -36,6 +36,7 @@ class ContainerProbe(BaseModel):
         log(f"probe uid: {os.getuid()}")
         for folder in ("/", Path(sys.prefix), "/tmp", Path.cwd()):
             log(f"probe write {folder}: {_write(folder)}")
+        log(f"probe write TMPDIR: {_write(None)}")  # tempfile's own choice: TMPDIR
         status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
         for field in ("CapEff", "CapBnd", "NoNewPrivs"):
             log(f"probe {field}: {status[field].strip()}")

@@ -13,12 +13,15 @@ What ``train()`` does is up to its train args (the knobs are an advisor's to pic
   ``server_pids``: the same for each pid, logged as ``hostile <what> <pid>: <outcome>``.
 - ``read``: paths to read (a folder is listed), ``write``: files to create; logs
   ``hostile read <path>: <outcome>`` and ``hostile write <path>: <outcome>`` lines.
+- ``mkstemp``: makes (and removes) a temporary file with :func:`tempfile.mkstemp`; logs
+  ``hostile mkstemp: ok in <its folder>``, or the exception's name.
 
 The score is the ``x`` knob.
 """
 
 import fcntl
 import os
+import tempfile
 import time
 
 import numpy as np
@@ -90,13 +93,35 @@ def touch(read=(), write=()):
     return lines
 
 
+def make_temporary_file():
+    """Whether this process can make a temporary file, and where (one line)."""
+    try:
+        fd, path = tempfile.mkstemp()
+        os.write(fd, b"scratch")
+        os.close(fd)
+        os.unlink(path)
+        return f"hostile mkstemp: ok in {os.path.dirname(os.path.realpath(path))}"
+    except OSError as e:
+        return f"hostile mkstemp: {type(e).__name__}"
+
+
 class Hostile(BaseModel):
     @staticmethod
     def get_knob_config():
         return {"mode": CategoricalKnob(MODES), "x": FloatKnob(0.0, 1.0), "quick": PolicyKnob("EARLY_STOP")}
 
     def train(
-        self, dataset_path, shared_params=None, *, lock=None, server_pid=None, server_pids=(), read=(), write=(), **_
+        self,
+        dataset_path,
+        shared_params=None,
+        *,
+        lock=None,
+        server_pid=None,
+        server_pids=(),
+        read=(),
+        write=(),
+        mkstemp=False,
+        **_,
     ):
         if lock is not None:
             start_daemon(lock)
@@ -104,6 +129,8 @@ class Hostile(BaseModel):
         lines = [] if server_pid is None else snoop(int(server_pid))
         for pid in server_pids:
             lines += snoop(int(pid), named=True)
+        if mkstemp:
+            lines.append(make_temporary_file())
         for line in lines + touch(read, write):
             self.context.log(line)
 
