@@ -4,9 +4,8 @@ The chain may pass through other users' PUBLIC zoo models and so through their t
 An ancestor the caller may not see (by the rules of :mod:`baobab.admin._access`) shows
 as ``{"hidden": true}``; its epochs still count in ``inherited_epochs``, so the total
 says how much training the model carries even where the caller cannot follow it. Only
-``GET /trials/<id>`` answers with a lineage: it costs a recursive query per trial (two more
-per merge of shared trainings on the chain, which the driver's key format names:
-:func:`baobab.advisor.merged_from`).
+``GET /trials/<id>`` answers with a lineage: it costs a recursive query per trial (one more
+per merge of shared trainings on the chain, which the driver records in the store).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from sqlalchemy.orm import Session
 
 from baobab.admin._access import may_see_shared
 from baobab.admin._openapi import register_schema
-from baobab.advisor import merged_from
 from baobab.store import User
 from baobab.zoo import MAX_DEPTH, Ancestor, trial_lineage
 
@@ -107,7 +105,7 @@ LINEAGE_SCHEMA = register_schema(
 
 def lineage_json(session: Session, trial_id: int, user: User) -> dict[str, Any]:
     """The lineage of trial ``trial_id`` (which ``user`` may see), its ancestors shown as far as ``user`` may."""
-    lineage = trial_lineage(session, trial_id, merged_from=merged_from)
+    lineage = trial_lineage(session, trial_id)
     chain: list[dict[str, Any]] = []
     child_seen = True  # the trial itself
     for ancestor in lineage.chain:

@@ -46,7 +46,6 @@ from baobab.advisor._job_plan import check_job_plan
 from baobab.advisor._median import MedianRule
 from baobab.advisor._packing import packed_size
 from baobab.advisor._random import RandomStrategy
-from baobab.advisor._scheduling import merged_from
 from baobab.advisor._space import Dimension, DimensionKind, FlatPoint, SearchSpace
 from baobab.advisor._stopping import DEFAULT_METRICS, Action, Decision, Finish, NoStopping, Report, StoppingRule
 from baobab.advisor._stopping_factory import STOPPING_RULES, make_stopping_rule
@@ -111,7 +110,6 @@ __all__ = [
     "choose_strategy",
     "make_stopping_rule",
     "make_strategy",
-    "merged_from",
     "packed_size",
     "parse_budget",
     "phase_policies",

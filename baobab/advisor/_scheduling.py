@@ -38,7 +38,6 @@ __all__ = [
     "pick_next",
     "record_finished",
     "record_for",
-    "merged_from",
     "shared_key",
 ]
 
@@ -81,24 +80,10 @@ def launch_slots(threads: int | None, slot_threads: int | None) -> int:
 def shared_key(params: str, onto: int) -> str:
     """The artifact key of the shared weights that add the update of the trial whose own parameters are at
     ``params`` onto those shared on after trial number ``onto`` of its sub-job: beside its parameters,
-    ``params/trial-7.safetensors`` to ``params/trial-7-shared-onto-5.safetensors``. The key says what the
-    weights hold (:func:`merged_from` reads it back), which is how a trial's lineage names both trials."""
+    ``params/trial-7.safetensors`` to ``params/trial-7-shared-onto-5.safetensors``. A name, unique per merge;
+    what the weights hold is recorded in the store (``baobab.store.record_shared_merges``), not read from it."""
     stem, dot, ext = params.rpartition(".")
-    return f"{stem}{_ONTO}{onto}.{ext}" if dot and "/" not in ext else f"{params}{_ONTO}{onto}"
-
-
-def merged_from(key: str) -> tuple[str, int] | None:
-    """What the shared weights at ``key`` (a :func:`shared_key`) hold: the parameters key of the trial whose
-    update was added, and the number of the trial onto whose shared weights; None for any other key."""
-    head, sep, tail = key.rpartition(_ONTO)
-    number, dot, ext = tail.partition(".")
-    if not sep or not number.isdigit() or "/" in tail:
-        return None
-    return (f"{head}.{ext}" if dot else head), int(number)
-
-
-#: What a :func:`shared_key` adds to the trial's parameters key, before the number of the trial merged onto.
-_ONTO = "-shared-onto-"
+    return f"{stem}-shared-onto-{onto}.{ext}" if dot and "/" not in ext else f"{params}-shared-onto-{onto}"
 
 
 @dataclass(frozen=True)
@@ -112,6 +97,8 @@ class SharedUpdate:
     latest: str
     start: str
     result: str
+    #: The number, in its sub-job, of the trial after which ``latest`` was shared on.
+    onto: int
 
 
 @dataclass
@@ -459,7 +446,7 @@ class SubJobState:
         _, onto, latest = self.shared[-1]
         if latest == trial.shared_from:
             return params
-        update = SharedUpdate(trial.id, shared_key(params, onto), latest, trial.shared_from, params)
+        update = SharedUpdate(trial.id, shared_key(params, onto), latest, trial.shared_from, params, onto)
         self.updates.append(update)
         return update.key
 

@@ -51,7 +51,9 @@ _DB_NAMES = frozenset(
     {
         "add_inference_job", "add_train_job", "add_trial_records", "add_trial_records_in", "Advisor", "Base",
         "beat_advisor", "beat_trial", "drop_advisor", "fair_share", "job_sharing",
-        "LIVE_S", "drop_workers", "live_workers", "report_workers", "Worker",
+        "LIVE_S", "drop_workers",
+        "MergeRecord", "record_shared_merges", "shared_merge", "SharedMerge",
+        "live_workers", "report_workers", "Worker",
         "check_schema", "claim_trial", "claim_trial_in", "ClaimRefused", "create_engine_from_url",
         "current_revision", "Dataset", "delete_finished_inference_job", "describe_url",
         "end_trial", "end_unfinished_trials", "fail_inference_job", "fail_train_job", "finish_sub_job",

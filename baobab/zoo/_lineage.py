@@ -9,15 +9,15 @@ parameters: the runner warm-starts from the zoo only when no shared parameters w
 
 Shared parameters may be no trial's own: when shared trainings that ran at once add up
 (ENAS's, :mod:`baobab.advisor.driver._shared_weights`), a trial starts from one trial's
-update added onto the shared weights another trial left. The caller's ``merged_from``
-reads such a key (the driver's format: :func:`baobab.advisor.merged_from`); the chain then
+update added onto the shared weights another trial left. The driver records each such merge
+in the store (:func:`baobab.store.shared_merge` reads it); the chain then
 lists a "merged" ancestor, the trial whose update the weights hold, naming in
 ``merged_onto`` the trial whose shared weights it was added onto, and goes on up the
 merged trial's own start. The trial merged onto is named, not walked: its own lineage
 says where its weights came from, and its epochs are not in ``inherited_epochs``, which
 is then a lower bound.
 
-The chain is read with one recursive query, however long it is, plus two for each merge
+The chain is read with one recursive query, however long it is, plus one for each merge
 on it, and cut at ``max_depth`` ancestors (:data:`MAX_DEPTH` unless told), saying so in
 ``truncated``.
 Epochs are counted as the distinct steps a trial reported (TorchModel reports one step
@@ -28,16 +28,16 @@ each :class:`Ancestor` carries its owner and access for that.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy import Integer, and_, func, literal, or_, select
 from sqlalchemy.orm import Session, aliased
 
-from baobab.store import InterimMetric, ModelAccess, SubJob, TrainJob, Trial, ZooModel
+from baobab.store import InterimMetric, ModelAccess, SubJob, TrainJob, Trial, ZooModel, shared_merge
 
-__all__ = ["MAX_DEPTH", "Ancestor", "Lineage", "MergedFrom", "trial_lineage"]
+__all__ = ["MAX_DEPTH", "Ancestor", "Lineage", "trial_lineage"]
 
 #: How many ancestors a lineage lists at most; a longer chain is cut and marked truncated.
 MAX_DEPTH = 50
@@ -47,9 +47,6 @@ _NO_TRIAL = (None, None, None, None, None)
 
 Via = Literal["zoo", "shared_params"]
 Source = Literal["trial", "upload", "removed", "merged"]
-#: Reads shared parameters no trial wrote: the parameters key of the trial whose update they hold and the
-#: number, in that trial's sub-job, of the trial onto whose shared weights it was added; None for another key.
-MergedFrom = Callable[[str], "tuple[str, int] | None"]
 
 
 @dataclass
@@ -94,14 +91,8 @@ class Lineage:
         return sum(ancestor.epochs or 0 for ancestor in self.chain)
 
 
-def trial_lineage(
-    session: Session, trial_id: int, *, max_depth: int = MAX_DEPTH, merged_from: MergedFrom | None = None
-) -> Lineage:
-    """The lineage of trial ``trial_id`` (an empty, "scratch" one when there is no such trial).
-
-    ``merged_from`` recognises shared weights that added updates up (see the module's docstring); without
-    it such a link ends the chain as "removed".
-    """
+def trial_lineage(session: Session, trial_id: int, *, max_depth: int = MAX_DEPTH) -> Lineage:
+    """The lineage of trial ``trial_id`` (an empty, "scratch" one when there is no such trial)."""
     rows = _chain(session, trial_id, max_depth)
     if not rows:
         return Lineage("scratch", [], False)
@@ -115,8 +106,7 @@ def trial_lineage(
         if len(found) >= max_depth:
             truncated = True
             break
-        merge = merged_from(last[3]) if last[2] is None and merged_from is not None else None
-        update = _merged_update(session, *merge) if merge is not None else None
+        update = shared_merge(session, last[3]) if last[2] is None else None
         if update is None:  # the chain ends in something other than a trial
             found.append(_end_of_chain(last))
             break
@@ -181,19 +171,6 @@ def _chain(session: Session, trial_id: int, max_depth: int) -> Sequence[Any]:
         .outerjoin(ZooModel, ZooModel.id == Trial.parent_zoo_model_id)
         .order_by(chain.c.depth)
     ).all()
-
-
-def _merged_update(session: Session, params_path: str, onto: int) -> tuple[int, int | None, int] | None:
-    """The id of the trial whose parameters are at ``params_path``, and the id (None when gone) and number of
-    trial number ``onto`` of its sub-job; None when no trial wrote those parameters."""
-    onto_trial = aliased(Trial)
-    row = session.execute(
-        select(Trial.id, onto_trial.id)
-        .outerjoin(onto_trial, and_(onto_trial.sub_job_id == Trial.sub_job_id, onto_trial.number == onto))
-        .where(Trial.params_path == params_path)
-        .limit(1)
-    ).first()
-    return None if row is None else (row[0], row[1], onto)
 
 
 def _ancestor(

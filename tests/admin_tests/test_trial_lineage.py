@@ -19,7 +19,16 @@ from train_job_world import add_model, add_trial, job_body, upload_dataset
 
 from baobab.advisor._scheduling import shared_key
 from baobab.model import Task
-from baobab.store import InterimMetric, ModelAccess, TrialState, UserRole, ZooModel, session_scope
+from baobab.store import (
+    InterimMetric,
+    MergeRecord,
+    ModelAccess,
+    TrialState,
+    UserRole,
+    ZooModel,
+    record_shared_merges,
+    session_scope,
+)
 from baobab.zoo import MAX_DEPTH
 
 Headers = dict[str, str]
@@ -189,14 +198,18 @@ def test_a_trial_started_from_shared_trainings_added_up_names_both(
 ) -> None:
     """Trials 21 and 22 trained from 20's shared weights at once; 21 finished first and shared its own, then 22's
     update was added onto them (the driver's key says so). Trial 23 started from the sum: its lineage lists 22's
-    update, merged onto 21's weights, then 22's own start, 20."""
+    update, merged onto 21's weights, then 22's own start, 20. The merge is read from the store, where the driver
+    records it (as here), not from the key's name."""
     c = chain
     engine = app.extensions["baobab"].engine
     path = f"params/{c['mine']}"
     start = _trained(engine, c["mine"], 20, 2, phase="train_shared")
     onto = _trained(engine, c["mine"], 21, 1, shared_params_path=f"{path}-20", phase="train_shared")
     update = _trained(engine, c["mine"], 22, 1, shared_params_path=f"{path}-20", phase="train_shared")
-    child = _trained(engine, c["mine"], 23, 0, shared_params_path=shared_key(f"{path}-22", 21), phase="evaluate")
+    merged_key = shared_key(f"{path}-22", 21)
+    child = _trained(engine, c["mine"], 23, 0, shared_params_path=merged_key, phase="evaluate")
+    with session_scope(engine) as session:
+        record_shared_merges(session, [MergeRecord(merged_key, update, 21)])
     shown = _lineage(client, child, c["alice"])
     job = shown["train_job_id"]
     assert shown["lineage"] == {
@@ -220,10 +233,15 @@ def test_a_trial_started_from_shared_trainings_added_up_names_both(
         "truncated": False,
     }
     assert [a["trial_id"] for a in _lineage(client, onto, c["alice"])["lineage"]["chain"]] == [start]
-    # The trial merged onto is gone: named by its number only. The merged trial is gone: the link ends there.
-    gone_onto = _trained(engine, c["mine"], 24, 0, shared_params_path=shared_key(f"{path}-22", 99))
+    # The trial merged onto is gone: named by its number only.
+    gone_onto_key = shared_key(f"{path}-22", 99)
+    gone_onto = _trained(engine, c["mine"], 24, 0, shared_params_path=gone_onto_key)
+    with session_scope(engine) as session:
+        record_shared_merges(session, [MergeRecord(gone_onto_key, update, 99)])
     (merged, _) = _lineage(client, gone_onto, c["alice"])["lineage"]["chain"]
     assert (merged["trial_id"], merged["merged_onto"]) == (update, {"trial_id": None, "number": 99})
+    # Weights no merge was recorded for end the link, whatever their name says (their trial was deleted, and its
+    # merges with it).
     gone = _trained(engine, c["mine"], 25, 0, shared_params_path=shared_key(f"{path}-77", 21))
     assert _lineage(client, gone, c["alice"])["lineage"]["chain"] == [
         _ancestor("shared_params", None, None, None, None, source="removed")

@@ -12,8 +12,8 @@ from baobab.advisor._plans import EnasPlan
 from baobab.advisor._scheduling import (
     ActiveTrial,
     JobState,
+    SharedUpdate,
     SubJobState,
-    merged_from,
     record_finished,
     shared_key,
 )
@@ -44,12 +44,9 @@ def test_an_update_is_added_onto_the_latest_weights() -> None:
     assert "dropped" not in added
 
 
-def test_a_shared_key_says_whose_update_it_holds_and_onto_what() -> None:
+def test_a_shared_key_sits_beside_the_trials_parameters_one_per_merge() -> None:
     assert shared_key("params/trial-7.safetensors", 5) == "params/trial-7-shared-onto-5.safetensors"
-    assert merged_from("params/trial-7-shared-onto-5.safetensors") == ("params/trial-7.safetensors", 5)
-    assert merged_from(shared_key("a/b.c/params", 12)) == ("a/b.c/params", 12)
-    for key in ("params/trial-7.safetensors", "params/trial-7-shared-onto-x.safetensors", "a-shared-onto-1/b"):
-        assert merged_from(key) is None
+    assert shared_key("a/b.c/params", 12) == "a/b.c/params-shared-onto-12"
 
 
 def _sub() -> SubJobState:
@@ -60,11 +57,14 @@ def _sub() -> SubJobState:
     return sub
 
 
-def _finish(job: JobState, sub: SubJobState, trial_id: int, started_from: str | None, store: ArtifactStore) -> None:
+def _finish(
+    job: JobState, sub: SubJobState, trial_id: int, started_from: str | None, store: ArtifactStore
+) -> list[SharedUpdate]:
+    """Trial ``trial_id`` ends; the updates whose weights are then written (what the driver records as merges)."""
     params = f"params/trial-{trial_id}.safetensors"
     trial = ActiveTrial(trial_id, trial_id, {"arch": [0]}, phase="train_shared", shares=True, shared_from=started_from)
     record_finished(job, sub, trial, TrialState.COMPLETED, score=0.5, duration=1.0, params=params)
-    write_updates(store, sub)
+    return write_updates(store, sub)
 
 
 def test_two_trainings_from_the_same_weights_both_reach_the_shared_weights(tmp_path: Path) -> None:
@@ -76,18 +76,19 @@ def test_two_trainings_from_the_same_weights_both_reach_the_shared_weights(tmp_p
     assert sub.shared_params() == "params/trial-1.safetensors"
     _finish(job, sub, 2, "params/trial-1.safetensors", store)  # started from 1, nothing shared since: as is
     assert sub.shared_params() == "params/trial-2.safetensors"
-    _finish(job, sub, 3, "params/trial-1.safetensors", store)  # ran beside 2: added onto 2's weights
+    (written,) = _finish(job, sub, 3, "params/trial-1.safetensors", store)  # ran beside 2: added onto 2's weights
     key = sub.shared_params()
     assert key == shared_key("params/trial-3.safetensors", 2) == "params/trial-3-shared-onto-2.safetensors"
-    assert merged_from(key) == ("params/trial-3.safetensors", 2)  # 3's update onto what 2 shared on
+    assert (written.key, written.trial_id, written.onto) == (key, 3, 2)  # 3's update onto what 2 shared on
     np.testing.assert_array_equal(params_from_bytes(store.get_bytes(key))["w"], [2.0, 3.0])
     assert not sub.updates
 
     # A driver that replays the rows after a restart finds the weights written, and keeps them.
     store.put_bytes(key, params_to_bytes({"w": np.array([7.0, 7.0])}))
     replayed = _sub()
-    for trial_id, started_from in ((1, None), (2, "params/trial-1.safetensors"), (3, "params/trial-1.safetensors")):
+    for trial_id, started_from in ((1, None), (2, "params/trial-1.safetensors")):
         _finish(job, replayed, trial_id, started_from, store)
+    assert _finish(job, replayed, 3, "params/trial-1.safetensors", store) == [written]  # recorded again: idempotent
     assert replayed.shared_params() == key
     np.testing.assert_array_equal(params_from_bytes(store.get_bytes(key))["w"], [7.0, 7.0])
     # One that died before writing them writes them on replay: the same sum.

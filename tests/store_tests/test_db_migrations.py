@@ -19,6 +19,7 @@ from baobab.store._db import (
     current_revision,
     inference_revision,
     session_scope,
+    shared_merge,
     upgrade_database,
 )
 from baobab.store._db._migrate import alembic_config
@@ -285,5 +286,39 @@ def test_0020_moves_a_tabular_jobs_target_out_of_train_args_and_back(db_url: str
         assert {job_id: json.loads(args) if isinstance(args, str) else args for job_id, args in rows} == {
             job_id: args for job_id, (_, args) in at_0019.items()
         }
+    finally:
+        engine.dispose()
+
+
+def test_0021_records_the_merges_trials_started_from_reading_the_old_keys_once(db_url: str) -> None:
+    """At 0020 a merge of shared trainings was known only by its key's name: 0021 records the ones trials started from
+    (the update's trial, the trial merged onto), and a lineage reads them from the table."""
+    _migrate(db_url, "0011")
+    engine = create_engine_from_url(db_url)
+    try:
+        with engine.begin() as connection:
+            _rows_at_0011(connection)  # trials 11, 12, 13: numbers 0, 1, 2 of sub-job 1
+        _migrate(db_url, "0020")
+        paths = {
+            11: ("params/trial-11.safetensors", None),
+            12: ("params/trial-12.safetensors", "params/trial-11.safetensors"),  # no merge: another trial's own
+            13: (None, "params/trial-12-shared-onto-0.safetensors"),  # 12's update onto what trial number 0 shared
+        }
+        with engine.begin() as connection:
+            for trial_id, (params, shared) in paths.items():
+                connection.execute(
+                    text("UPDATE trials SET params_path = :p, shared_params_path = :s WHERE id = :id"),
+                    {"p": params, "s": shared, "id": trial_id},
+                )
+            connection.execute(  # a merge no trial's parameters name: nothing to record
+                text("UPDATE trials SET shared_params_path = 'params/gone-shared-onto-1.safetensors' WHERE id = 11")
+            )
+        _migrate(db_url, "0021")
+        with session_scope(engine) as session:
+            assert shared_merge(session, "params/trial-12-shared-onto-0.safetensors") == (12, 11, 0)
+            assert shared_merge(session, "params/gone-shared-onto-1.safetensors") is None
+            assert shared_merge(session, "params/trial-11.safetensors") is None
+        _migrate(db_url, "0020", down=True)
+        assert "shared_merges" not in inspect(engine).get_table_names()
     finally:
         engine.dispose()

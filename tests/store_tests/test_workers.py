@@ -45,7 +45,11 @@ def test_an_inventory_goes_to_json_and_back() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [{"slots": 1, "cores": 2}, {"slots": "one", "cores": 2, "memory_mb": 1}, {**CPU_BOX.to_json(), "gpus": [{"index": 0}]}],
+    [
+        {"slots": 1, "cores": 2},
+        {"slots": "one", "cores": 2, "memory_mb": 1},
+        {**CPU_BOX.to_json(), "gpus": [{"index": 0}]},
+    ],
 )
 def test_what_is_no_inventory_is_refused_naming_what_was_sent(data: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="not a worker inventory"):

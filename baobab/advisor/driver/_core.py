@@ -111,9 +111,12 @@ class DriverCore:
         return self._artifacts
 
     def _write_updates(self, sub: SubJobState) -> None:
-        """Write the shared weights the sub-job's finished trials added up to, before a trial is handed them."""
+        """Write the shared weights the sub-job's finished trials added up to, before a trial is handed them, and
+        record what each holds (a failed record costs the lineage that link, not the job)."""
         if sub.updates:
-            write_updates(self.artifacts, sub)
+            written = write_updates(self.artifacts, sub)
+            if written:
+                self._safely(_rows.record_merges, self.engine, written)
 
     def _safely(self, fn: Any, *args: Any) -> None:
         try:

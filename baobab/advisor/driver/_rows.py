@@ -13,11 +13,13 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Engine
 
+from baobab.advisor._scheduling import SharedUpdate
 from baobab.advisor.placement import Outlook
 from baobab.model import Policy
 from baobab.store import (
     JobStatus,
     Lease,
+    MergeRecord,
     TrainJob,
     TrialState,
     beat_advisor,
@@ -29,6 +31,7 @@ from baobab.store import (
     finish_train_job,
     fuse_trials,
     job_sharing,
+    record_shared_merges,
     record_train_job_placement,
     record_train_job_profiling,
     record_train_job_window,
@@ -42,6 +45,7 @@ from baobab.store import insert_trials as insert_trial_rows
 __all__ = [
     "end_job",
     "end_lost_trials",
+    "record_merges",
     "NewTrial",
     "fail_job",
     "insert_units",
@@ -119,6 +123,12 @@ def end_lost_trials(engine: Engine, outcomes: Iterable[tuple[int, TrialState, st
     except _FinishedMeanwhile as e:
         return e.trial_id
     return None
+
+
+def record_merges(engine: Engine, updates: Iterable[SharedUpdate]) -> None:
+    """Record the shared weights ``updates`` wrote: whose update, onto which trial's weights."""
+    with session_scope(engine) as session:
+        record_shared_merges(session, (MergeRecord(u.key, u.trial_id, u.onto) for u in updates))
 
 
 def start_job(engine: Engine, job_id: int, now: float) -> bool:

@@ -21,9 +21,11 @@ Batch-norm statistics are arrays like the others and add up the same way; a temp
 that scores architectures on shared weights re-estimates them anyway (``SpaceModel`` does, and ``EnasCnn``).
 
 The merged weights are written beside the trial's own parameters
-(:func:`~baobab.advisor._scheduling.shared_key`), once: a driver that replays the job
-after a restart finds them there, and writes those it finds missing (it died before,
-or replays the trials in another order than they finished in: the sum is the same).
+(:func:`~baobab.advisor._scheduling.shared_key`), once, and then recorded in the store as a
+merge (which trial's update, onto which trial's weights: a trial's lineage reads it there):
+a driver that replays the job after a restart finds them there, writes those it finds
+missing (it died before, or replays the trials in another order than they finished in: the
+sum is the same), and records again what it finds (recording is idempotent).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from baobab.advisor._scheduling import SubJobState
+from baobab.advisor._scheduling import SharedUpdate, SubJobState
 from baobab.store import ArtifactStore, params_from_bytes, params_to_bytes
 
 __all__ = ["add_update", "write_updates"]
@@ -55,22 +57,24 @@ def add_update(latest: dict[str, Any], start: dict[str, Any], result: dict[str, 
     return merged
 
 
-def write_updates(artifacts: ArtifactStore, sub: SubJobState) -> None:
-    """Write the sub-job's pending :class:`SharedUpdate` s (those already written are kept as they are).
+def write_updates(artifacts: ArtifactStore, sub: SubJobState) -> list[SharedUpdate]:
+    """Write the sub-job's pending :class:`SharedUpdate` s (those already written are kept as they are); the
+    updates whose weights are there now, which the caller records as merges in the store.
 
     One that cannot be written (a parameters file gone or unreadable) leaves the sub-job handing
     on the trial's own parameters instead, as before updates added up: that trial's update is then
     the only one kept, the others' lost, and the log says so.
     """
     updates, sub.updates = sub.updates, []
+    written: list[SharedUpdate] = []
     for update in updates:
         try:
-            if artifacts.exists(update.key):
-                continue
-            latest, start, result = (
-                params_from_bytes(artifacts.get_bytes(key)) for key in (update.latest, update.start, update.result)
-            )
-            artifacts.put_bytes(update.key, params_to_bytes(add_update(latest, start, result)))
+            if not artifacts.exists(update.key):
+                latest, start, result = (
+                    params_from_bytes(artifacts.get_bytes(key)) for key in (update.latest, update.start, update.result)
+                )
+                artifacts.put_bytes(update.key, params_to_bytes(add_update(latest, start, result)))
+            written.append(update)
         except Exception as e:
             logger.warning(
                 "sub-job %s: trial %s's update could not be added onto the shared weights %s (%s: %s); "
@@ -82,6 +86,7 @@ def write_updates(artifacts: ArtifactStore, sub: SubJobState) -> None:
                 e,
             )
             sub.update_failed(update)
+    return written
 
 
 def _numeric(value: object) -> bool:

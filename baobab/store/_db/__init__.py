@@ -44,6 +44,7 @@ from baobab.store._db._job_rows import (
 from baobab.store._db._leases import RELEASED, Lease, beat_advisor, drop_advisor, fair_share, job_sharing
 from baobab.store._db._login_failures import release_login_attempt, reserve_login_attempt
 from baobab.store._db._migrate import check_schema, current_revision, head_revision, upgrade_database
+from baobab.store._db._shared_merges import MergeRecord, record_shared_merges, shared_merge
 from baobab.store._db._tables import (
     Advisor,
     Base,
@@ -54,6 +55,7 @@ from baobab.store._db._tables import (
     InferenceVersion,
     InterimMetric,
     ModelTemplate,
+    SharedMerge,
     SubJob,
     TrainJob,
     Trial,
@@ -140,6 +142,10 @@ __all__ = [
     "Advisor",
     "LIVE_S",
     "drop_workers",
+    "MergeRecord",
+    "record_shared_merges",
+    "shared_merge",
+    "SharedMerge",
     "live_workers",
     "report_workers",
     "Worker",

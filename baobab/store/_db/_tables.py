@@ -131,6 +131,20 @@ class Advisor(Base):
     expires_at: Mapped[datetime] = mapped_column(index=True)
 
 
+class SharedMerge(Base):
+    """Shared weights no trial wrote alone: trial ``trial_id``'s update added onto the weights the sub-job shared on
+    after its trial number ``onto_number`` (``onto_trial_id``, None once that trial is gone), written at ``key``.
+
+    A trial's lineage reads its merged start here (see ``baobab.zoo``'s lineage), not from the key's name."""
+
+    __tablename__ = "shared_merges"
+
+    key: Mapped[str] = mapped_column(_PATH, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), index=True)
+    onto_trial_id: Mapped[int | None] = mapped_column(ForeignKey("trials.id", ondelete="SET NULL"))
+    onto_number: Mapped[int]
+
+
 class Worker(Base):
     """A worker machine and what it has, as its executor last saw it (``seen_at``): the admin API checks a
     train job's resources against the live ones (see :mod:`baobab.store._db._workers`)."""
