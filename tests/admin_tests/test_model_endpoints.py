@@ -283,11 +283,11 @@ def test_a_template_that_never_loads_is_stopped_with_what_it_started(
     upload: Upload,
     root: Headers,
     settings: Settings,
-    tmp_path_factory: pytest.TempPathFactory,
+    signal_dir: Path,
 ) -> None:
     app.config[_models.CHECK_TIMEOUT_CONFIG] = 3
-    # Out of the platform's home (tmp_path here), which a template cannot touch.
-    pid_file = tmp_path_factory.mktemp("helper") / "helper.pid"
+    # Out of the platform's home and of /tmp, which a template cannot touch.
+    pid_file = signal_dir / "helper.pid"
     helper = ["sleep", f"120.{time.time_ns() % 10**9}"]  # a command line no other process has
     spinner = (
         "import subprocess, time\n"
