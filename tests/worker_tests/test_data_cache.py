@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import re
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -137,8 +136,7 @@ def _ask(root: str, path: str, checksum: str, building: Any, asking: Any, result
 
     def slow_load() -> tuple[np.ndarray, np.ndarray]:
         building.set()
-        asking.wait(60)
-        time.sleep(0.5)  # the other process is then waiting for this build's lock
+        asking.wait(60)  # set once the other process waits for this build's lock
         return decode()
 
     log: list[str] = []
@@ -146,6 +144,15 @@ def _ask(root: str, path: str, checksum: str, building: Any, asking: Any, result
         model, template=TEMPLATE, dataset=checksum, load=slow_load, log=log.append
     )
     results.put((np.array(inputs), np.array(targets), log))
+
+
+def waits_for_a_file_lock(pid: int) -> bool:
+    """Whether process ``pid`` is blocked in ``flock``: the kernel lists each waiter in /proc/locks, marked "->"."""
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if fields[1:3] == ["->", "FLOCK"] and int(fields[5]) == pid:
+            return True
+    return False
 
 
 def test_two_processes_asking_for_one_entry_build_it_once(tmp_path: Path) -> None:
@@ -158,7 +165,12 @@ def test_two_processes_asking_for_one_entry_build_it_once(tmp_path: Path) -> Non
     assert building.wait(60), "the first process never started decoding"
     second = context.Process(target=_ask, args=args)
     second.start()
-    asking.set()
+    try:  # the only lock it can wait for is the one the first process holds while it builds
+        wait_until(
+            lambda: waits_for_a_file_lock(second.pid), timeout=60, what="the second process to wait for the build"
+        )
+    finally:
+        asking.set()
     answers = [results.get(timeout=60) for _ in range(2)]
     for process in (first, second):
         process.join(30)
