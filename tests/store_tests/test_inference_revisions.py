@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from conftest import add_job
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, event, func, select, text
 
 from baobab.enums import InferenceJobStatus, RevisionAction, TrialState
 from baobab.exceptions import ConflictError, NotFoundError
@@ -29,8 +29,10 @@ from baobab.store._db import (
     session_scope,
     set_inference_versions,
 )
+from baobab.testing import wait_until
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+_LOCK_WAITERS = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
 
 
 def _job(engine: Engine) -> tuple[int, list[int]]:
@@ -53,6 +55,12 @@ def _wanted(engine: Engine, job_id: int) -> tuple[int, list[VersionSpec], int | 
         row = inference_revision(session, job_id, job.revision)
         assert row is not None
         return row.number, [VersionSpec.of(v) for v in row.versions], row.parent
+
+
+def _lock_waiters(engine: Engine) -> int:
+    """How many sessions of this PostgreSQL database wait for a lock that another one holds."""
+    with engine.connect() as connection:
+        return connection.scalar(text(_LOCK_WAITERS)) or 0
 
 
 def test_a_job_starts_at_revision_1_serving_its_trials_as_v1(engine: Engine) -> None:
@@ -95,22 +103,31 @@ def test_set_promote_and_rollback_each_add_a_revision_that_knows_where_to_go_bac
 def test_two_changes_at_once_get_consecutive_revisions(engine: Engine) -> None:
     """The first change holds the job's row until it commits; the second waits, then builds on it."""
     job_id, (a, b, c) = _job(engine)
-    first_holds = threading.Event()
     numbers: list[int] = []
 
-    def first() -> None:
+    def second() -> None:
         with session_scope(engine) as session:
-            numbers.append(set_inference_versions(session, job_id, [VersionSpec("v2", 1.0, (c,))], now=NOW).number)
-            first_holds.set()
-            time.sleep(0.5)  # the second change comes in while this transaction is open
+            numbers.append(rollback_inference_revision(session, job_id, now=NOW).number)  # sees the first's revision
 
-    thread = threading.Thread(target=first)
-    thread.start()
-    assert first_holds.wait(10)
+    thread = threading.Thread(target=second)
+    beginning = threading.Event()
+
+    def begins(_connection: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement == "BEGIN IMMEDIATE" and threading.current_thread() is thread:
+            beginning.set()
+
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "before_cursor_execute", begins)
     with session_scope(engine) as session:
-        second = rollback_inference_revision(session, job_id, now=NOW)  # sees the first one's revision
-        numbers.append(second.number)
-    thread.join()
+        numbers.append(set_inference_versions(session, job_id, [VersionSpec("v2", 1.0, (c,))], now=NOW).number)
+        thread.start()  # the second change comes in while this transaction is open
+        if engine.dialect.name == "sqlite":
+            # SQLite lists no waiter anywhere: the last thing to see is the second's BEGIN IMMEDIATE going out
+            # while this transaction holds the database (it then waits in SQLite's busy handler).
+            wait_until(beginning.is_set, timeout=30, what="the second change to begin its transaction")
+        else:
+            wait_until(lambda: _lock_waiters(engine), timeout=30, what="the second change to wait for the job's row")
+    thread.join(30)
     assert numbers == [2, 3]
     assert _wanted(engine, job_id) == (3, [VersionSpec("v1", 1.0, (a, b))], None)
 
