@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -67,6 +66,26 @@ def wait_status(world: World, job_id: int, status: InferenceJobStatus, *, old_ur
         return job
 
     return wait_until(reached, timeout=START_TIMEOUT_S, what=f"inference job {job_id} to be {status}", interval=0.1)
+
+
+def counting(supervisor: InferenceSupervisor, monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[None]]:
+    """The jobs of the INFERENCE_CREATED events ``supervisor`` handles from now on, and a mark per reconciling
+    round it ends: what a test waits on to give the supervisor the chance to do what it must not."""
+    handled: list[int] = []
+    rounds: list[None] = []
+    start_if_wanted, reconcile = supervisor._start_if_wanted, supervisor._reconcile
+
+    def handle(job_id: int) -> None:
+        start_if_wanted(job_id)
+        handled.append(job_id)
+
+    def reconciled() -> None:
+        reconcile()
+        rounds.append(None)
+
+    monkeypatch.setattr(supervisor, "_start_if_wanted", handle)
+    monkeypatch.setattr(supervisor, "_reconcile", reconciled)
+    return handled, rounds
 
 
 def test_created_jobs_are_served_and_stopped_jobs_killed(world: World, start: Start) -> None:
@@ -192,7 +211,9 @@ def test_options_reach_the_predictor() -> None:
     assert options.to_args()[:3] == ["--batch-window-ms=2", "--max-batch-size=8", "--member-timeout-s=1.5"]
 
 
-def test_a_one_job_supervisor_serves_that_job_on_its_port_under_the_advertised_name(world: World, start: Start) -> None:
+def test_a_one_job_supervisor_serves_that_job_on_its_port_under_the_advertised_name(
+    world: World, start: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What ``baobab predictor --job`` runs in a container: the other jobs are left to their own supervisors."""
     mine, api_key = regression_job(world)
     other, _ = regression_job(world, status=InferenceJobStatus.RUNNING, predictor_url="http://elsewhere:9")
@@ -209,10 +230,15 @@ def test_a_one_job_supervisor_serves_that_job_on_its_port_under_the_advertised_n
         timeout=30,
     )
     assert response.status_code == 200, response.text
+    handled, rounds = counting(supervisor, monkeypatch)
     events.publish(Event(EventKind.INFERENCE_CREATED, other))
     third, _ = regression_job(world)
     events.publish(Event(EventKind.INFERENCE_CREATED, third))
-    time.sleep(1.0)  # the events handled and several rounds of reconciling, which must leave both alone
+    # That it leaves both alone shows only once it has had the chance: the events handled, then two whole
+    # rounds of reconciling (counted, not timed: the supervisor's thread does one thing at a time).
+    wait_until(lambda: {other, third} <= set(handled), what="the supervisor to handle both events")
+    after = len(rounds)
+    wait_until(lambda: len(rounds) >= after + 2, what="two more rounds of reconciling")
     halt()
     assert supervisor.predictor_pid(other) is None and supervisor.predictor_pid(third) is None
     assert world.job(other).predictor_url == "http://elsewhere:9"  # not taken over: not this supervisor's job
