@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-import time
+import threading
 from datetime import datetime
 
 import pytest
@@ -158,11 +158,12 @@ def test_started_it_samples_every_interval_until_closed() -> None:
         Histogram("batch_size", "", registry=registry),
         interval_s=0.05,
     )
+    before = set(threading.enumerate())
     history.start()
+    assert set(threading.enumerate()) - before  # it samples in a thread of its own
     requests.inc(3)
     wait_until(lambda: len(history.points()) >= 3, what="three points")
     history.close()
     assert sum(p.requests for p in history.points()) == 3
-    counted = len(history.points())
-    time.sleep(0.2)
-    assert len(history.points()) == counted
+    # Closed, it adds no point: the thread that sampled has ended, so no wait for a point that must not come.
+    assert set(threading.enumerate()) - before == set()
