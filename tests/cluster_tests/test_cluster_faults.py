@@ -6,10 +6,11 @@ and lost, and asserts that none was lost and none proposed twice.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
+import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ import redis
 from cluster_jobs import account, running_trial, start_fused_job, start_slow_job
 from conftest import REDIS_HOST, REDIS_PORT, StartCluster
 
-from baobab.testing import wait_until
+from baobab._contained import descendants_of
+from baobab.testing import Service, wait_until
 
 TRIALS = 8
 SLEEP_S = 2.0
@@ -144,6 +146,41 @@ def _redis_server_command(client: redis.Redis) -> list[str]:
     ]  # fmt: skip
 
 
+def _refused(host: str, port: int) -> bool:
+    """Whether a connection to ``host:port`` is refused: nothing listens there."""
+    try:
+        with socket.create_connection((host, port), timeout=5):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:  # no answer in time: something may still be there
+        return False
+
+
+def _client_ports(service: Service) -> set[int]:
+    """The local ports of the TCP connections ``service``'s processes hold open: a PostgreSQL session's
+    ``client_port`` when the database is on this machine (as a cluster test's is)."""
+    assert service.process is not None
+    ports: set[int] = set()
+    for pid in {service.process.pid, *descendants_of(service.process.pid)}:
+        try:
+            fds = list(Path(f"/proc/{pid}/fd").iterdir())
+            tables = [Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:] for name in ("tcp", "tcp6")]
+        except OSError:  # it has ended
+            continue
+        sockets = set()
+        for fd in fds:
+            try:
+                sockets.add(os.readlink(fd))
+            except OSError:  # closed meanwhile
+                pass
+        for line in (line for table in tables for line in table):
+            fields = line.split()  # sl, local address:port (hex), remote, state, ..., the socket's inode tenth
+            if f"socket:[{fields[9]}]" in sockets:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def test_a_redis_restart_mid_job_is_survived(start_cluster: StartCluster, breast_cancer: Path) -> None:
     cluster = start_cluster(workers=2, slots=1)
     job = start_slow_job(cluster, breast_cancer, app="redis-restart", trials=TRIALS, sleep_s=SLEEP_S)
@@ -154,7 +191,8 @@ def test_a_redis_restart_mid_job_is_survived(start_cluster: StartCluster, breast
         admin.shutdown(nosave=True)
     except redis.ConnectionError:
         pass  # the server closes the connection as it goes
-    time.sleep(1.0)  # everything queued in Redis is gone now
+    # Gone once it lets go of its port: what was queued in it goes with it, and the next one can listen there.
+    wait_until(lambda: _refused(REDIS_HOST, REDIS_PORT), timeout=30, what="the Redis server to be gone")
     subprocess.run(command, check=True)
     wait_until(lambda: admin.ping(), timeout=10, what="Redis to come back")
 
@@ -165,17 +203,29 @@ def test_postgres_connections_cut_mid_job_are_survived(start_cluster: StartClust
     cluster = start_cluster(workers=2, slots=1)
     job = start_slow_job(cluster, breast_cancer, app="pg-cut", trials=TRIALS, sleep_s=SLEEP_S)
     database = cluster.db.url.database
-    cut = 0
+    services = {"the API": cluster.services.api, "the advisor": cluster.services.advisors[0]}
+
+    def connected() -> dict[str, set[int]] | None:
+        """The backends of each service's connections to the database, once each holds one (again, after a cut)."""
+        sessions = cluster.rows(
+            "SELECT pid, client_port FROM pg_stat_activity WHERE datname = :db AND pid <> pg_backend_pid()",
+            db=database,
+        )
+        backends = {r.client_port: r.pid for r in sessions}
+        held = {name: {backends[p] for p in _client_ports(s) if p in backends} for name, s in services.items()}
+        return held if all(held.values()) else None
+
     for _ in range(3):
-        running_trial(cluster, "pg-cut")
+        running_trial(cluster, "pg-cut")  # a call to the API, which connects again for it after a cut
+        held = wait_until(connected, timeout=60, interval=0.1, what="the API and the advisor to hold connections")
         rows = cluster.rows(
-            "SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity "
+            "SELECT pid, pg_terminate_backend(pid) AS done FROM pg_stat_activity "
             "WHERE datname = :db AND pid <> pg_backend_pid()",
             db=database,
         )
-        cut += sum(bool(r.done) for r in rows)
-        time.sleep(1.0)
-    assert cut >= 3  # the API's and the advisor's connections, each time
+        ended = {r.pid for r in rows if r.done}
+        for name, backends in held.items():  # the API's and the advisor's connections, each time
+            assert backends & ended, f"no connection of {name} was cut"
 
     _finish(cluster, "pg-cut", job["app_version"])
 
