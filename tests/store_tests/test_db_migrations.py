@@ -103,6 +103,19 @@ def _rows_at_0011(connection: Connection) -> tuple[list[int], list[int]]:
     return jobs, trials  # fmt: skip
 
 
+def _more_jobs_at_0011(connection: Connection, job_ids: list[int]) -> None:
+    """More train jobs of :func:`_rows_at_0011`'s app (versions ``job_ids``), as revision 0011 kept them."""
+    for job_id in job_ids:
+        connection.execute(
+            text(
+                "INSERT INTO train_jobs (id, owner_id, app, app_version, task, train_dataset_id, "
+                "val_dataset_id, budget, train_args, status, created_at) VALUES (:id, 1, 'shop', :id, "
+                "'TABULAR_CLASSIFICATION', 1, 1, '{}', '{}', 'COMPLETED', :t)"
+            ),
+            {"id": job_id, "t": CREATED.isoformat()},
+        )
+
+
 def test_0013_makes_each_inference_job_one_version_v1_of_its_members_and_back(db_url: str) -> None:
     _migrate(db_url, "0011")
     engine = create_engine_from_url(db_url)
@@ -197,15 +210,7 @@ def test_0017_moves_the_job_options_out_of_train_args_and_back(db_url: str) -> N
     try:
         with engine.begin() as connection:
             _rows_at_0011(connection)  # train job 1; two more of its app
-            for job_id in (2, 3):
-                connection.execute(
-                    text(
-                        "INSERT INTO train_jobs (id, owner_id, app, app_version, task, train_dataset_id, "
-                        "val_dataset_id, budget, train_args, status, created_at) VALUES (:id, 1, 'shop', :id, "
-                        "'TABULAR_CLASSIFICATION', 1, 1, '{}', '{}', 'COMPLETED', :t)"
-                    ),
-                    {"id": job_id, "t": CREATED.isoformat()},
-                )
+            _more_jobs_at_0011(connection, [2, 3])
         _migrate(db_url, "0016")
         with engine.begin() as connection:
             for job_id, args in at_0016.items():
@@ -248,16 +253,7 @@ def test_0020_moves_a_tabular_jobs_target_out_of_train_args_and_back(db_url: str
     try:
         with engine.begin() as connection:
             _rows_at_0011(connection)  # train job 1 and a sub-job of it; more jobs of its app
-            for job_id in at_0019:
-                if job_id != 1:
-                    connection.execute(
-                        text(
-                            "INSERT INTO train_jobs (id, owner_id, app, app_version, task, train_dataset_id, "
-                            "val_dataset_id, budget, train_args, status, created_at) VALUES (:id, 1, 'shop', :id, "
-                            "'TABULAR_CLASSIFICATION', 1, 1, '{}', '{}', 'COMPLETED', :t)"
-                        ),
-                        {"id": job_id, "t": CREATED.isoformat()},
-                    )
+            _more_jobs_at_0011(connection, [job_id for job_id in at_0019 if job_id != 1])
         _migrate(db_url, "0019")
         with engine.begin() as connection:
             for job_id, (task, args) in at_0019.items():

@@ -28,8 +28,9 @@ _FORGOTTEN_AFTER = timedelta(hours=1)
 
 def report_workers(session: Session, seen: Mapping[str, Inventory], now: datetime) -> None:
     """Keep what the live workers ``seen`` (node name -> inventory) have, as seen at ``now``."""
+    known = {row.name: row for row in session.scalars(select(Worker).where(Worker.name.in_(list(seen))))}
     for name, inventory in seen.items():
-        row = session.get(Worker, name)
+        row = known.get(name)
         if row is None:
             row = Worker(name=name)
             session.add(row)
