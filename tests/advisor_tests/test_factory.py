@@ -59,11 +59,13 @@ def test_invalid_knob_config_is_refused() -> None:
         ({"epochs": FixedKnob(3), "early": PolicyKnob("EARLY_STOP")}, "random"),
         (branin_knob_config(), "bayes"),
         ({**branin_knob_config(), "act": CategoricalKnob(["relu", "tanh"])}, "bayes"),
-        ({"cell": ArchKnob([["none", "skip", "conv1", "conv3", "pool"]] * 6)}, "bayes"),  # NAS-Bench-201
+        ({"cell": ArchKnob([["none", "skip", "conv1", "conv3", "pool"]] * 6)}, "tpe"),  # NAS-Bench-201
         ({"cell": ArchKnob([["none", "skip", "conv1", "conv3", "pool"]] * 9)}, "tpe"),
         ({"lr": FloatKnob(1e-4, 1.0, is_exp=True), "act": CategoricalKnob(list(range(40)))}, "tpe"),
         ({f"x{i}": FloatKnob(0.0, 1.0) for i in range(9)}, "tpe"),
-        ({f"x{i}": IntegerKnob(0, 9) for i in range(8)}, "bayes"),
+        ({f"x{i}": IntegerKnob(0, 9) for i in range(5)}, "tpe"),  # an HPOBench grid
+        ({"units": IntegerKnob(0, 5), "act": CategoricalKnob(["relu", "tanh"])}, "tpe"),
+        ({"lr": FloatKnob(1e-4, 1.0, is_exp=True), **{f"x{i}": IntegerKnob(0, 9) for i in range(7)}}, "bayes"),
     ],
 )
 def test_auto_choice(config: dict, expected: str) -> None:
