@@ -528,11 +528,16 @@ def regret_report(pool: ProcessPoolExecutor, args: argparse.Namespace, methods: 
     plot_regret(regrets, args.out / "strategies-regret.png")
     figures = regret_figures(regrets, args.evals)
     record = setup.finish()
-    result = {"evals": args.evals, "seeds": args.table_seeds, "jobs": args.jobs, "optuna": optuna.__version__}
-    (args.out / "strategies-regret.json").write_text(
-        json.dumps({**result, "tables": figures, "setup": record}, indent=2) + "\n"
-    )
     overall, checking = aggregate(figures), aggregate(figures, "checking")
+    result = {"evals": args.evals, "seeds": args.table_seeds, "jobs": args.jobs, "optuna": optuna.__version__}
+    aggregates = {
+        "all": overall,
+        "checking": checking,
+        "after": {str(c): aggregate(figures, after=c) for c in CHECKPOINTS if c < args.evals},
+    }
+    (args.out / "strategies-regret.json").write_text(
+        json.dumps({**result, "tables": figures, "vs_optuna_tpe": aggregates, "setup": record}, indent=2) + "\n"
+    )
     report = f"""# Search strategies: regret on tables
 
 Written by `bench/strategies.py --part regret` (part of `make bench-strategies`) on
