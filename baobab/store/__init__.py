@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from baobab.store._artifacts import ArtifactError, ArtifactNotFoundError, ArtifactStore, params_key, validate_key
 from baobab.store._builders import (
+    DIGITS_CLASSES,
     FASHION_MNIST_CLASSES,
     FASHION_MNIST_SOURCE,
     TABULAR_DATASETS,
     BuiltDataset,
     BuiltSplit,
+    build_digits,
     build_fashion_mnist,
     build_tabular,
 )
@@ -81,6 +83,7 @@ __all__ = [
     "ArtifactStore",
     "params_key",
     "DEFAULT_TARGET",
+    "DIGITS_CLASSES",
     "FASHION_MNIST_CLASSES",
     "FASHION_MNIST_SOURCE",
     "IMAGES_CSV",
@@ -102,6 +105,7 @@ __all__ = [
     "Subscription",
     "TabularDataset",
     "ZipLimits",
+    "build_digits",
     "build_fashion_mnist",
     "build_tabular",
     "check_compatible",

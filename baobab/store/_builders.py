@@ -1,9 +1,9 @@
 """Dataset builders: public datasets that lie on this machine, turned into Baobab's formats.
 
 Nothing here downloads. Fashion-MNIST comes from Debian's ``dataset-fashion-mnist``
-package (gzipped IDX files); the tabular sets are the ones scikit-learn ships inside
-its wheel. Every split is stratified on the class label and seeded, so a build is
-reproducible. scikit-learn is imported inside the builders: importing ``baobab.store``
+package (gzipped IDX files); the tabular sets and the 8x8 digit images are the ones
+scikit-learn ships inside its wheel. Every split is stratified on the class label and
+seeded, so a build is reproducible. scikit-learn is imported inside the builders: importing ``baobab.store``
 (the REST server does) should not pay for it.
 """
 
@@ -23,11 +23,13 @@ from baobab.exceptions import DatasetError
 from baobab.store._datasets import write_image_files, write_tabular
 
 __all__ = [
+    "DIGITS_CLASSES",
     "FASHION_MNIST_CLASSES",
     "FASHION_MNIST_SOURCE",
     "TABULAR_DATASETS",
     "BuiltDataset",
     "BuiltSplit",
+    "build_digits",
     "build_fashion_mnist",
     "build_tabular",
 ]
@@ -58,6 +60,7 @@ _TABULAR_LOADERS = {
     "wine": ("load_wine", True),
 }
 TABULAR_DATASETS = tuple(_TABULAR_LOADERS)
+DIGITS_CLASSES = tuple(str(digit) for digit in range(10))
 _TABULAR_VAL_FRACTION = 0.2
 _TABULAR_TEST_FRACTION = 0.2
 
@@ -223,6 +226,37 @@ def build_tabular(name: str, out: str | os.PathLike[str], *, seed: int = 0) -> B
         splits.append(BuiltSplit(split_name, path, len(split), classes))
     class_names = tuple(str(c) for c in bunch.target_names) if is_classification else None
     return BuiltDataset(tuple(splits), class_names)
+
+
+def build_digits(out: str | os.PathLike[str], *, seed: int = 0) -> BuiltDataset:
+    """Write scikit-learn's bundled digits as ``train.zip``, ``val.zip`` and ``test.zip`` (IMAGE_FILES).
+
+    The 1,797 handwritten digits are 8x8 grayscale images of 0..16; they are written as
+    PNG of 0..255 (``round(value * 255 / 16)``), each labelled with its digit. The splits
+    are 60/20/20 and stratified, as :func:`build_tabular` splits the same set's pixels.
+
+    Args:
+        out: the folder to write into (created if missing).
+        seed: seeds the splits.
+    """
+    import sklearn.datasets
+    from sklearn.model_selection import train_test_split
+
+    bunch = sklearn.datasets.load_digits()
+    images = np.rint(bunch.images * (255 / 16)).astype(np.uint8)
+    labels = bunch.target.astype(np.int64)
+    everything = np.arange(len(labels))
+    rest, test_idx = train_test_split(everything, test_size=_TABULAR_TEST_FRACTION, stratify=labels, random_state=seed)
+    val_size = _TABULAR_VAL_FRACTION / (1 - _TABULAR_TEST_FRACTION)
+    train_idx, val_idx = train_test_split(rest, test_size=val_size, stratify=labels[rest], random_state=seed)
+
+    out = _make_dir(out)
+    splits = []
+    for name, idx in (("train", train_idx), ("val", val_idx), ("test", test_idx)):
+        idx = np.sort(idx)
+        path = write_image_files(out / f"{name}.zip", images[idx], labels[idx])
+        splits.append(BuiltSplit(name, path, len(idx), len(np.unique(labels[idx]))))
+    return BuiltDataset(tuple(splits), DIGITS_CLASSES)
 
 
 def _stratified_subset(labels: np.ndarray, n: int, seed: int) -> np.ndarray:

@@ -12,10 +12,12 @@ import pytest
 
 from baobab.exceptions import DatasetError
 from baobab.store import (
+    DIGITS_CLASSES,
     FASHION_MNIST_CLASSES,
     FASHION_MNIST_SOURCE,
     TABULAR_DATASETS,
     BuiltDataset,
+    build_digits,
     build_fashion_mnist,
     build_tabular,
     check_compatible,
@@ -189,3 +191,43 @@ def test_tabular_unknown_name(tmp_path: Path) -> None:
     assert TABULAR_DATASETS == ("breast_cancer", "diabetes", "digits", "iris", "wine")
     with pytest.raises(ValueError, match="unknown tabular dataset 'mnist'; choose one of breast_cancer, diabetes,"):
         build_tabular("mnist", tmp_path)
+
+
+def test_digits_as_images(tmp_path: Path) -> None:
+    import sklearn.datasets
+
+    built = build_digits(tmp_path, seed=0)
+    assert [(s.name, s.path.name, s.rows, s.classes) for s in built.splits] == [
+        ("train", "train.zip", 1077, 10),
+        ("val", "val.zip", 360, 10),
+        ("test", "test.zip", 360, 10),
+    ]
+    assert built.class_names == DIGITS_CLASSES == tuple("0123456789")
+    train, val, test = (read_image_files(s.path) for s in built.splits)
+    for ds, split in zip((train, val, test), built.splits, strict=True):
+        assert ds.images.shape == (split.rows, 8, 8) and ds.images.dtype == np.uint8
+        assert ds.num_classes == 10
+    check_compatible(train, val)
+    check_compatible(train, test)
+    # Each image is one of the source's, scaled from 0..16 to 0..255 and labelled with its digit; none twice.
+    bunch = sklearn.datasets.load_digits()
+    source = {
+        np.rint(image * 255 / 16).astype(np.uint8).tobytes(): int(label)
+        for image, label in zip(bunch.images, bunch.target, strict=True)
+    }
+    seen = [image.tobytes() for ds in (train, val, test) for image in ds.images]
+    assert all(
+        source[key] == label
+        for ds in (train, val, test)
+        for key, label in zip((i.tobytes() for i in ds.images), ds.labels, strict=True)
+    )
+    assert len(set(seen)) == len(seen) == len(source)
+    assert max(ds.images.max() for ds in (train, val, test)) == 255
+    # Stratified: each split holds every digit in the proportion of the whole set, to within a row or so.
+    whole = np.bincount(bunch.target) / len(bunch.target)
+    for ds in (train, val, test):
+        assert np.abs(np.bincount(ds.labels, minlength=10) / len(ds.labels) - whole).max() < 0.01
+    again = build_digits(tmp_path / "again", seed=0)
+    other = build_digits(tmp_path / "other", seed=1)
+    np.testing.assert_array_equal(read_image_files(again.splits[2].path).images, test.images)
+    assert not np.array_equal(read_image_files(other.splits[2].path).images, test.images)
