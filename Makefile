@@ -10,7 +10,7 @@ WEB_DEPS := web/node_modules/.package-lock.json
 WEB_DIST := baobab/admin/web_dist/index.html
 WEB_SRC  := web/package.json web/index.html web/vite.config.ts web/tsconfig.json $(shell find web/src -type f 2>/dev/null)
 
-.PHONY: images docker-engine install test test-fast wheel lint demo fashion-mnist chromium web web-test bench-strategies bench-spaces bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping bench-shared-data bench-fusion bench-automl-budget bench-user-job bench-placement bench-scale bench-serving bench-serving-fused clean
+.PHONY: images docker-engine install test test-fast wheel lint demo fashion-mnist chromium web web-test bench-strategies bench-spaces bench-overhead bench-overhead-celery bench-web bench-warm-start bench-enas bench-early-stopping bench-shared-data bench-fusion bench-automl-budget bench-automl-compare bench-user-job bench-placement bench-scale bench-serving bench-serving-fused clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -147,6 +147,12 @@ bench-fusion: $(STAMP) fashion-mnist
 # A 15-minute AutoML job on the full Fashion-MNIST: Baobab with fusion, without, and Optuna, one after another.
 bench-automl-budget: $(STAMP) fashion-mnist
 	$(BIN)/python bench/automl_budget.py
+
+# Time to accuracy, TorchCnn on Fashion-MNIST and digits, 5 minutes a way: Baobab's defaults, Optuna, Ray Tune with
+# ASHA, 3 seeds each (about 2 hours).
+bench-automl-compare: $(STAMP) fashion-mnist
+	$(BIN)/pip install --quiet -e '.[torch,bench-automl]'
+	$(BIN)/python bench/automl_compare.py
 
 # A user's 6-minute job (the example CNN, 2 CPU slots): the defaults against search + fusion auto, 3 repeats each.
 bench-user-job: $(STAMP) fashion-mnist

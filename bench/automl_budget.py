@@ -161,8 +161,17 @@ def accuracy(predictions: list[Any], labels: np.ndarray) -> int:
 # -- Baobab --------------------------------------------------------------------------------------
 
 
-def run_baobab(name: str, options: dict[str, Any], data: Data, args: argparse.Namespace, folder: Path) -> Way:
-    """One way through the platform: upload, two train jobs at once, serve the best trial, predict the test set."""
+def run_baobab(
+    name: str,
+    options: dict[str, Any],
+    data: Data,
+    args: argparse.Namespace,
+    folder: Path,
+    templates: tuple[Template, ...] = TEMPLATES,
+    dataset: str = "fashion-mnist",
+) -> Way:
+    """One way through the platform: upload, a train job per template at once, serve the best trial, predict the
+    test set. ``args`` gives ``minutes`` (each job's TIME_HOURS) and ``slots`` (the platform's workers)."""
     started = time.perf_counter()
     settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD, "BAOBAB_CPU_SLOTS": str(args.slots)}
     with LocalPlatform(folder / f"{name}-home", workers=args.slots, settings=settings) as baobab:
@@ -170,14 +179,14 @@ def run_baobab(name: str, options: dict[str, Any], data: Data, args: argparse.Na
         client.login(EMAIL, PASSWORD)
         formats = {"csv": "TABULAR", "images": "IMAGE_FILES"}
         datasets = {
-            (split, part): client.create_dataset(f"fashion-mnist {split} {part}", path, format=formats[split])["id"]
+            (split, part): client.create_dataset(f"{dataset} {split} {part}", path, format=formats[split])["id"]
             for split, parts in data.paths.items()
             for part, path in parts.items()
             if part != "test"
         }
         budget = {"TIME_HOURS": args.minutes / 60, "GPU_COUNT": 0}
         jobs = {}
-        for t in TEMPLATES:
+        for t in templates:
             model = client.create_model(EXAMPLES / t.file, task=t.task, class_name=t.class_name)
             jobs[t.key] = client.create_train_job(
                 f"{name}-{t.key}",
@@ -209,7 +218,7 @@ def run_baobab(name: str, options: dict[str, Any], data: Data, args: argparse.Na
             job["app"], job["app_version"], trial_ids=[best["id"]], include_stopped=best["status"] != "COMPLETED"
         )
         served = client.wait_for_inference_job(inference["id"], timeout=600)
-        template = next(t for t in TEMPLATES if t.key == key)
+        template = next(t for t in templates if t.key == key)
         correct, labels = 0, read_image_files(data.paths["images"]["test"])
         queries = data.queries(template, labels.images)
         for first in range(0, len(queries), BATCH):
@@ -298,11 +307,14 @@ def _storage(path: str) -> optuna.storages.JournalStorage:
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(path))
 
 
-def run_optuna(data: Data, args: argparse.Namespace, folder: Path) -> Way:
-    """The Optuna way: one study per template, SLOTS processes, the deadline honoured as Baobab's driver does."""
+def run_optuna(
+    data: Data, args: argparse.Namespace, folder: Path, templates: tuple[Template, ...] = TEMPLATES, seed: int = 0
+) -> Way:
+    """The Optuna way: one study per template, SLOTS processes (shared round-robin between the templates), the
+    deadline honoured as Baobab's driver does. Process i's sampler is seeded ``seed * SLOTS + i``."""
     started = time.perf_counter()
     storage = str(folder / "optuna.journal")
-    for t in TEMPLATES:
+    for t in templates:
         optuna.create_study(study_name=t.key, storage=_storage(storage), direction="maximize")
     threads = max(1, len(os.sched_getaffinity(0)) // args.slots)
     with ProcessPoolExecutor(
@@ -313,13 +325,21 @@ def run_optuna(data: Data, args: argparse.Namespace, folder: Path) -> Way:
         start = time.time()
         deadline = start + 60 * args.minutes
         futures = [
-            pool.submit(_optuna_process, TEMPLATES[i % len(TEMPLATES)].key, storage, i, deadline, data, str(folder))
+            pool.submit(
+                _optuna_process,
+                templates[i % len(templates)].key,
+                storage,
+                seed * args.slots + i,
+                deadline,
+                data,
+                str(folder),
+            )
             for i in range(args.slots)
         ]
         for future in futures:
             future.result()
     trials, best = [], None
-    for t in TEMPLATES:
+    for t in templates:
         for trial in optuna.load_study(study_name=t.key, storage=_storage(storage)).trials:
             done = trial.state == optuna.trial.TrialState.COMPLETE
             status = ("STOPPED" if trial.user_attrs.get("stopped") else "COMPLETED") if done else trial.state.name
@@ -517,18 +537,25 @@ def _fusion(value: str) -> Any:
         raise argparse.ArgumentTypeError(f'expected auto, off, a number or {{"max_group": K}}, got {value!r}') from None
 
 
-def _ways(value: str) -> list[str]:
-    ways = [w for w in value.split(",") if w]
-    unknown = sorted(set(ways) - set(WAYS))
-    if unknown or not ways:
-        raise argparse.ArgumentTypeError(f"unknown ways {', '.join(unknown)}; known: {', '.join(WAYS)}")
-    return ways
+def choices(known: tuple[str, ...], what: str) -> Callable[[str], list[str]]:
+    """An argument type: a comma-separated list of some of ``known`` (``what`` names them in the error)."""
+
+    def parse(value: str) -> list[str]:
+        chosen = [v for v in value.split(",") if v]
+        unknown = sorted(set(chosen) - set(known))
+        if unknown or not chosen:
+            raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(unknown)}; known: {', '.join(known)}")
+        return chosen
+
+    return parse
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=15.0, help="the search budget of each way (default 15)")
-    parser.add_argument("--ways", type=_ways, default=list(WAYS), help=f"comma-separated, of {', '.join(WAYS)}")
+    parser.add_argument(
+        "--ways", type=choices(WAYS, "ways"), default=list(WAYS), help=f"comma-separated, of {', '.join(WAYS)}"
+    )
     parser.add_argument(
         "--fusion",
         type=_fusion,
@@ -566,28 +593,39 @@ def main() -> None:
                     options["warm_start"] = False
                 way = run_baobab(name, options, data, args, folder)
             ways.append(way)
-            score, template = way.best
-            print(
-                f"{name}: {way.count('COMPLETED')} completed, {way.count('STOPPED')} stopped, best validation "
-                f"{score:.4f} ({template}), test accuracy {way.test_accuracy:.4f}",
-                flush=True,
-            )
+            print(f"{name}: {progress(way)}", flush=True)
     meta = {
-        "date": datetime.date.today().isoformat(),
-        "cores": len(os.sched_getaffinity(0)),
-        "slots": args.slots,
-        "threads": max(1, len(os.sched_getaffinity(0)) // args.slots),
-        "budget_minutes": args.minutes,
+        **run_meta(args),
         "fusion": args.fusion,
-        "torch": torch.__version__,
-        "optuna": optuna.__version__,
-        "niceness": os.nice(0),
         "train_rows": data.train_rows,
         "val_rows": data.val_rows,
         "test_rows": rows["test"],
         "setup": setup.finish(),
     }
     write_report(ways, args, data, meta)
+
+
+def progress(way: Way) -> str:
+    """A way's outcome in a line, for the log."""
+    score, template = way.best
+    return (
+        f"{way.count('COMPLETED')} completed, {way.count('STOPPED')} stopped, best validation {score:.4f} "
+        f"({template}), test accuracy {way.test_accuracy:.4f}"
+    )
+
+
+def run_meta(args: argparse.Namespace) -> dict[str, Any]:
+    """What the JSON records of the run besides its ways: the date, the machine, the budget and versions."""
+    return {
+        "date": datetime.date.today().isoformat(),
+        "cores": len(os.sched_getaffinity(0)),
+        "slots": args.slots,
+        "threads": max(1, len(os.sched_getaffinity(0)) // args.slots),
+        "budget_minutes": args.minutes,
+        "torch": torch.__version__,
+        "optuna": optuna.__version__,
+        "niceness": os.nice(0),
+    }
 
 
 def run_setup(args: argparse.Namespace) -> RunSetup:

@@ -139,6 +139,13 @@ BENCHMARKS: dict[str, Benchmark] = {
         "templates directly, while Baobab pays its driver, rows and store",
         ("baobab",),
     ),
+    "automl_compare.md": Benchmark(
+        "2 cores",
+        "Baobab: its trials warm-start from earlier trials of the job by default; Ray Tune: ASHA stops poor trials "
+        "early, which neither Optuna nor Baobab's defaults do; Optuna: it calls the template directly, while Baobab "
+        "pays its driver, rows and store and Ray its reports and checkpoints",
+        ("baobab",),
+    ),
     "placement.md": Benchmark(
         "2 cores",
         "the forecast: one job at a time on a quiet machine, every template measured first",
