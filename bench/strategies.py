@@ -292,11 +292,19 @@ def regret_figures(results: dict[str, tuple[dict, dict]], evals: int) -> dict[st
     figures = {}
     for name, (curves, latencies) in results.items():
         config, scores, best = table(name)
-        regret = {m: float(np.median(best - runs[:, evals - 1])) for m, runs in curves.items()}
+        final = {m: best - runs[:, evals - 1] for m, runs in curves.items()}
+        regret = {m: float(np.median(r)) for m, r in final.items()}
         peer = regret.get("optuna-tpe", 0.0)
         methods = {
             m: {
                 "median_regret": regret[m],
+                "regret_quartiles": [float(q) for q in np.percentile(final[m], [25, 75])],
+                # Seed by seed (the same seed for both), against Optuna's TPE: lower, equal, higher regret.
+                "seeds_vs_optuna_tpe": [
+                    int(np.sum(final[m] < final["optuna-tpe"])),
+                    int(np.sum(final[m] == final["optuna-tpe"])),
+                    int(np.sum(final[m] > final["optuna-tpe"])),
+                ],
                 "vs_optuna_tpe": regret[m] / peer if peer > 0 else None,
                 "median_regret_after": {
                     str(c): float(np.median(best - runs[:, c - 1])) for c in CHECKPOINTS if c <= evals
@@ -335,13 +343,21 @@ def aggregate(
 def regret_aims(figures: dict[str, dict[str, Any]]) -> list[str]:
     """The issue's aims, read from the figures: ``auto`` at or under Optuna's TPE on every table and on
     the aggregate, and ``tpe`` proposing in under 15 ms (median) on every table."""
-    regret = {
-        name: {m: f["methods"][m]["median_regret"] for m in ("auto", "optuna-tpe")} for name, f in figures.items()
-    }
+
+    def gap(name: str) -> str:
+        auto, peer = figures[name]["methods"]["auto"], figures[name]["methods"]["optuna-tpe"]
+        lower, equal, higher = auto["seeds_vs_optuna_tpe"]
+        return (
+            f"{name} ({auto['median_regret']:.3g} against {peer['median_regret']:.3g}; quartiles "
+            f"{auto['regret_quartiles'][0]:.3g}-{auto['regret_quartiles'][1]:.3g} against "
+            f"{peer['regret_quartiles'][0]:.3g}-{peer['regret_quartiles'][1]:.3g}; seed by seed lower in {lower}, "
+            f"equal in {equal}, higher in {higher})"
+        )
+
     behind = [
-        f"{name} ({r['auto']:.3g} against {r['optuna-tpe']:.3g})"
-        for name, r in regret.items()
-        if r["auto"] > r["optuna-tpe"]
+        gap(name)
+        for name, f in figures.items()
+        if f["methods"]["auto"]["median_regret"] > f["methods"]["optuna-tpe"]["median_regret"]
     ]
     slow = [
         f"{name} ({f['methods']['tpe']['proposal_ms_median']:.1f} ms)"
