@@ -169,9 +169,11 @@ def run_baobab(
     folder: Path,
     templates: tuple[Template, ...] = TEMPLATES,
     dataset: str = "fashion-mnist",
+    seed: int | None = None,
 ) -> Way:
     """One way through the platform: upload, a train job per template at once, serve the best trial, predict the
-    test set. ``args`` gives ``minutes`` (each job's TIME_HOURS) and ``slots`` (the platform's workers)."""
+    test set. ``args`` gives ``minutes`` (each job's TIME_HOURS) and ``slots`` (the platform's workers); ``seed``
+    is the jobs' (None: each job draws one)."""
     started = time.perf_counter()
     settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD, "BAOBAB_CPU_SLOTS": str(args.slots)}
     with LocalPlatform(folder / f"{name}-home", workers=args.slots, settings=settings) as baobab:
@@ -196,6 +198,7 @@ def run_baobab(
                 model_ids=[model["id"]],
                 budget=budget,
                 options=options,
+                seed=seed,
             )
         names = ", ".join(f"{job['app']} v{job['app_version']}" for job in jobs.values())
         print(f"{name}: train jobs {names}", flush=True)

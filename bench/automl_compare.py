@@ -20,7 +20,7 @@ The ways:
    train job with ``TIME_HOURS`` = the budget, ``GPU_COUNT`` 0 and no options (the
    driver's default strategy, warm start on, fusion off, no early stopping); then the served
    model: an inference job of the job's best trial, the test set sent through its predictor
-   (``bench/automl_budget.py``'s ``run_baobab``). Baobab takes no seed: its seeds are repeats.
+   (``bench/automl_budget.py``'s ``run_baobab``), the job seeded with the run's seed.
 2. **optuna**: Optuna's default ``TPESampler``, SLOTS processes on one journal file, each
    trial building the template from suggested knobs, ``train()`` + ``evaluate()``, a trial
    running at the deadline asked to stop through its trial context; the best trial's saved
@@ -641,7 +641,7 @@ def main() -> None:
                     work = folder / f"{dataset}-{seed}-{name}"
                     work.mkdir()
                     if name == "baobab":
-                        run = Run(dataset, seed, run_baobab(name, {}, data[dataset], args, work, (CNN,), dataset))
+                        run = Run(dataset, seed, run_baobab(name, {}, data[dataset], args, work, (CNN,), dataset, seed))
                     elif name == "optuna":
                         run = Run(dataset, seed, run_optuna(data[dataset], args, work, (CNN,), seed))
                     else:
