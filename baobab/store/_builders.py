@@ -206,21 +206,17 @@ def build_tabular(name: str, out: str | os.PathLike[str], *, seed: int = 0) -> B
     if name not in _TABULAR_LOADERS:
         raise ValueError(f"unknown tabular dataset {name!r}; choose one of {', '.join(TABULAR_DATASETS)}")
     import sklearn.datasets
-    from sklearn.model_selection import train_test_split
 
     loader, is_classification = _TABULAR_LOADERS[name]
     bunch = getattr(sklearn.datasets, loader)()
     frame = pd.DataFrame(bunch.data, columns=[str(c) for c in bunch.feature_names])
     frame["target"] = bunch.target.astype(np.int64 if is_classification else np.float64)
-    stratify = frame["target"] if is_classification else None
-    rest, test = train_test_split(frame, test_size=_TABULAR_TEST_FRACTION, stratify=stratify, random_state=seed)
-    val_size = _TABULAR_VAL_FRACTION / (1 - _TABULAR_TEST_FRACTION)
-    stratify = rest["target"] if is_classification else None
-    train, val = train_test_split(rest, test_size=val_size, stratify=stratify, random_state=seed)
+    parts = _three_way_split(len(frame), frame["target"].to_numpy() if is_classification else None, seed)
 
     out = _make_dir(out)
     splits = []
-    for split_name, split in (("train", train), ("val", val), ("test", test)):
+    for split_name, idx in parts.items():
+        split = frame.iloc[idx]
         path = write_tabular(out / f"{split_name}.csv", split)
         classes = int(split["target"].nunique()) if is_classification else None
         splits.append(BuiltSplit(split_name, path, len(split), classes))
@@ -240,23 +236,29 @@ def build_digits(out: str | os.PathLike[str], *, seed: int = 0) -> BuiltDataset:
         seed: seeds the splits.
     """
     import sklearn.datasets
-    from sklearn.model_selection import train_test_split
 
     bunch = sklearn.datasets.load_digits()
     images = np.rint(bunch.images * (255 / 16)).astype(np.uint8)
     labels = bunch.target.astype(np.int64)
-    everything = np.arange(len(labels))
-    rest, test_idx = train_test_split(everything, test_size=_TABULAR_TEST_FRACTION, stratify=labels, random_state=seed)
-    val_size = _TABULAR_VAL_FRACTION / (1 - _TABULAR_TEST_FRACTION)
-    train_idx, val_idx = train_test_split(rest, test_size=val_size, stratify=labels[rest], random_state=seed)
 
     out = _make_dir(out)
     splits = []
-    for name, idx in (("train", train_idx), ("val", val_idx), ("test", test_idx)):
+    for name, idx in _three_way_split(len(labels), labels, seed).items():
         idx = np.sort(idx)
         path = write_image_files(out / f"{name}.zip", images[idx], labels[idx])
         splits.append(BuiltSplit(name, path, len(idx), len(np.unique(labels[idx]))))
     return BuiltDataset(tuple(splits), DIGITS_CLASSES)
+
+
+def _three_way_split(n: int, labels: np.ndarray | None, seed: int) -> dict[str, np.ndarray]:
+    """Row indices of the train, val and test splits (60/20/20), stratified on ``labels`` when given."""
+    from sklearn.model_selection import train_test_split
+
+    rest, test = train_test_split(np.arange(n), test_size=_TABULAR_TEST_FRACTION, stratify=labels, random_state=seed)
+    val_size = _TABULAR_VAL_FRACTION / (1 - _TABULAR_TEST_FRACTION)
+    stratify = None if labels is None else labels[rest]
+    train, val = train_test_split(rest, test_size=val_size, stratify=stratify, random_state=seed)
+    return {"train": train, "val": val, "test": test}
 
 
 def _stratified_subset(labels: np.ndarray, n: int, seed: int) -> np.ndarray:
