@@ -511,8 +511,8 @@ Data: {sizes}.
 
 - **baobab**: `baobab up --workers {args.slots}` in a fresh home, one train job with `TIME_HOURS` = the budget,
   `GPU_COUNT` 0 and no options (the defaults: strategy `auto`, warm start on, fusion off, no early stopping);
-  its best completed trial served by an inference job, the test set sent through the predictor. Baobab takes
-  no seed: its seeds are repeats.
+  its best completed trial served by an inference job, the test set sent through the predictor; the job
+  seeded with the run's seed.
 - **optuna**: the default `TPESampler` (seeded), {args.slots} processes on one journal file; each trial
   trains and evaluates the template; a trial running at the deadline is asked to stop through its trial
   context and scored; the best trial's parameters loaded into a fresh model for the test set.
