@@ -132,6 +132,9 @@ class Way:
     test_accuracy: float
     last_end_s: float  # the last trial's end, from the way's start
     wall_s: float  # the whole way: platform or processes, uploads, search, serving, test set
+    # The test set through the inference job a user gets by default (the best DEFAULT_K trials as an ensemble),
+    # where run_baobab was asked for it: (what it served, its test accuracy).
+    default_served: tuple[str, float] | None = None
 
     def count(self, *statuses: str, template: str | None = None) -> int:
         return sum(t.status in statuses and template in (None, t.template) for t in self.trials)
@@ -170,10 +173,12 @@ def run_baobab(
     templates: tuple[Template, ...] = TEMPLATES,
     dataset: str = "fashion-mnist",
     seed: int | None = None,
+    default_serving: bool = False,
 ) -> Way:
     """One way through the platform: upload, a train job per template at once, serve the best trial, predict the
     test set. ``args`` gives ``minutes`` (each job's TIME_HOURS) and ``slots`` (the platform's workers); ``seed``
-    is the jobs' (None: each job draws one)."""
+    is the jobs' (None: each job draws one). With ``default_serving`` (one template), the test set also goes
+    through the inference job a user gets by default (no ``k``, no ``trial_ids``), served after the best trial."""
     started = time.perf_counter()
     settings = {"BAOBAB_ADMIN_EMAIL": EMAIL, "BAOBAB_ADMIN_PASSWORD": PASSWORD, "BAOBAB_CPU_SLOTS": str(args.slots)}
     with LocalPlatform(folder / f"{name}-home", workers=args.slots, settings=settings) as baobab:
@@ -217,25 +222,41 @@ def run_baobab(
                 group = row["fused_group"]
                 trials.append(Trial(key, row["status"], row["score"], end, 1 if group is None else group["size"]))
         key, job, best = _served(rows.values())
+        template = next(t for t in templates if t.key == key)
         inference = client.create_inference_job(
             job["app"], job["app_version"], trial_ids=[best["id"]], include_stopped=best["status"] != "COMPLETED"
         )
-        served = client.wait_for_inference_job(inference["id"], timeout=600)
-        template = next(t for t in templates if t.key == key)
-        correct, labels = 0, read_image_files(data.paths["images"]["test"])
-        queries = data.queries(template, labels.images)
-        for first in range(0, len(queries), BATCH):
-            answer = client.predict(
-                queries[first : first + BATCH], predictor_url=served["predictor_url"], api_key=inference["api_key"]
-            )
-            correct += accuracy(answer["predictions"], labels.labels[first : first + BATCH])
-        client.stop_inference_job(inference["id"])
+        test_accuracy, _ = _test_accuracy(client, inference, template, data)
+        default_served = None
+        if default_serving:
+            (job,) = finished.values()
+            default = client.create_inference_job(job["app"], job["app_version"])
+            default_accuracy, members = _test_accuracy(client, default, template, data)
+            shown = ", ".join(f"trial {rows[m['trial_id']][2]['number']} ({m['score']:.4f})" for m in members)
+            default_served = (f"the default inference job: {shown}", default_accuracy)
     what = (
         f"trial {best['number']} of {job['app']} ({best['status']}, validation {best['score']:.4f}) served by an "
         f"inference job and its predictor"
     )
     last = max((t.end_s for t in trials if t.end_s is not None), default=0.0)
-    return Way(name, json.dumps(options), trials, what, correct / len(queries), last, time.perf_counter() - started)
+    wall = time.perf_counter() - started
+    return Way(name, json.dumps(options), trials, what, test_accuracy, last, wall, default_served)
+
+
+def _test_accuracy(
+    client: Client, inference: dict[str, Any], template: Template, data: Data
+) -> tuple[float, list[dict[str, Any]]]:
+    """The test set's accuracy through ``inference``'s predictor (stopped after), and the members it served."""
+    served = client.wait_for_inference_job(inference["id"], timeout=600)
+    correct, labels = 0, read_image_files(data.paths["images"]["test"])
+    queries = data.queries(template, labels.images)
+    for first in range(0, len(queries), BATCH):
+        answer = client.predict(
+            queries[first : first + BATCH], predictor_url=served["predictor_url"], api_key=inference["api_key"]
+        )
+        correct += accuracy(answer["predictions"], labels.labels[first : first + BATCH])
+    client.stop_inference_job(inference["id"])
+    return correct / len(queries), served["members"]
 
 
 def _time(value: str) -> datetime.datetime:

@@ -18,9 +18,11 @@ The ways:
 1. **baobab**: Baobab's defaults. ``baobab up --workers SLOTS`` (SQLite, local worker
    processes) in a fresh home; the datasets and the template uploaded with the SDK; one
    train job with ``TIME_HOURS`` = the budget, ``GPU_COUNT`` 0 and no options (the
-   driver's default strategy, warm start on, fusion off, no early stopping); then the served
-   model: an inference job of the job's best trial, the test set sent through its predictor
-   (``bench/automl_budget.py``'s ``run_baobab``), the job seeded with the run's seed.
+   driver's default strategy, warm start on, fusion off, no early stopping), seeded with the run's
+   seed; then the served models (``bench/automl_budget.py``'s ``run_baobab``): the test set sent
+   through the inference job a user gets by default (no ``k``: an ensemble of the best completed
+   trials), which the aim reads, and through one of the job's best trial alone, like for like with
+   the peers.
 2. **optuna**: Optuna's default ``TPESampler``, SLOTS processes on one journal file, each
    trial building the template from suggested knobs, ``train()`` + ``evaluate()``, a trial
    running at the deadline asked to stop through its trial context; the best trial's saved
@@ -330,6 +332,9 @@ def summarise(runs: list[Run], minutes: float) -> list[dict[str, Any]]:
             if not these:
                 continue
             tests = [r.way.test_accuracy for r in these]
+            # What a user gets by default (Baobab's default inference job); the best trial where a way has no such
+            # thing (the peers, or a run without it). The aim is judged on this.
+            defaults = [r.way.default_served[1] if r.way.default_served else r.way.test_accuracy for r in these]
             curves = _curves(these, marks(minutes))
             rows.append(
                 {
@@ -339,6 +344,8 @@ def summarise(runs: list[Run], minutes: float) -> list[dict[str, Any]]:
                     "test_accuracy": tests,
                     "test_accuracy_median": statistics.median(tests),
                     "test_accuracy_spread": _spread(tests),
+                    "default_test_accuracy": defaults,
+                    "default_test_accuracy_median": statistics.median(defaults),
                     "completed": [r.way.count("COMPLETED") for r in these],
                     "stopped": [r.way.count("STOPPED") for r in these],
                     "asha_stopped": [r.asha_stopped for r in these],
@@ -357,7 +364,8 @@ def summarise(runs: list[Run], minutes: float) -> list[dict[str, Any]]:
 def verdict(summary: list[dict[str, Any]]) -> str:
     """The issue's aim, judged on the figures: Baobab's median test accuracy above both peers' on every
     dataset, and its median best validation accuracy at no mark below a peer's by more than the seeds'
-    spread there (the larger of the two ways' spreads)."""
+    spread there (the larger of the two ways' spreads). The test accuracy is what each way gives a user by
+    default: Baobab's default inference job, a peer's best trial."""
     by = {(row["dataset"], row["way"]): row for row in summary}
     datasets = list(dict.fromkeys(row["dataset"] for row in summary))
     peers = [w for w in WAYS[1:] if any(row["way"] == w for row in summary)]
@@ -371,10 +379,10 @@ def verdict(summary: list[dict[str, Any]]) -> str:
         ours = by[dataset, "baobab"]
         for peer in peers:
             theirs = by[dataset, peer]
-            if ours["test_accuracy_median"] <= theirs["test_accuracy_median"]:
+            if ours["default_test_accuracy_median"] <= theirs["default_test_accuracy_median"]:
                 behind_end.append(
-                    f"{dataset}: {ours['test_accuracy_median']:.4f} against {peer}'s "
-                    f"{theirs['test_accuracy_median']:.4f}"
+                    f"{dataset}: {ours['default_test_accuracy_median']:.4f} against {peer}'s "
+                    f"{theirs['default_test_accuracy_median']:.4f}"
                 )
             for minute, a, b, sa, sb in zip(
                 ours["marks_minutes"],
@@ -396,7 +404,8 @@ def verdict(summary: list[dict[str, Any]]) -> str:
     close = not behind_marks
     head = (
         f"Baobab is {'ahead of' if ahead else 'not ahead of'} both Optuna and Ray Tune with ASHA at the budget's "
-        f"end on both datasets (median test accuracy of the served model)"
+        f"end on both datasets (median test accuracy of what each serves by default: Baobab's default inference "
+        f"job, a peer's best trial)"
     )
     head += (
         " and never behind either by more than the seeds' spread at any mark (median best validation accuracy)"
@@ -414,9 +423,10 @@ def verdict(summary: list[dict[str, Any]]) -> str:
 
 def results_table(summary: list[dict[str, Any]]) -> str:
     lines = [
-        "| dataset | way | test accuracy, median (range) | trials completed, per seed | stopped (by ASHA) "
-        "| errored or unscored | best validation at the end | wall time a run |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| dataset | way | test accuracy by default, median (range) | best trial's test accuracy "
+        "| trials completed, per seed | stopped (by ASHA) | errored or unscored | best validation at the end "
+        "| wall time a run |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in summary:
         stopped = ", ".join(
@@ -425,8 +435,9 @@ def results_table(summary: list[dict[str, Any]]) -> str:
         )
         end = row["best_validation_median"][-1]
         lines.append(
-            f"| {row['dataset']} | {row['way']} | **{_median_range(row['test_accuracy'])}** "
-            f"| {', '.join(map(str, row['completed']))} | {stopped} | {', '.join(map(str, row['other']))} "
+            f"| {row['dataset']} | {row['way']} | **{_median_range(row['default_test_accuracy'])}** "
+            f"| {_median_range(row['test_accuracy'])} | {', '.join(map(str, row['completed']))} | {stopped} "
+            f"| {', '.join(map(str, row['other']))} "
             f"| {'-' if end is None else f'{end:.4f}'} | {_median_range(row['wall_minutes'], '.1f')} min |"
         )
     return "\n".join(lines)
@@ -488,7 +499,9 @@ def write_report(runs: list[Run], args: argparse.Namespace, data: dict[str, Data
         for name, d in data.items()
     )
     served = "\n".join(
-        f"- **{r.dataset}, {r.way.name}, seed {r.seed}**: {r.way.served}; test accuracy {r.way.test_accuracy:.4f}."
+        f"- **{r.dataset}, {r.way.name}, seed {r.seed}**: {r.way.served}; test accuracy {r.way.test_accuracy:.4f}"
+        + (f"; {r.way.default_served[0]}: {r.way.default_served[1]:.4f}" if r.way.default_served else "")
+        + "."
         for r in runs
     )
     reuse = args.ray_actors == "reuse"
@@ -511,8 +524,9 @@ Data: {sizes}.
 
 - **baobab**: `baobab up --workers {args.slots}` in a fresh home, one train job with `TIME_HOURS` = the budget,
   `GPU_COUNT` 0 and no options (the defaults: strategy `auto`, warm start on, fusion off, no early stopping);
-  its best completed trial served by an inference job, the test set sent through the predictor; the job
-  seeded with the run's seed.
+  the job seeded with the run's seed. The test set goes through the inference job a user gets by default
+  (no `k`: an ensemble of the best completed trials, listed under "The served models"), and, like for like
+  with the peers, through one serving only the best trial.
 - **optuna**: the default `TPESampler` (seeded), {args.slots} processes on one journal file; each trial
   trains and evaluates the template; a trial running at the deadline is asked to stop through its trial
   context and scored; the best trial's parameters loaded into a fresh model for the test set.
@@ -545,6 +559,9 @@ Best validation accuracy so far, the median over seeds (± half the seeds' range
 
 ## What the setup favours
 
+- Baobab's default inference job serves an ensemble of its best trials, the peers' figure is their best
+  trial alone: the column "best trial's test accuracy" is the like-for-like comparison of the
+  searches, "test accuracy by default" what a user of each gets (the aim reads the latter).
 - Baobab warm-starts a trial from the weights of an earlier trial of the same job by default; every Optuna
   and Ray trial trains from scratch.
 - Ray's ASHA stops poor trials after an epoch or a few and spends the time on new ones; Optuna has no early
@@ -641,7 +658,10 @@ def main() -> None:
                     work = folder / f"{dataset}-{seed}-{name}"
                     work.mkdir()
                     if name == "baobab":
-                        run = Run(dataset, seed, run_baobab(name, {}, data[dataset], args, work, (CNN,), dataset, seed))
+                        way = run_baobab(
+                            name, {}, data[dataset], args, work, (CNN,), dataset, seed, default_serving=True
+                        )
+                        run = Run(dataset, seed, way)
                     elif name == "optuna":
                         run = Run(dataset, seed, run_optuna(data[dataset], args, work, (CNN,), seed))
                     else:
