@@ -34,6 +34,7 @@ __all__ = [
     "check_fields",
     "enum_field",
     "json_object",
+    "json_type",
     "multipart_upload",
     "name_field",
     "number_field",
@@ -66,7 +67,7 @@ def json_object(*, fields: Collection[str]) -> dict[str, Any]:
     """
     body = _json_body()
     if not isinstance(body, dict):
-        raise RequestError(f"the request body must be a JSON object, got {_json_type(body)}")
+        raise RequestError(f"the request body must be a JSON object, got {json_type(body)}")
     check_fields(body, fields)
     return body
 
@@ -202,7 +203,7 @@ def string_field(body: dict[str, Any], name: str) -> str:
     if value is None:
         raise RequestError(f"{name!r} is required", field=name)
     if not isinstance(value, str):
-        raise RequestError(f"{name!r} must be a string, got {_json_type(value)}", field=name)
+        raise RequestError(f"{name!r} must be a string, got {json_type(value)}", field=name)
     if not value.strip():
         raise RequestError(f"{name!r} must not be blank", field=name)
     try:
@@ -271,6 +272,7 @@ def enum_field(body: dict[str, Any], name: str, kind: type[E]) -> E:
         raise RequestError(f"{name!r} is {value!r}; expected one of {valid}", field=name) from None
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """How a message names the JSON type of ``value`` ("a number", "an array")."""
     names = {bool: "a boolean", int: "a number", float: "a number", list: "an array", dict: "an object"}
     return names.get(type(value), type(value).__name__)

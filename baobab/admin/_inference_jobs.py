@@ -29,12 +29,13 @@ import secrets
 import zipfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Annotated, Any
 
 import numpy as np
 import requests
 from flask import Blueprint, Response, request
 from PIL import Image, UnidentifiedImageError
+from pydantic import Field, WithJsonSchema
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 from werkzeug.datastructures import FileStorage
@@ -43,7 +44,7 @@ from werkzeug.formparser import FormDataParser
 
 from baobab.admin._access import ADMIN_ROLES, private_rows
 from baobab.admin._auth import current_user, require_roles
-from baobab.admin._body import json_object, number_field, read_capped, string_field
+from baobab.admin._body import read_capped
 from baobab.admin._inference_lookups import (
     MEMBER_SCHEMA,
     VersionTrials,
@@ -52,11 +53,12 @@ from baobab.admin._inference_lookups import (
     revision_versions,
     visible_inference_job,
 )
-from baobab.admin._openapi import api_doc, register_schema
+from baobab.admin._openapi import api_doc, model_schema, register_schema
 from baobab.admin._query import INCLUDE_STOPPED, check_query_args
-from baobab.admin._servable import MAX_MEMBERS, check_servable, trial_id_list
+from baobab.admin._request_body import RequestBody, Text, read_body
+from baobab.admin._servable import MAX_MEMBERS, TRIAL_IDS_SCHEMA, check_servable, trial_id_list
 from baobab.admin._state import admin_state
-from baobab.admin._train_job_lookups import OWNER_QUERY, best_trials, find_train_job, trial_query
+from baobab.admin._train_job_lookups import OWNER_DESCRIPTION, best_trials, find_train_job, trial_query
 from baobab.exceptions import ConflictError, NotFoundError, PermissionDeniedError, RequestError
 from baobab.model import Task
 from baobab.store import (
@@ -89,36 +91,29 @@ __all__ = [
 
 DEFAULT_K = 2
 _ROLES = (UserRole.APP_DEVELOPER, UserRole.MODEL_DEVELOPER, *ADMIN_ROLES)
-_CREATE_BODY = {
-    "type": "object",
-    "required": ["app"],
-    "properties": {
-        "app": {"type": "string", "description": "the train job's app"},
-        "app_version": {"type": "integer", "minimum": 1, "description": "default: the latest"},
-        **OWNER_QUERY,
-        "k": {"type": "integer", "minimum": 1, "maximum": MAX_MEMBERS, "default": DEFAULT_K},
-        "trial_ids": {
-            "type": "array",
-            "items": {"type": "integer"},
-            "minItems": 1,
-            "maxItems": MAX_MEMBERS,
-            "description": "serve these trials instead of the best k",
-        },
-        "public": {"type": "boolean", "default": False, "description": "answer predictions without the API key"},
-        INCLUDE_STOPPED: {
-            "type": "boolean",
-            "default": False,
-            "description": "with k: also trials STOPPED mid-training (at the deadline, or by early stopping)",
-        },
-        "request_log_rate": {
-            "type": "number",
-            "minimum": 0,
-            "maximum": 1,
-            "default": 0,
-            "description": "the share of answered requests the predictor logs (0: none); see .../request_logs",
-        },
-    },
-}
+
+
+class _CreateBody(RequestBody):
+    """``POST /inference_jobs``: which train job to serve, and which of its trials."""
+
+    app: Text = Field(description="the train job's app")
+    app_version: Annotated[int, Field(ge=1)] | None = Field(None, description="default: the latest")
+    owner_id: Annotated[int, Field(ge=1)] | None = Field(None, description=OWNER_DESCRIPTION)
+    k: Annotated[int, Field(ge=1, le=MAX_MEMBERS)] | None = Field(
+        None, description=f"serve the best k trials (default {DEFAULT_K})"
+    )
+    trial_ids: Annotated[Any, WithJsonSchema(TRIAL_IDS_SCHEMA)] = Field(
+        None, description="serve these trials instead of the best k"
+    )
+    public: bool = Field(False, description="answer predictions without the API key")
+    include_stopped: bool = Field(
+        False, description="with k: also trials STOPPED mid-training (at the deadline, or by early stopping)"
+    )
+    request_log_rate: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.0, description="the share of answered requests the predictor logs (0: none); see .../request_logs"
+    )
+
+
 _INFERENCE_JOB_SCHEMA = register_schema(
     "InferenceJob",
     {
@@ -210,7 +205,7 @@ def inference_job_json(job: InferenceJob, versions: list[VersionTrials]) -> dict
 @blueprint.post("")
 @require_roles(*_ROLES)
 @api_doc(
-    body=_CREATE_BODY,
+    body=model_schema(_CreateBody),
     responses={
         201: ("the job, STARTING, with its api_key", _INFERENCE_JOB_SCHEMA),
         404: "no such train job that the caller may see",
@@ -219,27 +214,21 @@ def inference_job_json(job: InferenceJob, versions: list[VersionTrials]) -> dict
 )
 def create_inference_job() -> tuple[dict[str, Any], int]:
     """201 with the job and its ``api_key`` (shown this once); 409 when the train job has nothing to serve yet."""
-    body = json_object(fields=_CREATE_BODY["properties"])
-    app = string_field(body, "app")
-    app_version = _optional_int(body, "app_version", low=1)
-    public, include_stopped = (body.get(name, False) for name in ("public", INCLUDE_STOPPED))
-    for name, value in (("public", public), (INCLUDE_STOPPED, include_stopped)):
-        if not isinstance(value, bool):
-            raise RequestError(f"{name!r} must be true or false, got {value!r}", field=name)
-    if body.get("k") is not None and body.get("trial_ids") is not None:
+    body = read_body(_CreateBody)
+    if body.k is not None and body.trial_ids is not None:
         raise RequestError("give either 'k' (serve the best k trials) or 'trial_ids', not both", field="trial_ids")
-    trial_ids = _trial_ids(body) if body.get("trial_ids") is not None else None
-    k = _optional_int(body, "k", low=1, high=MAX_MEMBERS)
-    request_log_rate = number_field(body, "request_log_rate", low=0.0, high=1.0, default=0.0)
+    trial_ids = None
+    if body.trial_ids is not None:
+        trial_ids = trial_id_list(body.trial_ids, "trial_ids", hint="; or leave it out to serve the best 'k'")
 
     api_key = secrets.token_urlsafe(32)
     with session_scope(admin_state().engine) as session:
-        train_job = find_train_job(session, app, app_version, owner_id=_optional_int(body, "owner_id", low=1))
+        train_job = find_train_job(session, body.app, body.app_version, owner_id=body.owner_id)
         shown_as = f"train job {train_job.app!r} version {train_job.app_version}"
         # With trial_ids too: "nothing trained yet" says more than "trial_ids[0] is RUNNING".
         # Trials named by id are asked for, STOPPED ones included (_servable_trials checks them).
-        count = 1 if trial_ids is not None else k if k is not None else DEFAULT_K
-        best = best_trials(session, train_job, count, include_stopped=include_stopped or trial_ids is not None)
+        count = 1 if trial_ids is not None else body.k if body.k is not None else DEFAULT_K
+        best = best_trials(session, train_job, count, include_stopped=body.include_stopped or trial_ids is not None)
         if not best:
             stopped = best_trials(session, train_job, 1, include_stopped=True)
             if stopped:
@@ -263,9 +252,9 @@ def create_inference_job() -> tuple[dict[str, Any], int]:
             owner_id=current_user().id,
             train_job_id=train_job.id,
             api_key_hash=hash_api_key(api_key),
-            public=public,
+            public=body.public,
             trial_ids=[trial.id for trial in members],
-            request_log_rate=request_log_rate,
+            request_log_rate=body.request_log_rate,
         )
         answer = inference_job_json(job, [VersionTrials(FIRST_VERSION, 1.0, best_first(members))])
     admin_state().events.publish(Event(EventKind.INFERENCE_CREATED, answer["id"]))
@@ -539,21 +528,3 @@ def _servable_trials(session: Session, train_job: TrainJob, trial_ids: list[int]
             raise RequestError(f"{field}: {shown_as} has no trial with id {trial_id}", field=field)
         check_servable(trial, field)
     return [found[trial_id] for trial_id in trial_ids]
-
-
-def _trial_ids(body: dict[str, Any]) -> list[int]:
-    """``body["trial_ids"]``: a non-empty array of at most :data:`MAX_MEMBERS` distinct integer ids."""
-    return trial_id_list(body["trial_ids"], "trial_ids", hint="; or leave it out to serve the best 'k'")
-
-
-def _optional_int(body: dict[str, Any], name: str, *, low: int, high: int | None = None) -> int | None:
-    """``body[name]`` as an integer in ``[low, high]``, or None when absent or null."""
-    value = body.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise RequestError(f"{name!r} must be an integer, got {value!r}", field=name)
-    if value < low or (high is not None and value > high):
-        rule = f"at least {low}" if high is None else f"between {low} and {high}"
-        raise RequestError(f"{name!r} is {value}; it must be {rule}", field=name)
-    return value

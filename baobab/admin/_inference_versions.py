@@ -37,7 +37,7 @@ from baobab.admin._inference_lookups import (
 )
 from baobab.admin._openapi import api_doc, register_schema
 from baobab.admin._query import check_query_args, int_query_arg
-from baobab.admin._servable import MAX_MEMBERS, check_servable, trial_id_list
+from baobab.admin._servable import MAX_MEMBERS, TRIAL_IDS_SCHEMA, check_servable, trial_id_list
 from baobab.admin._state import admin_state
 from baobab.admin._train_job_lookups import trial_query
 from baobab.exceptions import RequestError
@@ -122,10 +122,7 @@ _SET_BODY = {
                 "properties": {
                     "name": {"type": "string", "pattern": f"^{_NAME.pattern}$", "description": _NAME_RULE},
                     "trial_ids": {
-                        "type": "array",
-                        "items": {"type": "integer"},
-                        "minItems": 1,
-                        "maxItems": MAX_MEMBERS,
+                        **TRIAL_IDS_SCHEMA,
                         "description": "trained trials of any train job of the inference job's app and task",
                     },
                     "weight": {"type": "number", "minimum": 0, "maximum": MAX_WEIGHT, "default": 1},

@@ -54,6 +54,7 @@ __all__ = [
     "api_doc",
     "blueprint",
     "build_document",
+    "model_schema",
     "register_model",
     "register_schema",
     "schema_ref",
@@ -102,10 +103,16 @@ def register_model(model: type[BaseModel]) -> dict[str, str]:
     The model is the one declaration of a request body or of a part of one: it parses the
     body, and what it declares is what the document shows. Returns :func:`schema_ref` to it.
     """
+    return register_schema(model.__name__, model_schema(model))
+
+
+def model_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of a Pydantic ``model`` written out, the models and enums it holds named in
+    ``components/schemas``: a request body's schema, which the document shows in place."""
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
     for name, part in schema.pop("$defs", {}).items():
         register_schema(name, part)
-    return register_schema(model.__name__, schema)
+    return schema
 
 
 def schema_ref(name: str) -> dict[str, str]:

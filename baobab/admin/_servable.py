@@ -13,9 +13,17 @@ from baobab.admin._query import MAX_ID
 from baobab.exceptions import RequestError
 from baobab.store import Trial
 
-__all__ = ["MAX_MEMBERS", "check_servable", "trial_id_list"]
+__all__ = ["MAX_MEMBERS", "TRIAL_IDS_SCHEMA", "check_servable", "trial_id_list"]
 
 MAX_MEMBERS = 20  # each member is a model loaded in its own inference worker process
+#: What :func:`trial_id_list` accepts, as the OpenAPI document shows it.
+TRIAL_IDS_SCHEMA = {
+    "type": "array",
+    "items": {"type": "integer", "minimum": 1, "maximum": MAX_ID},
+    "minItems": 1,
+    "maxItems": MAX_MEMBERS,
+    "uniqueItems": True,
+}
 
 
 def trial_id_list(value: Any, field: str, *, hint: str) -> list[int]:

@@ -18,8 +18,8 @@ from sqlalchemy import select
 from werkzeug.exceptions import TooManyRequests
 
 from baobab.admin._auth import TOKEN_MAX_AGE_S, issue_token, normalize_email, public, spend_verify_time, verify_password
-from baobab.admin._body import json_object, string_field
-from baobab.admin._openapi import api_doc
+from baobab.admin._openapi import api_doc, model_schema
+from baobab.admin._request_body import RequestBody, Text, read_body
 from baobab.admin._state import admin_state
 from baobab.admin._users import USER_SCHEMA, user_json
 from baobab.exceptions import AuthenticationError
@@ -34,17 +34,15 @@ blueprint = Blueprint("tokens", __name__, url_prefix="/api/v1/tokens")
 _WRONG_CREDENTIALS = "wrong email or password"
 
 
-_BODY = {
-    "type": "object",
-    "required": ["email", "password"],
-    "properties": {"email": {"type": "string"}, "password": {"type": "string"}},
-}
+class _Body(RequestBody):
+    email: Text
+    password: Text
 
 
 @blueprint.post("")
 @public
 @api_doc(
-    body=_BODY,
+    body=model_schema(_Body),
     responses={
         201: (
             "a bearer token for the user",
@@ -64,9 +62,8 @@ _BODY = {
 )
 def create_token() -> tuple[dict[str, object], int]:
     """201 ``{"token", "expires_in", "user"}``; 401 for wrong credentials or a banned user; 429 past a limit."""
-    body = json_object(fields=_BODY["properties"])
-    sent_email = string_field(body, "email")
-    password = string_field(body, "password")
+    body = read_body(_Body)
+    sent_email, password = body.email, body.password
     try:
         email = normalize_email(sent_email)
     except ValueError:

@@ -11,17 +11,12 @@ from baobab.admin._query import MAX_ID, int_query_arg
 from baobab.exceptions import NotFoundError
 from baobab.store import SubJob, TrainJob, Trial, TrialState
 
-__all__ = ["OWNER_ARG", "OWNER_QUERY", "best_trials", "find_train_job", "owner_arg", "trial_query"]
+__all__ = ["OWNER_ARG", "OWNER_DESCRIPTION", "OWNER_QUERY", "best_trials", "find_train_job", "owner_arg", "trial_query"]
 
 #: The query parameter naming whose app a route means; :data:`OWNER_QUERY` documents it.
 OWNER_ARG = "owner_id"
-OWNER_QUERY = {
-    OWNER_ARG: {
-        "type": "integer",
-        "minimum": 1,
-        "description": "whose app: needed by an admin for another user's app when several users have one of this name",
-    }
-}
+OWNER_DESCRIPTION = "whose app: needed by an admin for another user's app when several users have one of this name"
+OWNER_QUERY = {OWNER_ARG: {"type": "integer", "minimum": 1, "description": OWNER_DESCRIPTION}}
 
 
 def find_train_job(session: Session, app: str, app_version: int | None, *, owner_id: int | None = None) -> TrainJob:

@@ -8,25 +8,23 @@ A ban or a role change ends the tokens the user holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any
 
 from flask import Blueprint
+from pydantic import AfterValidator, Strict
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from baobab.admin._access import ADMIN_ROLES
 from baobab.admin._auth import check_password_rules, current_user, hash_password, normalize_email, require_roles
-from baobab.admin._body import enum_field, json_object, string_field
-from baobab.admin._openapi import api_doc, register_schema
+from baobab.admin._openapi import api_doc, model_schema, register_schema
+from baobab.admin._request_body import RequestBody, Text, read_body
 from baobab.admin._state import admin_state
 from baobab.exceptions import ConflictError, NotFoundError, PermissionDeniedError, RequestError
 from baobab.store import User, UserRole, session_scope
 
 __all__ = ["USER_SCHEMA", "blueprint", "user_json"]
-
-T = TypeVar("T")
 
 blueprint = Blueprint("users", __name__, url_prefix="/api/v1/users")
 
@@ -45,16 +43,26 @@ USER_SCHEMA = register_schema(
         },
     },
 )
-_CREATE_BODY: dict[str, Any] = {
-    "type": "object",
-    "required": ["email", "password", "role"],
-    "properties": {"email": {"type": "string"}, "password": {"type": "string"}, "role": _ROLE},
-}
-_UPDATE_BODY: dict[str, Any] = {
-    "type": "object",
-    "minProperties": 1,
-    "properties": {"role": _ROLE, "banned": {"type": "boolean"}},
-}
+
+
+def _password(value: str) -> str:
+    check_password_rules(value)
+    return value
+
+
+#: A role as sent: its name (strict parsing would want the enum member itself).
+_Role = Annotated[UserRole, Strict(False)]
+
+
+class _CreateBody(RequestBody):
+    email: Annotated[Text, AfterValidator(normalize_email)]
+    password: Annotated[Text, AfterValidator(_password)]
+    role: _Role
+
+
+class _UpdateBody(RequestBody):
+    role: _Role | None = None
+    banned: bool | None = None
 
 
 def user_json(user: User) -> dict[str, Any]:
@@ -70,23 +78,19 @@ def user_json(user: User) -> dict[str, Any]:
 
 @blueprint.post("")
 @require_roles(*ADMIN_ROLES)
-@api_doc(body=_CREATE_BODY, responses={201: ("the new user", USER_SCHEMA), 409: "the email is taken"})
+@api_doc(body=model_schema(_CreateBody), responses={201: ("the new user", USER_SCHEMA), 409: "the email is taken"})
 def create_user() -> tuple[dict[str, Any], int]:
     """201 with the new user; 409 when the email is taken."""
-    body = json_object(fields=_CREATE_BODY["properties"])
-    email = _checked(normalize_email, string_field(body, "email"), "email")
-    password = string_field(body, "password")
-    _checked(check_password_rules, password, "password")
-    role = enum_field(body, "role", UserRole)
-    if role is UserRole.SUPERADMIN:
+    body = read_body(_CreateBody)
+    if body.role is UserRole.SUPERADMIN:
         _require_superadmin("create a SUPERADMIN", field="role")
-    user = User(email=email, password_hash=hash_password(password), role=role)
+    user = User(email=body.email, password_hash=hash_password(body.password), role=body.role)
     with session_scope(admin_state().engine) as session:
         session.add(user)
         try:
             session.flush()
         except IntegrityError:  # the unique email, checked by the database so that races are caught too
-            raise ConflictError(f"a user with email {email!r} already exists", field="email") from None
+            raise ConflictError(f"a user with email {body.email!r} already exists", field="email") from None
     return user_json(user), 201
 
 
@@ -118,20 +122,17 @@ def get_user(user_id: int) -> dict[str, Any]:
 
 @blueprint.patch("/<int:user_id>")
 @require_roles(*ADMIN_ROLES)
-@api_doc(body=_UPDATE_BODY, responses={200: ("the user as it is now", USER_SCHEMA), 404: "no such user"})
+@api_doc(body=model_schema(_UpdateBody), responses={200: ("the user as it is now", USER_SCHEMA), 404: "no such user"})
 def update_user(user_id: int) -> dict[str, Any]:
     """Changes ``role`` and/or ``banned``; answers the user as it is afterwards.
 
     A ban or a role change ends the user's tokens (it raises their token generation,
     see :mod:`baobab.admin._auth`): they log in again, once unbanned, to act with the new role.
     """
-    body = json_object(fields=_UPDATE_BODY["properties"])
-    if not body:
+    body = read_body(_UpdateBody)
+    role, banned = body.role, body.banned
+    if role is None and banned is None:
         raise RequestError("nothing to change: give 'role', 'banned' or both")
-    role = enum_field(body, "role", UserRole) if "role" in body else None
-    banned = body.get("banned")
-    if "banned" in body and not isinstance(banned, bool):
-        raise RequestError(f"'banned' must be true or false, got {banned!r}", field="banned")
     me = current_user()
     with session_scope(admin_state().engine) as session:
         user = _get(session, user_id)
@@ -164,11 +165,3 @@ def _require_superadmin(action: str, *, field: str | None) -> None:
     me = current_user()
     if me.role is not UserRole.SUPERADMIN:
         raise PermissionDeniedError(f"only a SUPERADMIN may {action}; you are {me.role}", field=field)
-
-
-def _checked(rule: Callable[[str], T], value: str, field: str) -> T:
-    # The credential rules raise ValueError; here that is a 400 naming the field.
-    try:
-        return rule(value)
-    except ValueError as e:
-        raise RequestError(str(e), field=field) from None

@@ -26,18 +26,20 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Annotated, Any
 
 from flask import Blueprint, Response, request
+from pydantic import Field, Strict, WithJsonSchema
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from baobab.admin._access import ALL_ROLES, may_see_shared, shared_rows, shared_with
 from baobab.admin._auth import check_trial_token, current_user, public, require_roles
-from baobab.admin._body import enum_field, json_object, multipart_upload, name_field
+from baobab.admin._body import enum_field, multipart_upload, name_field
 from baobab.admin._downloads import send_artifact
-from baobab.admin._openapi import api_doc, register_schema
+from baobab.admin._openapi import api_doc, model_schema, register_schema
 from baobab.admin._query import MAX_ID, check_query_args
+from baobab.admin._request_body import RequestBody, read_body
 from baobab.admin._state import admin_state
 from baobab.admin._trials import find_trial
 from baobab.exceptions import (
@@ -182,6 +184,31 @@ def _graph(value: Any, field: str) -> ModelGraph:
         raise RequestError(str(e), field=e.field) from None
 
 
+#: A posted graph (``ModelGraph.to_json``), which :func:`_graph` reads (``ModelGraph`` names the part at fault).
+_Graph = Annotated[Any, WithJsonSchema(_GRAPH_SCHEMA)]
+_Similarity = Annotated[float, Field(ge=0, le=1, description="the graphs' similarity, as the parent's offer says")]
+
+
+class _ParentQuery(RequestBody):
+    graph: _Graph
+    task: Annotated[Task, Strict(False)]
+    trial_id: int | None = Field(None, description="choose for this trial: among its job owner's models")
+
+
+class _Chosen(RequestBody):
+    similarity: _Similarity
+    trial_id: int | None = Field(None, description="the trial warm-started from it")
+
+
+class _TrialGraph(RequestBody):
+    graph: _Graph
+
+
+class _TrialWarmStart(RequestBody):
+    zoo_model_id: int
+    similarity: _Similarity
+
+
 def _number(body: dict[str, Any], name: str) -> float:
     value = body.get(name)
     if isinstance(value, str):
@@ -194,10 +221,8 @@ def _number(body: dict[str, Any], name: str) -> float:
     return float(value)
 
 
-def _trial_owner(session: Session, trial_id: Any) -> tuple[int, int]:
+def _trial_owner(session: Session, trial_id: int) -> tuple[int, int]:
     """(trial id, its job's owner) for a trial the caller may see."""
-    if isinstance(trial_id, bool) or not isinstance(trial_id, int):
-        raise RequestError(f"'trial_id' must be an integer id, got {trial_id!r}", field="trial_id")
     trial = find_trial(session, trial_id)
     return trial.id, trial.sub_job.train_job.owner_id
 
@@ -309,15 +334,7 @@ def upload_zoo_model() -> tuple[dict[str, Any], int]:
 @blueprint.post("/parent")
 @require_roles(*ALL_ROLES)
 @api_doc(
-    body={
-        "type": "object",
-        "required": ["graph", "task"],
-        "properties": {
-            "graph": _GRAPH_SCHEMA,
-            "task": {"enum": [t.value for t in Task]},
-            "trial_id": {"type": "integer", "description": "choose for this trial: among its job owner's models"},
-        },
-    },
+    body=model_schema(_ParentQuery),
     responses={200: ("the parent, or zoo_model_id null and the reason", _OFFER_SCHEMA)},
 )
 def choose_zoo_parent() -> dict[str, Any]:
@@ -325,14 +342,13 @@ def choose_zoo_parent() -> dict[str, Any]:
 
     Nothing is recorded; after loading the weights, ``POST /zoo/models/<id>/chosen`` says so.
     """
-    body = json_object(fields=("graph", "task", "trial_id"))
-    graph = _graph(body.get("graph"), "graph")
-    task = enum_field(body, "task", Task)
+    body = read_body(_ParentQuery)
+    graph = _graph(body.graph, "graph")
     owner_id = current_user().id
-    if body.get("trial_id") is not None:
+    if body.trial_id is not None:
         with session_scope(admin_state().engine) as session:
-            _, owner_id = _trial_owner(session, body["trial_id"])
-    selection = choose_parent(admin_state().engine, graph, task=task, owner_id=owner_id, cache=_FEATURES)
+            _, owner_id = _trial_owner(session, body.trial_id)
+    selection = choose_parent(admin_state().engine, graph, task=body.task, owner_id=owner_id, cache=_FEATURES)
     offer = ParentOffer.of(selection).to_json()
     offer["params_url"] = None if selection.parent_id is None else _params_url(selection.parent_id)
     return offer
@@ -342,27 +358,19 @@ def choose_zoo_parent() -> dict[str, Any]:
 @require_roles(*ALL_ROLES)
 @api_doc(
     path={"zoo_model_id": "the parent"},
-    body={
-        "type": "object",
-        "required": ["similarity"],
-        "properties": {
-            "similarity": {"type": "number", "minimum": 0, "maximum": 1},
-            "trial_id": {"type": "integer", "description": "the trial warm-started from it"},
-        },
-    },
+    body=model_schema(_Chosen),
     responses={204: "recorded", 404: "no zoo model (or trial) the model's owner may see"},
 )
 def record_zoo_parent(zoo_model_id: int) -> tuple[str, int]:
     """Record a warm start from this model: on the trial's row, and in the model's retention value."""
-    body = json_object(fields=("similarity", "trial_id"))
-    similarity = _number(body, "similarity")
+    body = read_body(_Chosen)
     trial_id = None
     with session_scope(admin_state().engine) as session:
         owner_id = None
-        if body.get("trial_id") is not None:
-            trial_id, owner_id = _trial_owner(session, body["trial_id"])
+        if body.trial_id is not None:
+            trial_id, owner_id = _trial_owner(session, body.trial_id)
         _find(session, zoo_model_id, owner_id=owner_id if owner_id is not None else current_user().id)
-    record_parent(admin_state().engine, zoo_model_id, similarity, trial_id=trial_id)
+    record_parent(admin_state().engine, zoo_model_id, body.similarity, trial_id=trial_id)
     return "", 204
 
 
@@ -378,13 +386,13 @@ def _trial_params_url(trial_id: int, zoo_model_id: int) -> str:
 @api_doc(
     summary="Choose the parent of a trial's model (trial token)",
     path={"trial_id": "the trial its worker is running"},
-    body={"type": "object", "required": ["graph"], "properties": {"graph": _GRAPH_SCHEMA}},
+    body=model_schema(_TrialGraph),
     responses={200: ("the parent, or zoo_model_id null and the reason", _OFFER_SCHEMA)},
 )
 def choose_trial_parent(trial_id: int) -> dict[str, Any]:
     """The parent for the trial's model among its job owner's and the PUBLIC zoo models of the job's task."""
     check_trial_token(trial_id)
-    graph = _graph(json_object(fields=("graph",)).get("graph"), "graph")
+    graph = _graph(read_body(_TrialGraph).graph, "graph")
     state = admin_state()
     owner_id, task = trial_job(state.engine, trial_id)
     selection = choose_parent(state.engine, graph, task=task, owner_id=owner_id, cache=_FEATURES)
@@ -417,26 +425,18 @@ def download_trial_parent_params(trial_id: int, zoo_model_id: int) -> Response:
 @api_doc(
     summary="Record a trial's warm start (trial token)",
     path={"trial_id": "the trial its worker is running"},
-    body={
-        "type": "object",
-        "required": ["zoo_model_id", "similarity"],
-        "properties": {"zoo_model_id": {"type": "integer"}, "similarity": {"type": "number"}},
-    },
+    body=model_schema(_TrialWarmStart),
     responses={204: "recorded on the trial and in the parent's value", 404: "no such zoo model for this trial"},
 )
 def record_trial_warm_start(trial_id: int) -> tuple[str, int]:
     """The trial started from this zoo model: its row says so, and the parent's retention value grows."""
     check_trial_token(trial_id)
-    body = json_object(fields=("zoo_model_id", "similarity"))
-    zoo_model_id = body.get("zoo_model_id")
-    if isinstance(zoo_model_id, bool) or not isinstance(zoo_model_id, int):
-        raise RequestError(f"'zoo_model_id' must be an integer id, got {zoo_model_id!r}", field="zoo_model_id")
-    similarity = _number(body, "similarity")
+    body = read_body(_TrialWarmStart)
     state = admin_state()
     owner_id, _ = trial_job(state.engine, trial_id)
     with session_scope(state.engine) as session:
-        _find(session, zoo_model_id, owner_id=owner_id)
-    record_parent(state.engine, zoo_model_id, similarity, trial_id=trial_id)
+        _find(session, body.zoo_model_id, owner_id=owner_id)
+    record_parent(state.engine, body.zoo_model_id, body.similarity, trial_id=trial_id)
     return "", 204
 
 
@@ -445,7 +445,7 @@ def record_trial_warm_start(trial_id: int) -> tuple[str, int]:
 @api_doc(
     summary="Add a finished trial's model to the zoo (trial token)",
     path={"trial_id": "the trial its worker ran"},
-    body={"type": "object", "required": ["graph"], "properties": {"graph": _GRAPH_SCHEMA}},
+    body=model_schema(_TrialGraph),
     responses={
         201: ("its zoo model (the same one when it was added before)", _ZOO_MODEL_SCHEMA),
         409: "the trial has no trained model (not finished, no parameters, or SKIP_TRAIN)",
@@ -454,7 +454,7 @@ def record_trial_warm_start(trial_id: int) -> tuple[str, int]:
 def register_trial_model(trial_id: int) -> tuple[dict[str, Any], int]:
     """Score, parameters, task, dataset and owner are the trial's; only its graph is posted."""
     check_trial_token(trial_id)
-    graph = _graph(json_object(fields=("graph",)).get("graph"), "graph")
+    graph = _graph(read_body(_TrialGraph).graph, "graph")
     state = admin_state()
     model = register_trial(state.engine, state.artifacts, trial_id, graph, budget_bytes=_budget())
     return zoo_model_json(model), 201

@@ -361,7 +361,30 @@ def test_bad_requests_name_the_field_and_write_nothing(world: World) -> None:
         assert response.status_code == 400, (raw, response.json)
         assert re.search("must be a JSON object|is not valid JSON", response.json["error"]["message"])
 
-    # A train job that is not there (or not the caller's: see the matrix) answers 404.
+    # The body's bounds are declared once: just past each bound the document shows, the API refuses the field,
+    # and at the bound it takes it (and then answers what the rest earns: "idle" has nothing to serve, a 409).
+    document = w.client.get("/api/v1/openapi.json").json
+    schema = document["paths"][URL]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    bounded = {
+        name: branch
+        for name, field in schema["properties"].items()
+        for branch in field.get("anyOf", [field])
+        if "minimum" in branch or "maximum" in branch
+    }
+    assert set(bounded) == {"app_version", "owner_id", "k", RATE}
+    for name, branch in bounded.items():
+        step = 1 if branch["type"] == "integer" else 0.25
+        for edge, outside in (("minimum", -step), ("maximum", step)):
+            if edge not in branch or name in ("app_version", "owner_id"):  # these name rows: at a bound, a 404
+                continue
+            refused = w.create(w.alice, app="idle", **{name: branch[edge] + outside})
+            assert (refused.status_code, refused.json["error"]["field"]) == (400, name), (name, refused.json)
+            taken = w.create(w.alice, app="idle", **{name: branch[edge]})
+            assert taken.status_code == 409, (name, taken.json)
+        if name in ("app_version", "owner_id"):
+            refused = w.create(w.alice, app="idle", **{name: branch["minimum"] - 1})
+            assert (refused.status_code, refused.json["error"]["field"]) == (400, name), (name, refused.json)
+
     for body in [
         {"app": "nope"},
         {"app": "shop", "app_version": 3},
