@@ -81,6 +81,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "otherwise no one: table lookups, the same seeds; proposal times from a shared machine",
         _STRATEGIES,
     ),
+    "regret_shape.md": Benchmark(
+        "2 cores (no timing)",
+        "no one: it counts the regret tables' cells against the committed regret result",
+        ("bench/strategies.py", "bench/results/strategies-regret.json"),
+    ),
     "strategies-scale.md": Benchmark(
         "2 cores, shared", "a before/after of `tpe` and `bayes` on the same seeds", _STRATEGIES
     ),
