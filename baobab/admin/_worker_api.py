@@ -27,15 +27,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, Response, request
+from pydantic import Field
 from sqlalchemy import select
 from sqlalchemy.orm import aliased
 
 from baobab.admin._architecture import ARCHITECTURE_SCHEMA, architecture_field
 from baobab.admin._auth import check_body_trial_token, check_trial_token, public
-from baobab.admin._body import check_fields, enum_field, json_object, string_field
+from baobab.admin._body import check_fields, enum_field, json_object
 from baobab.admin._downloads import send_artifact
 from baobab.admin._fusion_profile import FUSION_PROFILE_SCHEMA, fusion_profile_field
-from baobab.admin._openapi import api_doc
+from baobab.admin._openapi import api_doc, model_schema
+from baobab.admin._request_body import RequestBody, Text, read_body
 from baobab.admin._state import admin_state
 from baobab.admin._train_job_time import TIME_BREAKDOWN_SCHEMA, time_breakdown_field
 from baobab.exceptions import NotFoundError, RequestError
@@ -69,20 +71,22 @@ _FINAL = sorted(TrialState.RUN_OUTCOMES)
 #: Rows one records request may carry; a worker sends what piled up since its last request.
 _MAX_RECORDS = 10_000
 _TIME = {"type": "string", "format": "date-time", "description": "ISO 8601 with a UTC offset"}
-_TAKE_OVER = {
-    "type": "boolean",
-    "default": True,
-    "description": "take over a trial whose worker went silent; false for a fused group's member, which "
-    "the job driver requeues alone instead",
-}
-_CLAIM_BODY = {
-    "type": "object",
-    "required": ["worker"],
-    "properties": {
-        "worker": {"type": "string", "minLength": 1},
-        "take_over": _TAKE_OVER,
-    },
-}
+_TAKE_OVER_RULE = (
+    "take over a trial whose worker went silent; false for a fused group's member, which the job driver requeues "
+    "alone instead"
+)
+_TAKE_OVER = {"type": "boolean", "default": True, "description": _TAKE_OVER_RULE}
+
+
+class _ClaimBody(RequestBody):
+    worker: Text = Field(description="the worker's name, shown on the trial")
+    take_over: bool = Field(True, description=_TAKE_OVER_RULE)
+
+
+class _BeatBody(RequestBody):
+    attempt: int = Field(description="the claim's attempt, as the claim gave it")
+
+
 _CLAIM_ANSWER = {
     "type": "object",
     "required": ["claim", "refused"],
@@ -99,7 +103,6 @@ _CLAIM_ANSWER = {
         },
     },
 }
-_BEAT_BODY = {"type": "object", "required": ["attempt"], "properties": {"attempt": {"type": "integer"}}}
 _RECORD_FIELDS = {
     "metrics": {
         "type": "array",
@@ -255,16 +258,17 @@ def _claim_answer(trial_id: int, result: TrialClaim | ClaimRefused) -> dict[str,
 @public
 @api_doc(
     summary="Claim a trial for a worker (trial token)",
-    body=_CLAIM_BODY,
+    body=model_schema(_ClaimBody),
     responses={200: ("the claim, or why it was refused", _CLAIM_ANSWER)},
 )
 def claim(trial_id: int) -> dict[str, Any]:
     """Set the trial RUNNING for the worker, or say why not (finished, or running on a live worker)."""
     check_trial_token(trial_id)
-    body = json_object(fields=_CLAIM_BODY["properties"])
-    worker = string_field(body, "worker")
-    stale_after_s = _stale_after_s(_take_over(body))
-    result = claim_trial(admin_state().engine, trial_id, worker, now=datetime.now(UTC), stale_after_s=stale_after_s)
+    body = read_body(_ClaimBody)
+    stale_after_s = _stale_after_s(body.take_over)
+    result = claim_trial(
+        admin_state().engine, trial_id, body.worker, now=datetime.now(UTC), stale_after_s=stale_after_s
+    )
     return _claim_answer(trial_id, result)
 
 
@@ -272,7 +276,7 @@ def claim(trial_id: int) -> dict[str, Any]:
 @public
 @api_doc(
     summary="Heartbeat of a running trial (trial token)",
-    body=_BEAT_BODY,
+    body=model_schema(_BeatBody),
     responses={
         200: (
             "whether the claim is current, and why to stop if so asked",
@@ -287,9 +291,8 @@ def claim(trial_id: int) -> dict[str, Any]:
 def beat(trial_id: int) -> dict[str, Any]:
     """Refresh the heartbeat; answers whether the claim is still current and any stop reason."""
     check_trial_token(trial_id)
-    body = json_object(fields=_BEAT_BODY["properties"])
     current, stop_reason = beat_trial(
-        admin_state().engine, trial_id, _int_field(body, "attempt"), now=datetime.now(UTC)
+        admin_state().engine, trial_id, read_body(_BeatBody).attempt, now=datetime.now(UTC)
     )
     return {"current": current, "stop_reason": stop_reason}
 
