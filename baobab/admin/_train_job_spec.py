@@ -1,10 +1,11 @@
 """A train job's specification, read once at the boundary: every check a job passes before it is created.
 
-``POST /api/v1/train_jobs`` takes the fields of :data:`FIELDS`. Each is declared once, as
-its JSON schema (what the API document shows, :data:`CREATE_SCHEMA`) beside its parser
-(what the request is held to), so the two cannot drift apart; a new setting of a job is
-one more entry. The job's ``options`` are one Pydantic model,
-:class:`~baobab.advisor.TrainJobOptions`, which both parses them and writes their schema.
+``POST /api/v1/train_jobs`` takes the fields of :class:`TrainJobBody`, a Pydantic model
+(:class:`~baobab.admin._request_body.RequestBody`) that both parses the body and writes the
+schema the API document shows (:data:`CREATE_SCHEMA`), so the two cannot drift apart; a new
+setting of a job is one more field. Where a field has rules of its own home (the budget's in
+:func:`~baobab.advisor.parse_budget`, with their schema beside them; the options' in
+:class:`~baobab.advisor.TrainJobOptions`), the model's field hands the value to that home.
 :func:`read_train_job_spec` reads the body alone: each field, then what ties fields
 together (the job options need the budget). :func:`check_train_job_spec` then checks what
 only the database knows: the datasets and templates the caller may see, of the job's task,
@@ -36,20 +37,22 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 from flask import Response, after_this_request
+from pydantic import AfterValidator, Field, PlainValidator, Strict, WithJsonSchema
 from sqlalchemy.orm import Session
 
 from baobab.admin._access import may_see_private, may_see_shared, shared_with
-from baobab.admin._body import MAX_NAME_LENGTH, enum_field, json_object, name_field
+from baobab.admin._body import MAX_NAME_LENGTH, name_field
 from baobab.admin._cluster_offer import ClusterOffer, check_resources
-from baobab.admin._openapi import register_model
+from baobab.admin._openapi import model_schema
 from baobab.admin._query import MAX_ID
+from baobab.admin._request_body import RequestBody, read_body
 from baobab.advisor import (
-    MIN_TIME_HOURS,
+    BUDGET_SCHEMA,
     STRATEGIES,
     Budget,
     JobOptions,
@@ -66,9 +69,9 @@ from baobab.store import Dataset, ModelTemplate, User, ZooModel
 __all__ = [
     "CREATE_SCHEMA",
     "DEPRECATION",
-    "FIELDS",
     "MOVED_OPTIONS",
     "TABULAR_TASKS",
+    "TrainJobBody",
     "TrainJobSpec",
     "check_train_job_spec",
     "read_train_job_spec",
@@ -87,23 +90,6 @@ MOVED_OPTIONS = ("early_stopping", "policies", "fusion", "enas", "warm_start", "
 DEPRECATION = "@1795910400"  # 2026-11-29
 #: The tasks whose datasets have a target column, which a job's ``target`` names.
 TABULAR_TASKS = tuple(task for task in Task if task.dataset_format is DatasetFormat.TABULAR)
-OPTIONS_SCHEMA = register_model(TrainJobOptions)
-
-
-@dataclass(frozen=True)
-class BodyField:
-    """One field of the body: its schema and its parser, declared together.
-
-    Attributes:
-        parse: the field's value (None when absent or null: an optional field's parser
-            gives its default) to what the job keeps; raises :class:`RequestError`.
-        required: what "is required" adds as a hint, or None for an optional field.
-    """
-
-    name: str
-    schema: Mapping[str, Any]
-    parse: Callable[[Any], Any]
-    required: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,38 +128,16 @@ def _app(value: Any) -> str:
     return app
 
 
-def _task(value: Any) -> Task:
-    return enum_field({"task": value}, "task", Task)
-
-
-def _id(name: str) -> Callable[[Any], int]:
-    def parse(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise RequestError(f"{name!r} must be an integer id, got {value!r}", field=name)
-        return value
-
-    return parse
-
-
-def _model_ids(value: Any) -> list[int]:
-    if not isinstance(value, list):
-        raise RequestError(f"'model_ids' must be a list of model template ids, got {value!r}", field="model_ids")
-    if not value:
-        raise RequestError("'model_ids' is empty: give at least one model template id", field="model_ids")
-    if len(value) > _MAX_MODELS:
-        raise RequestError(f"'model_ids' has {len(value)} ids, at most {_MAX_MODELS} are allowed", field="model_ids")
+def _distinct(model_ids: list[int]) -> list[int]:
     seen: dict[int, int] = {}
-    for i, model_id in enumerate(value):
-        field = f"model_ids[{i}]"
-        if isinstance(model_id, bool) or not isinstance(model_id, int):
-            raise RequestError(f"{field!r} must be an integer id, got {model_id!r}", field=field)
+    for i, model_id in enumerate(model_ids):
         if model_id in seen:
             raise RequestError(
-                f"model {model_id} is listed twice (model_ids[{seen[model_id]}] and {field}); list each once",
-                field=field,
+                f"model {model_id} is listed twice (model_ids[{seen[model_id]}] and model_ids[{i}]); list each once",
+                field=f"model_ids[{i}]",
             )
         seen[model_id] = i
-    return value
+    return model_ids
 
 
 def _budget(value: Any) -> Budget:
@@ -186,8 +150,6 @@ def _budget(value: Any) -> Budget:
 
 
 def _train_args(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
     if not isinstance(value, dict):
         raise RequestError(
             f"'train_args' must be an object of train() keyword arguments, got {value!r}", field="train_args"
@@ -209,12 +171,10 @@ def _train_args(value: Any) -> dict[str, Any]:
     return value
 
 
-def _target(value: Any, field: str = "target") -> str | None:
+def _target(value: Any, field: str = "target") -> str:
     """A tabular job's target column: held to the rule for names (one line of visible text, at most
     :data:`MAX_NAME_LENGTH` characters), and kept as sent, not NFC-normalised as a name is, since it
     must match the CSV's header character for character."""
-    if value is None:
-        return None
     name_field({field: value}, field)
     if len(value) > MAX_NAME_LENGTH:  # name_field counts the normalised form, which can be shorter
         raise RequestError(f"{field!r} has {len(value)} characters, at most {MAX_NAME_LENGTH} are allowed", field=field)
@@ -223,105 +183,79 @@ def _target(value: Any, field: str = "target") -> str | None:
 
 def _options(value: Any) -> dict[str, Any]:
     """The options as sent (an object): :func:`read_train_job_spec` parses them with those from ``train_args``."""
-    if value is None:
-        return {}
     if not isinstance(value, dict):
         raise RequestError(f'\'options\' must be an object like {{"fusion": "auto"}}, got {value!r}', field="options")
     return value
 
 
-def _seed(value: Any) -> int:
-    """The job's seed: the one asked for, or a random one (kept, so that the job can be repeated)."""
-    if value is None:
-        return secrets.randbits(63)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ID:
-        raise RequestError(f"'seed' must be a whole number from 0 to {MAX_ID}, got {value!r}", field="seed")
-    return value
-
-
 def _strategy(value: Any) -> str:
-    if value is None:
-        return "auto"
     if value not in STRATEGIES:
         raise RequestError(f"'strategy' is {value!r}; expected one of {', '.join(STRATEGIES)}", field="strategy")
     return str(value)
 
 
-FIELDS = (
-    BodyField(
-        "app",
-        {"type": "string", "pattern": f"^{_APP.pattern}$", "description": "each job is a new version of it"},
-        _app,
-        required="",
-    ),
-    BodyField("task", {"enum": [task.value for task in Task]}, _task, required=""),
-    BodyField("train_dataset_id", {"type": "integer"}, _id("train_dataset_id"), required=""),
-    BodyField("val_dataset_id", {"type": "integer"}, _id("val_dataset_id"), required=""),
-    BodyField(
-        "model_ids",
-        {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": _MAX_MODELS},
-        _model_ids,
-        required=": a list of model template ids",
-    ),
-    BodyField(
-        "budget",
-        {
-            "type": "object",
-            "description": "GPU_COUNT (0: CPU slots), TIME_HOURS and/or MODEL_TRIAL_COUNT (per template)",
-            "properties": {
-                "GPU_COUNT": {"type": "integer", "minimum": 0},
-                "TIME_HOURS": {"type": "number", "minimum": MIN_TIME_HOURS},
-                "MODEL_TRIAL_COUNT": {"type": "integer", "minimum": 1},
-            },
-        },
-        _budget,
-        required=', e.g. {"MODEL_TRIAL_COUNT": 10} or {"TIME_HOURS": 0.5, "GPU_COUNT": 0}',
-    ),
-    BodyField(
-        "train_args",
-        {
-            "type": "object",
-            "description": "keyword arguments of train(), and nothing else (job options that are still sent "
-            f"here are deprecated: {', '.join(MOVED_OPTIONS)} belong in options)",
-        },
-        _train_args,
-    ),
-    BodyField(
-        "target",
-        {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": MAX_NAME_LENGTH,
-            "description": f"{' and '.join(TABULAR_TASKS)} only: the datasets' target column, which train() "
-            "receives as its target argument (left out: train() keeps its own default, and the platform's "
-            "queries leave out the column 'target')",
-        },
-        _target,
-    ),
-    BodyField("options", {**OPTIONS_SCHEMA, "description": "what the job asks the platform for"}, _options),
-    BodyField(
-        "strategy",
-        {"enum": list(STRATEGIES), "default": "auto", "description": "the advisor's search strategy"},
-        _strategy,
-    ),
-    BodyField(
-        "seed",
-        {
-            "type": "integer",
-            "minimum": 0,
-            "maximum": MAX_ID,
-            "description": "seeds every proposal and trial: the same seed, data and templates search the same way "
-            "(default: a random one, shown in the job)",
-        },
-        _seed,
-    ),
-)
+class TrainJobBody(RequestBody):
+    """``POST /train_jobs`` (and its forecast): what to train, on what data, within what budget, and how."""
 
-CREATE_SCHEMA = {
-    "type": "object",
-    "required": [field.name for field in FIELDS if field.required is not None],
-    "properties": {field.name: dict(field.schema) for field in FIELDS},
-}
+    required_hints: ClassVar[Mapping[str, str]] = {
+        "model_ids": ": a list of model template ids",
+        "budget": ', e.g. {"MODEL_TRIAL_COUNT": 10} or {"TIME_HOURS": 0.5, "GPU_COUNT": 0}',
+    }
+
+    app: Annotated[
+        str,
+        PlainValidator(_app),
+        WithJsonSchema(
+            {"type": "string", "pattern": f"^{_APP.pattern}$", "description": "each job is a new version of it"}
+        ),
+    ]
+    # Written out (not a $ref), as the web form reads the choices from the document.
+    task: Annotated[Task, Strict(False), WithJsonSchema({"enum": [task.value for task in Task]})]
+    train_dataset_id: int
+    val_dataset_id: int
+    model_ids: Annotated[list[int], Field(min_length=1, max_length=_MAX_MODELS), AfterValidator(_distinct)]
+    budget: Annotated[Budget, PlainValidator(_budget), WithJsonSchema(BUDGET_SCHEMA)]
+    train_args: Annotated[
+        dict[str, Any],
+        PlainValidator(_train_args),
+        WithJsonSchema(
+            {
+                "type": "object",
+                "description": "keyword arguments of train(), and nothing else (job options that are still sent "
+                f"here are deprecated: {', '.join(MOVED_OPTIONS)} belong in options)",
+            }
+        ),
+    ] = {}
+    target: Annotated[
+        str | None,
+        PlainValidator(_target),
+        WithJsonSchema(
+            {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_NAME_LENGTH,
+                "description": f"{' and '.join(TABULAR_TASKS)} only: the datasets' target column, which train() "
+                "receives as its target argument (left out: train() keeps its own default, and the platform's "
+                "queries leave out the column 'target')",
+            }
+        ),
+    ] = None
+    options: Annotated[dict[str, Any], PlainValidator(_options, json_schema_input_type=TrainJobOptions)] = Field(
+        {}, description="what the job asks the platform for"
+    )
+    strategy: Annotated[
+        str,
+        PlainValidator(_strategy),
+        WithJsonSchema({"enum": list(STRATEGIES), "description": "the advisor's search strategy"}),
+    ] = "auto"
+    seed: Annotated[int, Field(ge=0, le=MAX_ID)] | None = Field(
+        None,
+        description="seeds every proposal and trial: the same seed, data and templates search the same way "
+        "(default: a random one, shown in the job)",
+    )
+
+
+CREATE_SCHEMA = model_schema(TrainJobBody)
 
 
 def read_train_job_spec() -> TrainJobSpec:
@@ -331,16 +265,9 @@ def read_train_job_spec() -> TrainJobSpec:
         RequestError: naming the field at fault (budget keys as ``budget.TIME_HOURS``,
             templates as ``model_ids[i]``, options as ``options.policies.final_trials``).
     """
-    body = json_object(fields=[field.name for field in FIELDS])
-    values: dict[str, Any] = {}
-    for field in FIELDS:
-        value = body.get(field.name)
-        if value is None and field.required is not None:
-            raise RequestError(f"{field.name!r} is required{field.required}", field=field.name)
-        values[field.name] = field.parse(value)
-    budget: Budget = values["budget"]
-    train_args, sent = values.pop("train_args"), values.pop("options")
-    target, target_moved = _job_target(values["task"], values.pop("target"), train_args)
+    body = read_body(TrainJobBody)
+    budget, train_args, sent = body.budget, body.train_args, body.options
+    target, target_moved = _job_target(body.task, body.target, train_args)
     moved = tuple(name for name in MOVED_OPTIONS if name in train_args)
     for name in moved:
         if name in sent:
@@ -360,7 +287,15 @@ def read_train_job_spec() -> TrainJobSpec:
         raise RequestError(f"{where}: {str(e).removeprefix(f'{e.field}: ')}", field=where) from None
     left = (*moved, "target") if target_moved else moved
     return TrainJobSpec(
-        **values,
+        app=body.app,
+        task=body.task,
+        train_dataset_id=body.train_dataset_id,
+        val_dataset_id=body.val_dataset_id,
+        model_ids=body.model_ids,
+        budget=budget,
+        strategy=body.strategy,
+        # The one asked for, or a random one, kept so that the job can be repeated.
+        seed=secrets.randbits(63) if body.seed is None else body.seed,
         train_args={name: value for name, value in train_args.items() if name not in left},
         target=target,
         options=options,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from baobab.advisor._asha import AshaRule
 from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
 from baobab.advisor._bayes import BayesStrategy
-from baobab.advisor._budget import MIN_TIME_HOURS, Budget, BudgetKey, parse_budget
+from baobab.advisor._budget import BUDGET_SCHEMA, MIN_TIME_HOURS, Budget, BudgetKey, parse_budget
 from baobab.advisor._enas import EnasStrategy
 from baobab.advisor._enas_phases import (
     PHASE_POLICIES,
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTO_MAX_GROUP",
+    "BUDGET_SCHEMA",
     "DEFAULT_METRICS",
     "MAX_GROUP",
     "MIN_TIME_HOURS",

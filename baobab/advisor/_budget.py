@@ -14,7 +14,7 @@ from typing import Any
 
 from baobab.exceptions import BudgetError
 
-__all__ = ["MIN_TIME_HOURS", "Budget", "BudgetKey", "parse_budget"]
+__all__ = ["BUDGET_SCHEMA", "MIN_TIME_HOURS", "Budget", "BudgetKey", "parse_budget"]
 
 
 class BudgetKey(enum.StrEnum):
@@ -58,11 +58,24 @@ _MAX_TRIALS = 100_000
 #: The shortest TIME_HOURS a user may ask for: one minute. A shorter budget (1e-300 hours) ends
 #: before the driver can take the job up and start a trial, so the job could only end ERRORED.
 MIN_TIME_HOURS = 1 / 60
+#: A budget as JSON Schema (the API document shows it); :func:`parse_budget` reads its integers' bounds here.
+BUDGET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "GPU_COUNT (0: CPU slots), TIME_HOURS and/or MODEL_TRIAL_COUNT (per template)",
+    "properties": {
+        BudgetKey.GPU_COUNT.value: {"type": "integer", "minimum": 0, "maximum": _MAX_GPUS, "default": 0},
+        BudgetKey.TIME_HOURS.value: {"type": "number", "minimum": MIN_TIME_HOURS, "maximum": _MAX_HOURS},
+        BudgetKey.MODEL_TRIAL_COUNT.value: {"type": "integer", "minimum": 1, "maximum": _MAX_TRIALS},
+    },
+    "additionalProperties": False,
+    "anyOf": [{"required": [BudgetKey.TIME_HOURS.value]}, {"required": [BudgetKey.MODEL_TRIAL_COUNT.value]}],
+}
 
 
-def _integer(key: BudgetKey, value: object, low: int, high: int) -> int:
+def _integer(key: BudgetKey, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise BudgetError(f"must be an integer, got {value!r}", field=key)
+    low, high = (BUDGET_SCHEMA["properties"][key.value][bound] for bound in ("minimum", "maximum"))
     if not low <= value <= high:
         raise BudgetError(f"must be between {low} and {high}, got {value}", field=key)
     return value
@@ -103,7 +116,7 @@ def parse_budget(data: object, *, stored: bool = False) -> Budget:
         time_hours = float(time_hours)
     trials = data.get(BudgetKey.MODEL_TRIAL_COUNT)
     return Budget(
-        gpu_count=_integer(BudgetKey.GPU_COUNT, data.get(BudgetKey.GPU_COUNT, 0), 0, _MAX_GPUS),
+        gpu_count=_integer(BudgetKey.GPU_COUNT, data.get(BudgetKey.GPU_COUNT, 0)),
         time_hours=time_hours,
-        model_trial_count=None if trials is None else _integer(BudgetKey.MODEL_TRIAL_COUNT, trials, 1, _MAX_TRIALS),
+        model_trial_count=None if trials is None else _integer(BudgetKey.MODEL_TRIAL_COUNT, trials),
     )

@@ -264,7 +264,10 @@ def test_every_operation_declares_its_body_and_its_answers(app: Flask, client: F
     assert {"Dataset", "Error", "InferenceJob", "Model", "TrainJob", "Trial", "User"} <= set(schemas)
     create = document["paths"]["/api/v1/train_jobs"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert create == _train_job_spec.CREATE_SCHEMA
-    assert set(create["properties"]) == {field.name for field in _train_job_spec.FIELDS}
+    assert set(create["properties"]) == set(_train_job_spec.TrainJobBody.model_fields)
+    # The budget's bounds are those parse_budget holds it to (read from the same schema).
+    budget = create["properties"]["budget"]["properties"]
+    assert (budget["MODEL_TRIAL_COUNT"]["minimum"], budget["MODEL_TRIAL_COUNT"]["maximum"]) == (1, 100_000)
     params = document["paths"]["/api/v1/trials/{trial_id}/params"]["get"]["responses"]["200"]["content"]
     assert params == {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
     upload = document["paths"]["/api/v1/datasets"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]

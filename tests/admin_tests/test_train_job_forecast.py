@@ -99,7 +99,7 @@ def test_a_template_nothing_has_finished_of_gives_no_forecast_and_says_why(
         ("?workers=0", {}, "workers", "query parameter 'workers' must be between 1 and 1024, got 0"),
         ("?slots=many", {}, "slots", "query parameter 'slots' must be a whole number, got 'many'"),
         ("?gpus=1", {}, "gpus", "unknown query parameter 'gpus'"),
-        ("", {"model_ids": []}, "model_ids", "'model_ids' is empty"),
+        ("", {"model_ids": []}, "model_ids", "'model_ids' has 0 items; it needs at least 1"),
         ("", {"model_ids": [999]}, "model_ids[0]", "no model 999"),
         ("", {"budget": {"MODEL_TRIAL_COUNT": 0}}, "budget.MODEL_TRIAL_COUNT", "must be between"),
         ("", {"options": {"fusion": "always"}}, "options.fusion", "must be"),
