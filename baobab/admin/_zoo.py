@@ -175,9 +175,13 @@ def _find(session: Session, zoo_model_id: int, *, owner_id: int | None = None) -
     return model
 
 
+#: What "'graph' is required" adds.
+_GRAPH_HINT = {"graph": ": the model's graph (baobab.zoo.trace_graph)"}
+
+
 def _graph(value: Any, field: str) -> ModelGraph:
     if value is None:
-        raise RequestError(f"{field!r} is required: the model's graph (baobab.zoo.trace_graph)", field=field)
+        raise RequestError(f"{field!r} is required{_GRAPH_HINT['graph']}", field=field)
     try:
         return ModelGraph.from_json(value, field=field) if not isinstance(value, str) else ModelGraph.loads(value)
     except GraphFormatError as e:
@@ -190,6 +194,8 @@ _Similarity = Annotated[float, Field(ge=0, le=1, description="the graphs' simila
 
 
 class _ParentQuery(RequestBody):
+    required_hints = _GRAPH_HINT
+
     graph: _Graph
     task: Annotated[Task, Strict(False)]
     trial_id: int | None = Field(None, description="choose for this trial: among its job owner's models")
@@ -201,6 +207,8 @@ class _Chosen(RequestBody):
 
 
 class _TrialGraph(RequestBody):
+    required_hints = _GRAPH_HINT
+
     graph: _Graph
 
 
