@@ -77,7 +77,9 @@ def test_a_hostile_template_on_a_celery_worker_reaches_nothing_and_leaves_nothin
     worker_home = services.home / "worker-0"
     write = [str(artifacts / "planted.py"), str(worker_home / "planted"), str(worker_home / "workers" / "planted")]
     worker_pid = services.workers[0].process.pid  # type: ignore[union-attr]
-    pool = sorted(wait_until(lambda: children_of(worker_pid), what="the worker's pool process to start"))
+    # Once Celery says it is ready its pool is started; a child seen before then may be a passing one (a probe).
+    wait_until(lambda: "w0@cluster ready." in services.workers[0].log_text(), what="the worker to be ready")
+    pool = sorted(children_of(worker_pid))
     server_pids = [services.api.process.pid, services.advisors[0].process.pid, worker_pid, *pool]  # type: ignore[union-attr]
 
     job = client.create_train_job(
