@@ -60,9 +60,20 @@ WAYS: dict[str, tuple[str, dict[str, Any]]] = {
 BATCH = 100  # test queries per predict request
 
 
-def run_once(way: str, repeat: int, images: dict[str, str], args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    """One run of one way: a fresh platform, one train job, its best trial served and tested."""
-    placement, options = WAYS[way]
+def run_once(
+    way: str,
+    repeat: int,
+    images: dict[str, str],
+    args: argparse.Namespace,
+    folder: Path,
+    *,
+    ways: dict[str, tuple[str, dict[str, Any]]] = WAYS,
+    gpus: int = 0,
+    serve: bool = True,
+) -> dict[str, Any]:
+    """One run of one way of ``ways``: a fresh platform, one train job of ``gpus`` GPU_COUNT, its best trial served
+    and tested (unless not ``serve``)."""
+    placement, options = ways[way]
     started = time.perf_counter()
     settings = {
         "BAOBAB_ADMIN_EMAIL": EMAIL,
@@ -82,13 +93,13 @@ def run_once(way: str, repeat: int, images: dict[str, str], args: argparse.Names
             train_dataset_id=train,
             val_dataset_id=val,
             model_ids=[model["id"]],
-            budget={"TIME_HOURS": args.minutes / 60, "GPU_COUNT": 0},
+            budget={"TIME_HOURS": args.minutes / 60, "GPU_COUNT": gpus},
             options=options,
         )
         job = client.wait_for_train_job(job["app"], job["app_version"], timeout=60 * args.minutes + 900, progress=False)
         trials = list(client.iter_trials(job["app"], job["app_version"]))
         breakdown = _time_breakdown(client, job)
-        served = _serve_and_test(client, job, trials, images["test"])
+        served = _serve_and_test(client, job, trials, images["test"]) if serve else None
     ran = [_seconds(t) for t in trials if t["started_at"] and t["finished_at"]]
     profiles = [t["fusion_profile"] for t in trials if t.get("fusion_profile")]
     scored = [t["score"] for t in trials if t["status"] == "COMPLETED" and t["score"] is not None]
@@ -104,12 +115,30 @@ def run_once(way: str, repeat: int, images: dict[str, str], args: argparse.Names
         "best_validation": max(scored, default=None),
         "test_accuracy": served,
         "trial_s": round(sum(ran), 1),
+        "median_trial_s": round(statistics.median(ran), 1) if ran else None,
+        "most_at_once": _most_at_once(trials),
         "profiles": len(profiles),
         "profile_s": round(sum(float(p.get("seconds", 0.0)) for p in profiles), 1),
         "fusion_profiling": job.get("fusion_profiling"),
+        "gpu_share": job.get("gpu_share"),
         "time_breakdown": breakdown,
         "wall_s": round(time.perf_counter() - started, 1),
     }
+
+
+def _most_at_once(trials: list[dict[str, Any]]) -> int:
+    """The most trials that ran at the same time."""
+    edges = sorted(
+        (datetime.datetime.fromisoformat(t[key]), step)
+        for t in trials
+        if t["started_at"] and t["finished_at"]
+        for key, step in (("started_at", 1), ("finished_at", -1))
+    )
+    running = most = 0
+    for _, step in edges:  # an end sorts before a start at the same instant
+        running += step
+        most = max(most, running)
+    return most
 
 
 def _seconds(trial: dict[str, Any]) -> float:

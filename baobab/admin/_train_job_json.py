@@ -120,7 +120,7 @@ TRAIN_JOB_SCHEMA = register_schema(
         "required": [
             "id", "app", "app_version", "task", "status", "error", "train_dataset_id", "val_dataset_id", "budget",
             "target", "seed", "owner_id", "created_at", "started_at", "finished_at", "trial_counts", "best_score",
-            "budget_used", "placement", "fusion_profiling", "determinism", "sub_jobs",
+            "budget_used", "placement", "fusion_profiling", "determinism", "gpu_share", "sub_jobs",
         ],
         "properties": {
             "id": {"type": "integer"},
@@ -214,6 +214,29 @@ TRAIN_JOB_SCHEMA = register_schema(
                     "window": {"type": "integer", "minimum": 1},
                     "wait_s": {"type": "number", "minimum": 0},
                     "idle_slot_s": {"type": "number", "minimum": 0},
+                },
+            },
+            "gpu_share": {
+                "type": ["object", "null"],
+                "description": 'under resources.gpu_share "auto": the trials per GPU now, whether that is settled, '
+                "the largest GPU memory a trial needed (MiB, a context's included) and its device's, each change "
+                "with its reason, and the trials that ran out of GPU memory beside others and ran again alone; "
+                "null otherwise, and until the first decision",
+                "required": ["level", "settled", "peak_mb", "device_mb", "changes", "retried_alone"],
+                "properties": {
+                    "level": {"type": "integer", "minimum": 1},
+                    "settled": {"type": "boolean"},
+                    "peak_mb": {"type": "integer", "minimum": 0},
+                    "device_mb": {"type": ["integer", "null"]},
+                    "changes": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["level", "reason"],
+                            "properties": {"level": {"type": "integer"}, "reason": {"type": "string"}},
+                        },
+                    },
+                    "retried_alone": {"type": "array", "items": {"type": "integer"}},
                 },
             },
             "sub_jobs": {
@@ -428,17 +451,22 @@ def jobs_json(
             "budget_used": _budget_used(
                 job, sum(sum(counts.get(sub["id"], {}).values()) for sub in subs[job.id]), len(subs[job.id]), now
             ),
-            # One column holds all three: the planner's outlook (none under the rules), the profiling decisions and
-            # what deterministic mode's window cost (record_train_job_window).
-            "placement": {k: v for k, v in job.placement.items() if k not in ("profiling", "deterministic")}
+            # One column holds all four: the planner's outlook (none under the rules), the profiling decisions,
+            # what deterministic mode's window cost (record_train_job_window) and the GPU share.
+            "placement": {k: v for k, v in job.placement.items() if k not in _NOT_PLACEMENT}
             if job.placement and "method" in job.placement
             else None,
             "fusion_profiling": (job.placement or {}).get("profiling"),
             "determinism": (job.placement or {}).get("deterministic"),
+            "gpu_share": (job.placement or {}).get("gpu_share"),
             "sub_jobs": subs[job.id],
         }
         for job in jobs
     ]
+
+
+#: The keys of ``train_jobs.placement`` that are not the planner's and have JSON fields of their own.
+_NOT_PLACEMENT = ("profiling", "deterministic", "gpu_share")
 
 
 def _final_rankings(session: Session, sub_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, Response, request
-from pydantic import Field
+from pydantic import Field, ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import aliased
 
@@ -37,7 +37,7 @@ from baobab.admin._body import check_fields, enum_field, json_object
 from baobab.admin._downloads import send_artifact
 from baobab.admin._fusion_profile import FUSION_PROFILE_SCHEMA, fusion_profile_field
 from baobab.admin._openapi import api_doc, model_schema
-from baobab.admin._request_body import RequestBody, Text, read_body
+from baobab.admin._request_body import RequestBody, Text, body_error, read_body
 from baobab.admin._state import admin_state
 from baobab.admin._train_job_time import TIME_BREAKDOWN_SCHEMA, time_breakdown_field
 from baobab.exceptions import NotFoundError, RequestError
@@ -85,6 +85,13 @@ class _ClaimBody(RequestBody):
 
 class _BeatBody(RequestBody):
     attempt: int = Field(description="the claim's attempt, as the claim gave it")
+
+
+class _GpuMemory(RequestBody):
+    """What a trial's GPU held: read by the driver to decide how many of a job's trials share a GPU."""
+
+    peak_mb: int = Field(ge=0, le=2**31 - 1, description="the peak of the trial process's CUDA allocator, MiB")
+    total_mb: int = Field(ge=1, le=2**31 - 1, description="its device's memory, MiB")
 
 
 _CLAIM_ANSWER = {
@@ -157,6 +164,10 @@ _FINISH_BODY = {
             "anyOf": [TIME_BREAKDOWN_SCHEMA, {"type": "null"}],
             "description": "the seconds the run spent per phase, whatever the state",
         },
+        "gpu_memory": {
+            "anyOf": [model_schema(_GpuMemory), {"type": "null"}],
+            "description": "on a GPU: the peak and total MiB of its memory, whatever the state",
+        },
         "params_path": {"type": ["string", "null"]},
         "error": {"type": ["string", "null"]},
         "traceback": {"type": ["string", "null"]},
@@ -186,6 +197,18 @@ def _optional(body: dict[str, Any], name: str, check: Callable[[Any], bool], exp
     if value is not None and not check(value):
         raise RequestError(f"{name!r} must be {expected} or null", field=name)
     return value
+
+
+def _gpu_memory(value: Any) -> dict[str, int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise RequestError("'gpu_memory' must be an object of peak_mb and total_mb, or null", field="gpu_memory")
+    try:
+        return _GpuMemory.model_validate(value).model_dump()
+    except ValidationError as e:
+        error = body_error(e, _GpuMemory)
+        raise RequestError(f"gpu_memory: {error}", field="gpu_memory") from None
 
 
 def _time(row: dict[str, Any], where: str) -> datetime:
@@ -388,6 +411,7 @@ def finish(trial_id: int) -> dict[str, Any]:
         )
     fusion_profile = fusion_profile_field(body, "fusion_profile")
     time_breakdown = time_breakdown_field(body, "time_breakdown")
+    gpu_memory = _gpu_memory(body.get("gpu_memory"))
     texts = {name: _optional(body, name, lambda v: isinstance(v, str), "a string") for name in _TEXTS}
     metrics, logs = _records(body)
     nxt = _next_claim(body)
@@ -406,6 +430,7 @@ def finish(trial_id: int) -> dict[str, Any]:
             architecture=architecture,
             fusion_profile=fusion_profile,
             time_breakdown=time_breakdown,
+            gpu_memory=gpu_memory,
             **texts,
         )
         if nxt is not None:

@@ -107,6 +107,7 @@ __all__ = [
     "EnasOptions",
     "FusionChoice",
     "FusionMode",
+    "GpuShareChoice",
     "JobOptions",
     "JobOptionsError",
     "MaxGroup",
@@ -149,6 +150,13 @@ class ShareFrom(StrEnum):
 
 class FusionChoice(StrEnum):
     """The fusion option's named choices; an object with max_group is the third form."""
+
+    OFF = "off"
+    AUTO = "auto"
+
+
+class GpuShareChoice(StrEnum):
+    """Whether several of a GPU job's trials may share each of its GPUs (``resources.gpu_share``)."""
 
     OFF = "off"
     AUTO = "auto"
@@ -259,6 +267,11 @@ class ResourceOptions(_Declared):
         le=MAX_MEMORY_MB,
         description="MiB of data a launch may hold; past it an allocation fails and the trial ends ERRORED "
         "(default: BAOBAB_TRIAL_MEMORY_MB, else the machine's memory / its slots)",
+    )
+    gpu_share: Annotated[GpuShareChoice, Strict(False)] = Field(
+        default=GpuShareChoice.OFF,
+        description='"off": one trial per GPU of GPU_COUNT; "auto" (experimental): several of the job\'s trials '
+        "share each GPU while their measured memory fits and together they train faster",
     )
 
 
@@ -444,6 +457,8 @@ class JobOptions:
     deterministic: bool = False
     #: The threads each launch asks for (``resources.threads``; None: a slot's share).
     threads: int | None = None
+    #: Whether several of its trials may share each of its GPUs (``resources.gpu_share``).
+    gpu_share: GpuShareChoice = GpuShareChoice.OFF
 
     @property
     def reduced_search(self) -> frozenset[Policy]:
@@ -503,4 +518,5 @@ def parse_job_options(
         enas=parsed.enas.model_dump(exclude_none=True),
         deterministic=parsed.deterministic,
         threads=parsed.resources.threads,
+        gpu_share=parsed.resources.gpu_share,
     )

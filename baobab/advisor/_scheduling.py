@@ -20,6 +20,7 @@ from typing import Any
 from baobab.advisor._base import Strategy, TrialRecord, TrialStatus
 from baobab.advisor._deterministic import WindowWait
 from baobab.advisor._durations import RecentDurations
+from baobab.advisor._gpu_share import GpuShare
 from baobab.advisor._job_options import AUTO_MAX_GROUP, FusionMode, JobOptions, ShareFrom
 from baobab.advisor._packing import packed_size
 from baobab.advisor._plans import Next, Outcome, Plan, PlanStep, RetrainPhase, StopCause
@@ -124,6 +125,9 @@ class ActiveTrial:
     group: int | None = None
     group_size: int = 1
     profiling: str | None = None
+    #: Under ``resources.gpu_share``: the share's epoch and level when it started (None: not measured).
+    share_epoch: int | None = None
+    share_level: int = 1
 
     def run_alone(self) -> None:
         """It was requeued out of its group (its worker died): it runs again alone."""
@@ -547,6 +551,8 @@ class JobState:
     cancelled: bool = False
     #: Deterministic mode: what the window cost the job so far; None otherwise.
     window_wait: WindowWait | None = None
+    #: Under ``resources.gpu_share: "auto"`` (a GPU job): how many of its trials share each GPU; None otherwise.
+    share: GpuShare | None = None
 
     @property
     def running(self) -> int:
@@ -561,6 +567,8 @@ class JobState:
     @property
     def unit_cap(self) -> int:
         """How many units of work it may have running at once: its cap over the slots each holds (one at least)."""
+        if self.share is not None:
+            return self.share.cap
         return max(1, self.cap // self.slots_per_unit)
 
     @property

@@ -89,6 +89,7 @@ from baobab.worker._capture import capture_prints
 from baobab.worker._data_cache import DataCache
 from baobab.worker._fusion_profile import measure_fusion, profile_line
 from baobab.worker._gateway import TrialGateway
+from baobab.worker._gpu_memory import gpu_memory, reset_gpu_peak
 from baobab.worker._queries import sample_queries
 from baobab.worker._recorder import RowWriter, TrialSink
 from baobab.worker._telemetry import Phase
@@ -213,6 +214,7 @@ class _Trial:
         self.profile: dict[str, Any] | None = None
         #: Seconds spent in each phase so far (see :func:`_timed`).
         self.phases: dict[str, float] = {}
+        reset_gpu_peak()
         self.heartbeat: _Heartbeat | None = None
         if gateway.heartbeat_s is not None:
             self.heartbeat = _Heartbeat(
@@ -259,7 +261,11 @@ class _Trial:
         return status
 
     def _measured(self) -> dict[str, Any]:
-        return {} if self.profile is None else {"fusion_profile": self.profile}
+        measured: dict[str, Any] = {} if self.profile is None else {"fusion_profile": self.profile}
+        memory = gpu_memory()
+        if memory is not None:
+            measured["gpu_memory"] = memory
+        return measured
 
     def ended_by(self, error: Exception) -> TrialOutcome:
         """End the trial for ``error``: the template's (a :class:`TrialFailed`), or the worker's own."""

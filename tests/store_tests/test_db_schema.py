@@ -20,7 +20,7 @@ from baobab.store._db import (
 
 def test_upgrade_from_empty_creates_every_table_at_head(db_url: str) -> None:
     assert current_revision(db_url) is None
-    assert upgrade_database(db_url) == head_revision() == "0021"
+    assert upgrade_database(db_url) == head_revision() == "0022"
     assert current_revision(db_url) == head_revision()
     engine = create_engine_from_url(db_url)
     try:

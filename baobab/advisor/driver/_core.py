@@ -22,7 +22,8 @@ from sqlalchemy import Engine, Row
 
 from baobab._settings import Placement, Settings
 from baobab.advisor._executor import Executor
-from baobab.advisor._scheduling import JobState, StopCause, SubJobState, first_line, record_finished
+from baobab.advisor._gpu_share import is_gpu_out_of_memory
+from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobState, first_line, record_finished
 from baobab.advisor.driver import _rows, _telemetry
 from baobab.advisor.driver._metrics import MetricFeed
 from baobab.advisor.driver._reads import run_seconds, trial_rows
@@ -135,7 +136,9 @@ class DriverCore:
 
     def _apply_row(self, row: Row[Any], now: float) -> None:
         duration = run_seconds(row)
-        self._finish_trial(row.id, row.status, row.score, duration, row.error, now, row.params_path, row.fusion_profile)
+        self._finish_trial(
+            row.id, row.status, row.score, duration, row.error, now, row.params_path, row.fusion_profile, row.gpu_memory
+        )
 
     def _finish_trial(
         self,
@@ -147,12 +150,16 @@ class DriverCore:
         now: float,
         params: str | None = None,
         profile: Mapping[str, Any] | None = None,
+        gpu_memory: Mapping[str, Any] | None = None,
     ) -> None:
         """A trial the driver runs reached a final state: account for it, feed its rule, end what ended."""
-        owner = self._owners.pop(trial_id, None)
+        owner = self._owners.get(trial_id)
         if owner is None:
             return
         job, sub = owner
+        if job.share is not None and self._retried_alone(job, sub.active[trial_id], state, error, now):
+            return
+        del self._owners[trial_id]
         _telemetry.TRIALS_FINISHED.labels(state.value).inc()
         self._suspects.discard(trial_id)
         trial = sub.active.pop(trial_id)
@@ -161,6 +168,8 @@ class DriverCore:
             job, sub, trial, state, score=score, duration=duration, error=error, params=params, profile=profile
         )
         self._write_updates(sub)
+        if job.share is not None:
+            self._measure_share(job, trial, state, duration, gpu_memory)
         if watched and sub.rule is not None:
             sub.rule.finished(trial.number, score if state.is_scored() else None)
         if sub.failure is None and not sub.ended and sub.broken():
@@ -170,6 +179,50 @@ class DriverCore:
             for other in list(sub.active):
                 self._tell(self.executor.cancel, other, reason)
         self._check_end(job, now)
+
+    # -- GPU sharing ---------------------------------------------------------------------------
+
+    def _retried_alone(
+        self, job: JobState, trial: ActiveTrial, state: TrialState, error: str | None, now: float
+    ) -> bool:
+        """A trial that ran out of GPU memory beside others of its job runs again alone, not counted as an error:
+        True when it was set PENDING for that (it waits until the job's other trials end; see :meth:`schedule`)."""
+        share = job.share
+        assert share is not None
+        if (
+            state is not TrialState.ERRORED
+            or trial.share_level < 2
+            or trial.id in share.retried
+            or job.stop_cause is not None
+            or not is_gpu_out_of_memory(error)
+            or not _rows.retry_alone(self.engine, trial.id, now)
+        ):
+            return False
+        logger.warning("job %s: trial %s ran out of GPU memory beside others; it runs again alone", job.id, trial.id)
+        share.out_of_memory(trial.id, trial.share_epoch)
+        trial.run_alone()
+        trial.share_epoch, trial.share_level = None, 1
+        self._safely(_rows.record_gpu_share, self.engine, job.id, share.record)
+        return True
+
+    def _measure_share(
+        self, job: JobState, trial: ActiveTrial, state: TrialState, duration: float | None, memory: Any
+    ) -> None:
+        share = job.share
+        assert share is not None
+        share.ended(trial.id)
+        epoch = -1 if trial.share_epoch is None else trial.share_epoch
+        if share.finished(epoch, duration, memory, completed=state is TrialState.COMPLETED):
+            logger.info("job %s: %d trial(s) per GPU (%s)", job.id, share.level, share.changes[-1]["reason"])
+            self._safely(_rows.record_gpu_share, self.engine, job.id, share.record)
+
+    def _send_alone(self) -> None:
+        """Submit the next trial waiting to run alone of each job that runs nothing else now."""
+        for job in self._jobs.values():
+            if job.share is not None and job.stop_cause is None:
+                trial_id = job.share.next_alone(job.running)
+                if trial_id is not None:
+                    self._tell(lambda trial, _: self.executor.submit(trial), trial_id, "alone")
 
     # -- stopping ------------------------------------------------------------------------------
 

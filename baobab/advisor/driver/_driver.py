@@ -240,6 +240,7 @@ class JobDriver(StoreSync):
         only then submits them: a pass that fills a thousand slots costs one commit, not a thousand."""
         if not self._jobs:
             return 0
+        self._send_alone()
         ahead = getattr(self.executor, "queue_ahead", 0)
         free = self.executor.slots * (1 + ahead) - sum(job.slots_held for job in self._jobs.values())
         now = self.clock()
@@ -394,6 +395,8 @@ class JobDriver(StoreSync):
                 group_size=len(trials),
                 profiling=trial.profiling,
             )
+            if job.share is not None:
+                active.share_epoch, active.share_level = job.share.started(), job.share.level
             if len(trials) > 1:
                 active.group = unit.actives[0].id if unit.actives else active.id
             unit.rows.append(row)

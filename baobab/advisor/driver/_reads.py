@@ -50,6 +50,7 @@ TRIAL_COLUMNS = (
     Trial.shared_params_path,
     Trial.fused_group,
     Trial.fusion_profile,
+    Trial.gpu_memory,
 )
 
 

@@ -21,7 +21,8 @@ from sqlalchemy import Row
 
 from baobab.advisor._budget import parse_budget
 from baobab.advisor._deterministic import WindowWait
-from baobab.advisor._job_options import JobOptions, parse_job_options
+from baobab.advisor._gpu_share import GpuShare
+from baobab.advisor._job_options import GpuShareChoice, JobOptions, parse_job_options
 from baobab.advisor._job_plan import check_job_plan
 from baobab.advisor._plans import options_plan
 from baobab.advisor._scheduling import ActiveTrial, JobState, StopCause, SubJobState, launch_slots, record_finished
@@ -91,6 +92,8 @@ def job_state(
         job.stop(StopCause.TIME, now + grace_s)
     elif status is JobStatus.STOPPING:
         job.stop(StopCause.USER, now + grace_s)
+    if budget.gpu_count and options.gpu_share is GpuShareChoice.AUTO:  # the level it reached before, if any
+        job.share = GpuShare.from_record(budget.gpu_count, (row.placement or {}).get("gpu_share"))
     if options.deterministic:  # the window the job started with, and what waiting cost it so far
         job.window_wait = WindowWait.from_record((row.placement or {}).get("deterministic"))
     return job, options

@@ -32,11 +32,13 @@ from baobab.store import (
     fuse_trials,
     job_sharing,
     record_shared_merges,
+    record_train_job_gpu_share,
     record_train_job_placement,
     record_train_job_profiling,
     record_train_job_window,
     request_train_job_stop,
     requeue_trial,
+    retry_trial_alone,
     session_scope,
     start_train_job,
 )
@@ -45,7 +47,9 @@ from baobab.store import insert_trials as insert_trial_rows
 __all__ = [
     "end_job",
     "end_lost_trials",
+    "record_gpu_share",
     "record_merges",
+    "retry_alone",
     "NewTrial",
     "fail_job",
     "insert_units",
@@ -164,6 +168,18 @@ def record_window(engine: Engine, job_id: int, record: Mapping[str, Any]) -> Non
     """What deterministic mode's window cost the job so far (see ``WindowWait.record``)."""
     with session_scope(engine) as session:
         record_train_job_window(session, job_id, dict(record))
+
+
+def record_gpu_share(engine: Engine, job_id: int, record: Mapping[str, Any]) -> None:
+    """How many of the job's trials share each GPU, and why (see ``GpuShare.record``)."""
+    with session_scope(engine) as session:
+        record_train_job_gpu_share(session, job_id, dict(record))
+
+
+def retry_alone(engine: Engine, trial_id: int, now: float) -> bool:
+    """The ERRORED trial is PENDING again, to run alone; False when it was not ERRORED."""
+    with session_scope(engine) as session:
+        return retry_trial_alone(session, trial_id, now=utc(now))
 
 
 def end_job(

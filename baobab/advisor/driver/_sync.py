@@ -57,7 +57,8 @@ class StoreSync(DriverCore):
 
     def _check_held(self, now: float) -> None:
         held = self.executor.active()
-        missing = [trial_id for trial_id in self._owners if trial_id not in held]
+        waiting = {trial for job in self._jobs.values() if job.share is not None for trial in job.share.waiting_alone}
+        missing = [trial_id for trial_id in self._owners if trial_id not in held and trial_id not in waiting]
         suspects = set()
         for row in trial_rows(self.engine, missing):
             owner = self._owners.get(row.id)

@@ -34,6 +34,7 @@ from baobab.store._db._job_rows import (
     fail_train_job,
     finish_sub_job,
     finish_train_job,
+    record_train_job_gpu_share,
     record_train_job_placement,
     record_train_job_profiling,
     record_train_job_window,
@@ -71,6 +72,7 @@ from baobab.store._db._trial_control import (
     insert_trials,
     request_trial_stop,
     requeue_trial,
+    retry_trial_alone,
     set_trial_parent,
 )
 from baobab.store._db._trial_rows import (
@@ -157,10 +159,12 @@ __all__ = [
     "RELEASED",
     "record_train_job_placement",
     "record_train_job_profiling",
+    "record_train_job_gpu_share",
     "record_train_job_window",
     "request_train_job_stop",
     "request_trial_stop",
     "requeue_trial",
+    "retry_trial_alone",
     "serve_inference_job",
     "session_scope",
     "set_trial_parent",

@@ -38,6 +38,7 @@ __all__ = [
     "finish_train_job",
     "record_train_job_placement",
     "record_train_job_profiling",
+    "record_train_job_gpu_share",
     "record_train_job_window",
     "request_train_job_stop",
     "start_train_job",
@@ -222,6 +223,16 @@ def record_train_job_window(session: Session, job_id: int, record: dict[str, Any
     if job is None or job.status not in JobStatus.UNFINISHED:
         return False
     job.placement = {**(job.placement or {}), "deterministic": dict(record)}
+    return True
+
+
+def record_train_job_gpu_share(session: Session, job_id: int, record: dict[str, Any]) -> bool:
+    """Store how many of an unfinished job's trials share each GPU and why (``placement["gpu_share"]``, see
+    ``baobab.advisor._gpu_share``); True if the job was unfinished."""
+    job = session.get(TrainJob, job_id, with_for_update=True)
+    if job is None or job.status not in JobStatus.UNFINISHED:
+        return False
+    job.placement = {**(job.placement or {}), "gpu_share": dict(record)}
     return True
 
 

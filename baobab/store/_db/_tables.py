@@ -309,6 +309,9 @@ class Trial(Base):
     # Where the run's time went: seconds per phase the worker measured (baobab.enums.TimePhase
     # values but "wait", which created_at and started_at give), stored with the final state.
     time_breakdown: Mapped[dict[str, Any] | None]
+    # On a GPU: the peak of its CUDA allocator and its device's total ({"peak_mb", "total_mb"}), stored with the
+    # final state; how many of a job's trials may share a GPU is decided by it (baobab.advisor._gpu_share).
+    gpu_memory: Mapped[dict[str, Any] | None]
 
     sub_job: Mapped[SubJob] = relationship(back_populates="trials")
 

@@ -30,6 +30,7 @@ __all__ = [
     "insert_trials",
     "request_trial_stop",
     "requeue_trial",
+    "retry_trial_alone",
     "set_trial_parent",
 ]
 
@@ -152,6 +153,28 @@ def requeue_trial(session: Session, trial_id: int, *, now: datetime) -> bool:
         update(_trials)
         .where(_trials.c.id == trial_id, _UNFINISHED)
         .values(status=TrialState.PENDING, error=None, finished_at=None, submitted_at=now, fused_group=None)
+    )
+    return changed_rows(session, statement) == 1
+
+
+def retry_trial_alone(session: Session, trial_id: int, *, now: datetime) -> bool:
+    """Set a trial that ended ERRORED PENDING again, to run alone (it ran out of GPU memory beside others).
+
+    Its error goes: running out beside others is no fault of its template. The claim that
+    follows counts one more attempt. False when it is not ERRORED (it was not, or another took it).
+    """
+    statement = (
+        update(_trials)
+        .where(_trials.c.id == trial_id, _trials.c.status == TrialState.ERRORED)
+        .values(
+            status=TrialState.PENDING,
+            error=None,
+            traceback=None,
+            finished_at=None,
+            submitted_at=now,
+            fused_group=None,
+            gpu_memory=None,
+        )
     )
     return changed_rows(session, statement) == 1
 

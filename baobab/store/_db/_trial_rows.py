@@ -242,6 +242,7 @@ _FINISH = (
         architecture=_param("b_architecture", "architecture"),
         fusion_profile=_param("b_fusion_profile", "fusion_profile"),
         time_breakdown=_param("b_time_breakdown", "time_breakdown"),
+        gpu_memory=_param("b_gpu_memory", "gpu_memory"),
     )
 )
 _STATE = select(_trials.c.status, _trials.c.heartbeat_at, _trials.c.worker).where(_trials.c.id == bindparam("b_id"))
@@ -385,13 +386,15 @@ def finish_trial(
     architecture: Mapping[str, Any] | None = None,
     fusion_profile: Mapping[str, Any] | None = None,
     time_breakdown: Mapping[str, float] | None = None,
+    gpu_memory: Mapping[str, int] | None = None,
 ) -> TrialState | None:
     """Store the final state while the claim ``attempt`` is current (any claim when None).
 
     ``architecture`` is a SpaceModel trial's mutation record (``MutationRecord.to_json()``).
     ``fusion_profile`` is what the claim asked to measure with the measurement, whatever
     the state (the worker measures before training); it replaces the request.
-    ``time_breakdown`` is the seconds the run spent per phase (``baobab.enums.TimePhase``).
+    ``time_breakdown`` is the seconds the run spent per phase (``baobab.enums.TimePhase``);
+    ``gpu_memory`` the peak and total MiB of the GPU it ran on (``peak_mb``, ``total_mb``).
 
     Returns the state the trial has now: ``status`` when it was stored, else what
     someone else stored (CANCELLED, or a take-over's RUNNING), None when the row is gone.
@@ -416,6 +419,7 @@ def finish_trial(
             architecture=architecture,
             fusion_profile=fusion_profile,
             time_breakdown=time_breakdown,
+            gpu_memory=gpu_memory,
         )
 
 
@@ -434,6 +438,7 @@ def finish_trial_in(
     architecture: Mapping[str, Any] | None = None,
     fusion_profile: Mapping[str, Any] | None = None,
     time_breakdown: Mapping[str, float] | None = None,
+    gpu_memory: Mapping[str, int] | None = None,
 ) -> TrialState | None:
     """:func:`finish_trial` in the caller's ``session`` (committed by the caller)."""
     if status not in TrialState.RUN_OUTCOMES:
@@ -455,6 +460,7 @@ def finish_trial_in(
         "b_architecture": None if architecture is None else dict(architecture),
         "b_fusion_profile": None if fusion_profile is None else dict(fusion_profile),
         "b_time_breakdown": None if time_breakdown is None else dict(time_breakdown),
+        "b_gpu_memory": None if gpu_memory is None else dict(gpu_memory),
     }
     if changed_rows(session, _FINISH, values) != 1:
         return session.execute(select(_trials.c.status).where(_trials.c.id == trial_id)).scalar()

@@ -1,0 +1,182 @@
+"""A user's GPU job through ``baobab up``: one trial per GPU, trials sharing it, and fused trials.
+
+Issue 30's GPU benchmark. Each way is one run of :func:`user_job.run_once` with ``GPU_COUNT`` 1 on a
+fresh ``baobab up --workers SLOTS`` (SQLite, local worker processes that all see the GPU), the
+example CNN (``examples/models/torch_cnn.py``) on Fashion-MNIST's ``--images`` train + validation
+images for ``--minutes`` of ``TIME_HOURS``, its best trial then served and tested. The ways:
+
+- ``one-per-gpu``: no option (today's default: the job's GPU runs one trial at a time);
+- ``shared``: ``resources.gpu_share: "auto"``: several trials on the GPU as separate processes,
+  as many as the measured memory and throughput allow (``baobab.advisor._gpu_share``);
+- ``fused``: ``fusion: "auto"``: same-shaped trials stacked into one process where a profile says
+  it pays.
+
+Reported per way: completed trials and trials per hour (the ratio to one per GPU is the
+figure), the median trial's seconds, the most trials at once, the best validation accuracy, the
+served trial's test accuracy, the job's GPU-share decisions, and the GPU's memory and utilisation
+sampled by ``nvidia-smi`` every second while the job ran. Written to ``bench/results/gpu_share.md``
+and ``.json`` with the GPU's name. What the setup favours: each way starts from a fresh platform, so
+the ways that need measuring first (shared, fused) pay for it inside the same short budget.
+
+    python bench/gpu_share.py                                          # on a GPU machine: about 9 minutes
+    python bench/gpu_share.py --minutes 0.5 --images 600 --gpus 0 --out /tmp/gpu-share   # a smoke run, CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from user_job import run_once
+
+from baobab.store import FASHION_MNIST_SOURCE, build_fashion_mnist
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+#: way -> (BAOBAB_PLACEMENT, the job's options)
+WAYS: dict[str, tuple[str, dict[str, Any]]] = {
+    "one-per-gpu": ("rules", {}),
+    "shared": ("rules", {"resources": {"gpu_share": "auto"}}),
+    "fused": ("rules", {"fusion": "auto"}),
+}
+_QUERY = ("nvidia-smi", "--query-gpu=memory.used,utilization.gpu", "--format=csv,noheader,nounits")
+
+
+class GpuSampler(threading.Thread):
+    """``nvidia-smi``'s memory used (MiB) and utilisation (%) of GPU 0, every second until stopped."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.samples: list[tuple[float, float]] = []
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(1.0):
+            try:
+                line = subprocess.run(_QUERY, capture_output=True, text=True, timeout=5, check=True).stdout
+                used, busy = (float(v) for v in line.splitlines()[0].split(","))
+            except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+                continue
+            self.samples.append((used, busy))
+
+    def stop(self) -> dict[str, Any] | None:
+        self._done.set()
+        self.join()
+        if not self.samples:
+            return None
+        used, busy = zip(*self.samples, strict=True)
+        return {
+            "samples": len(self.samples),
+            "memory_mb_max": max(used),
+            "memory_mb_mean": statistics.fmean(used),
+            "utilisation_mean": statistics.fmean(busy),
+        }
+
+
+def gpu_name() -> str:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            return f"{props.name}, {props.total_memory / 2**30:.0f} GiB (torch {torch.__version__})"
+    except ImportError:
+        pass
+    return "no GPU"
+
+
+def write_report(runs: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_share.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=2) + "\n")
+    base = next((r for r in runs if r["way"] == "one-per-gpu"), None)
+    lines = [
+        "# A user's GPU job: one trial per GPU, trials sharing it, fused trials",
+        "",
+        f"`bench/gpu_share.py` at commit {meta['commit']}, {meta['date']}, on **{meta['gpu']}** "
+        f"({meta['cores']} cores): the example CNN, {meta['images']} Fashion-MNIST train + validation images, "
+        f"GPU_COUNT {meta['gpus']}, {meta['minutes']:g} minutes a job, `baobab up --workers {meta['slots']}`, "
+        "one run a way. See the script's docstring for what each way is and what the setup favours.",
+        "",
+        "| way | completed | trials per hour | vs one-per-gpu | median trial s | most at once | best validation "
+        "| test accuracy | GPU memory max MiB | GPU busy mean % |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in runs:
+        ratio = f"{r['completed'] / base['completed']:.2f}x" if base and base["completed"] else "—"
+        gpu = r.get("gpu") or {}
+        lines.append(
+            f"| {r['way']} | {r['completed']} | {r['completed'] / (meta['minutes'] / 60):.0f} | {ratio} | "
+            f"{r['median_trial_s']} | {r['most_at_once']} | {r['best_validation']} | {r['test_accuracy']} | "
+            f"{gpu.get('memory_mb_max', '—')} | {round(gpu['utilisation_mean']) if gpu else '—'} |"
+        )
+    lines += ["", "The shared way's decisions (the job's `gpu_share`):", ""]
+    for r in runs:
+        share = r.get("gpu_share")
+        if share:
+            lines += [f"- {change['level']} per GPU: {change['reason']}" for change in share["changes"]]
+            if share["retried_alone"]:
+                lines.append(f"- ran again alone after running out of GPU memory: trials {share['retried_alone']}")
+    (out / "gpu_share.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=2.5, help="TIME_HOURS of each job, in minutes")
+    parser.add_argument("--images", type=int, default=60000, help="train + validation images (default: all)")
+    parser.add_argument("--slots", type=int, default=8, help="worker processes of baobab up")
+    parser.add_argument("--gpus", type=int, default=1, help="GPU_COUNT of each job (0: a CPU smoke run)")
+    parser.add_argument("--source", default=FASHION_MNIST_SOURCE, help="the folder of Fashion-MNIST's IDX files")
+    parser.add_argument("--no-serve", action="store_true", help="skip serving and testing the best trial")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="baobab-bench-gpu-share-") as tmp:
+        folder = Path(tmp)
+        build_fashion_mnist(folder / "images", limit=args.images, val_fraction=0.1, seed=0, source=args.source)
+        images = {name: str(folder / "images" / f"{name}.zip") for name in ("train", "val", "test")}
+        for way in WAYS:
+            print(f"{way}: {args.minutes:g} minutes", flush=True)
+            sampler = GpuSampler()
+            sampler.start()
+            try:
+                run = run_once(way, 0, images, args, folder, ways=WAYS, gpus=args.gpus, serve=not args.no_serve)
+            finally:
+                gpu = sampler.stop()
+            run["gpu"] = gpu
+            runs.append(run)
+            print(
+                f"{way}: {run['completed']} completed, median {run['median_trial_s']} s, {run['most_at_once']} at "
+                f"once, best {run['best_validation']}, test {run['test_accuracy']}, gpu {gpu}, share "
+                f"{json.dumps(run.get('gpu_share'))}",
+                flush=True,
+            )
+    meta = {
+        "date": datetime.date.today().isoformat(),
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=False
+        ).stdout.strip()
+        or os.environ.get("BAOBAB_COMMIT", "?"),
+        "gpu": gpu_name(),
+        "minutes": args.minutes,
+        "images": args.images,
+        "slots": args.slots,
+        "gpus": args.gpus,
+        "cores": len(os.sched_getaffinity(0)),
+        "machine": platform.machine(),
+        "ways": {way: {"placement": p, "options": o} for way, (p, o) in WAYS.items()},
+    }
+    write_report(runs, meta, args.out)
+    print(f"wrote {args.out / 'gpu_share.md'}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
