@@ -15,8 +15,11 @@ Reported per way: completed trials and trials per hour (the ratio to one per GPU
 figure), the median trial's seconds, the most trials at once, the best validation accuracy, the
 served trial's test accuracy, the job's GPU-share decisions, and the GPU's memory and utilisation
 sampled by ``nvidia-smi`` every second while the job ran. Written to ``bench/results/gpu_share.md``
-and ``.json`` with the GPU's name. What the setup favours: each way starts from a fresh platform, so
-the ways that need measuring first (shared, fused) pay for it inside the same short budget.
+and ``.json`` with the GPU's name. Every way's job has the same seed (:data:`SEED`), so its first
+proposals are the same. What the setup favours: each way starts from a fresh platform, so the ways
+that measure first (shared, fused) pay for it inside the same short budget, against them; the
+ways run one after another, so a cache warmed by the first (the page cache of torch's libraries)
+helps the later ones.
 
     python bench/gpu_share.py                                          # on a GPU machine: about 9 minutes
     python bench/gpu_share.py --minutes 0.5 --images 600 --gpus 0 --out /tmp/gpu-share   # a smoke run, CPU
@@ -48,6 +51,8 @@ WAYS: dict[str, tuple[str, dict[str, Any]]] = {
     "shared": ("rules", {"resources": {"gpu_share": "auto"}}),
     "fused": ("rules", {"fusion": "auto"}),
 }
+#: Every way's job: the same proposals, so the ways differ in how trials run, not in which.
+SEED = 7
 _QUERY = ("nvidia-smi", "--query-gpu=memory.used,utilization.gpu", "--format=csv,noheader,nounits")
 
 
@@ -94,6 +99,16 @@ def gpu_name() -> str:
     return "no GPU"
 
 
+def _git_head() -> str:
+    """This checkout's commit; a copy without git (a GPU machine's) is told by BAOBAB_COMMIT instead."""
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
 def write_report(runs: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu_share.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=2) + "\n")
@@ -138,7 +153,19 @@ def main() -> None:
     parser.add_argument("--no-serve", action="store_true", help="skip serving and testing the best trial")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    runs = []
+    meta = {
+        "date": datetime.date.today().isoformat(),
+        "commit": os.environ.get("BAOBAB_COMMIT") or _git_head(),
+        "gpu": gpu_name(),
+        "minutes": args.minutes,
+        "images": args.images,
+        "slots": args.slots,
+        "gpus": args.gpus,
+        "cores": len(os.sched_getaffinity(0)),
+        "machine": platform.machine(),
+        "ways": {way: {"placement": p, "options": o} for way, (p, o) in WAYS.items()},
+    }
+    runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="baobab-bench-gpu-share-") as tmp:
         folder = Path(tmp)
         build_fashion_mnist(folder / "images", limit=args.images, val_fraction=0.1, seed=0, source=args.source)
@@ -148,7 +175,8 @@ def main() -> None:
             sampler = GpuSampler()
             sampler.start()
             try:
-                run = run_once(way, 0, images, args, folder, ways=WAYS, gpus=args.gpus, serve=not args.no_serve)
+                serve = not args.no_serve
+                run = run_once(way, 0, images, args, folder, ways=WAYS, gpus=args.gpus, serve=serve, seed=SEED)
             finally:
                 gpu = sampler.stop()
             run["gpu"] = gpu
@@ -159,22 +187,7 @@ def main() -> None:
                 f"{json.dumps(run.get('gpu_share'))}",
                 flush=True,
             )
-    meta = {
-        "date": datetime.date.today().isoformat(),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=False
-        ).stdout.strip()
-        or os.environ.get("BAOBAB_COMMIT", "?"),
-        "gpu": gpu_name(),
-        "minutes": args.minutes,
-        "images": args.images,
-        "slots": args.slots,
-        "gpus": args.gpus,
-        "cores": len(os.sched_getaffinity(0)),
-        "machine": platform.machine(),
-        "ways": {way: {"placement": p, "options": o} for way, (p, o) in WAYS.items()},
-    }
-    write_report(runs, meta, args.out)
+            write_report(runs, meta, args.out)  # after each way: a run cut short keeps the ways it finished
     print(f"wrote {args.out / 'gpu_share.md'}", flush=True)
 
 

@@ -70,9 +70,10 @@ def run_once(
     ways: dict[str, tuple[str, dict[str, Any]]] = WAYS,
     gpus: int = 0,
     serve: bool = True,
+    seed: int | None = None,
 ) -> dict[str, Any]:
-    """One run of one way of ``ways``: a fresh platform, one train job of ``gpus`` GPU_COUNT, its best trial served
-    and tested (unless not ``serve``)."""
+    """One run of one way of ``ways``: a fresh platform, one train job of ``gpus`` GPU_COUNT (and ``seed``: the same
+    proposals for every way), its best trial served and tested (unless not ``serve``)."""
     placement, options = ways[way]
     started = time.perf_counter()
     settings = {
@@ -95,6 +96,7 @@ def run_once(
             model_ids=[model["id"]],
             budget={"TIME_HOURS": args.minutes / 60, "GPU_COUNT": gpus},
             options=options,
+            seed=seed,
         )
         job = client.wait_for_train_job(job["app"], job["app_version"], timeout=60 * args.minutes + 900, progress=False)
         trials = list(client.iter_trials(job["app"], job["app_version"]))
