@@ -150,9 +150,12 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=8, help="worker processes of baobab up")
     parser.add_argument("--gpus", type=int, default=1, help="GPU_COUNT of each job (0: a CPU smoke run)")
     parser.add_argument("--source", default=FASHION_MNIST_SOURCE, help="the folder of Fashion-MNIST's IDX files")
+    parser.add_argument("--ways", default=",".join(WAYS), help=f"comma-separated, of {', '.join(WAYS)}")
     parser.add_argument("--no-serve", action="store_true", help="skip serving and testing the best trial")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    if set(args.ways.split(",")) - set(WAYS):
+        parser.error(f"--ways: of {', '.join(WAYS)}")
     meta = {
         "date": datetime.date.today().isoformat(),
         "commit": os.environ.get("BAOBAB_COMMIT") or _git_head(),
@@ -170,7 +173,7 @@ def main() -> None:
         folder = Path(tmp)
         build_fashion_mnist(folder / "images", limit=args.images, val_fraction=0.1, seed=0, source=args.source)
         images = {name: str(folder / "images" / f"{name}.zip") for name in ("train", "val", "test")}
-        for way in WAYS:
+        for way in args.ways.split(","):
             print(f"{way}: {args.minutes:g} minutes", flush=True)
             sampler = GpuSampler()
             sampler.start()
