@@ -21,7 +21,7 @@ that measure first (shared, fused) pay for it inside the same short budget, agai
 ways run one after another, so a cache warmed by the first (the page cache of torch's libraries)
 helps the later ones.
 
-    python bench/gpu_share.py                                          # on a GPU machine: about 9 minutes
+    python bench/gpu_share.py   # with a CUDA build of PyTorch (.venv pins the CPU one): about 9 minutes
     python bench/gpu_share.py --minutes 0.5 --images 600 --gpus 0 --out /tmp/gpu-share   # a smoke run, CPU
 """
 
@@ -109,6 +109,10 @@ def _git_head() -> str:
         return "?"
 
 
+def _number(value: float | None, digits: int = 4) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
 def write_report(runs: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "gpu_share.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=2) + "\n")
@@ -130,10 +134,20 @@ def write_report(runs: list[dict[str, Any]], meta: dict[str, Any], out: Path) ->
         gpu = r.get("gpu") or {}
         lines.append(
             f"| {r['way']} | {r['completed']} | {r['completed'] / (meta['minutes'] / 60):.0f} | {ratio} | "
-            f"{r['median_trial_s']} | {r['most_at_once']} | {r['best_validation']} | {r['test_accuracy']} | "
-            f"{gpu.get('memory_mb_max', '—')} | {round(gpu['utilisation_mean']) if gpu else '—'} |"
+            f"{r['median_trial_s']} | {r['most_at_once']} | {_number(r['best_validation'])} | "
+            f"{_number(r['test_accuracy'])} | {_number(gpu.get('memory_mb_max'), 0)} | "
+            f"{_number(gpu.get('utilisation_mean'), 0)} |"
         )
-    lines += ["", "The shared way's decisions (the job's `gpu_share`):", ""]
+    lines += [
+        "",
+        "Trials per hour count the completed trials of the whole job, the shared way's measuring at one and two "
+        "per GPU included. GPU busy is `nvidia-smi`'s utilisation: the share of each second in which a kernel ran.",
+        "",
+        "The shared way's decisions (the job's `gpu_share`). Each gain compares the trials that ran wholly at one "
+        "level with those of the level below: different trials, of other knobs, so a gain above 2x for a doubling "
+        "says the later trials were also shorter.",
+        "",
+    ]
     for r in runs:
         share = r.get("gpu_share")
         if share:

@@ -158,6 +158,17 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the forecast: one job at a time on a quiet machine, every template measured first",
         _PLACEMENT,
     ),
+    "gpu_share.md": Benchmark(
+        "NVIDIA H200, 16 cores",
+        "none of the ways in particular: the same seed, each from a fresh platform, run one after another (a cache "
+        "the first warmed helps the later ones); the measuring of the shared and fused ways is inside the budget",
+        ("baobab/advisor/_gpu_share.py", "baobab/advisor/driver", "baobab/worker"),
+    ),
+    "gpu_share_2min.md": Benchmark(
+        "NVIDIA H200, 16 cores",
+        "as gpu_share.md, with 2-minute jobs: the measuring takes a larger part of them",
+        ("baobab/advisor/_gpu_share.py", "baobab/advisor/driver", "baobab/worker"),
+    ),
     "placement_gpu.md": Benchmark(
         "NVIDIA H200",
         "one trial at a time on the GPU; trials of seconds, so fusion profiles cost more than they gain",
