@@ -116,7 +116,8 @@ def test_create_get_and_list(app: Flask, client: FlaskClient, world: World) -> N
         "budget": {"GPU_COUNT": 0, "MODEL_TRIAL_COUNT": 5}, "train_args": {"epochs": 2}, "target": "label",
         "owner_id": w.alice_id, "started_at": None, "finished_at": None, "trial_counts": zero, "best_score": None,
         "budget_used": {"time_s": 0.0, "time_limit_s": None, "trials": 0, "trial_limit": 10}, "placement": None,
-        "fusion_profiling": None, "determinism": None, "options": DEFAULT_OPTIONS,
+        "fusion_profiling": None, "determinism": None, "gpu_share": None,
+        "options": DEFAULT_OPTIONS,
         "sub_jobs": [
             {"id": sub_ids[0], "model_id": w.a_private, "model_name": "a-private", "strategy": "tpe",
              "status": "PENDING", "error": None, "trial_counts": zero},

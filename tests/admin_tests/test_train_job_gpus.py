@@ -126,10 +126,13 @@ def test_what_the_live_workers_have_is_what_a_job_may_ask_for(
 
     accepted = _job(client, headers, app, user, gpus=1, resources={"threads": 8, "memory_mb": 32_000})
     assert accepted.status_code == 201, accepted.json
-    assert accepted.json["options"]["resources"] == {"threads": 8, "memory_mb": 32_000}
+    assert accepted.json["options"]["resources"] == {"threads": 8, "memory_mb": 32_000, "gpu_share": "off"}
 
 
-@pytest.mark.parametrize("resources", [{"threads": 0}, {"memory_mb": 100}, {"gpus": 1}, {"threads": "two"}])
+@pytest.mark.parametrize(
+    "resources",
+    [{"threads": 0}, {"memory_mb": 100}, {"gpus": 1}, {"threads": "two"}, {"gpu_share": "always"}, {"gpu_share": 4}],
+)
 def test_a_resource_request_out_of_bounds_is_refused_by_name(
     app: Flask, client: FlaskClient, add_user: AddUser, resources: dict[str, Any]
 ) -> None:
@@ -137,6 +140,19 @@ def test_a_resource_request_out_of_bounds_is_refused_by_name(
     refused = _job(client, headers, app, user, resources=resources)
     assert refused.status_code == 400, refused.json
     assert refused.json["error"]["field"] == f"options.resources.{next(iter(resources))}"
+    if "gpu_share" in resources:
+        assert "must be 'off' or 'auto'" in refused.json["error"]["message"], refused.json
+
+
+def test_a_gpu_job_may_ask_for_its_gpus_to_be_shared(app: Flask, client: FlaskClient, add_user: AddUser) -> None:
+    engine = app.extensions["baobab"].engine
+    with session_scope(engine) as session:
+        report_workers(session, {"gpu@a": GPU_BOX}, datetime.now(UTC))
+    user, headers = add_user(UserRole.APP_DEVELOPER)
+    accepted = _job(client, headers, app, user, gpus=1, resources={"gpu_share": "auto"})
+    assert accepted.status_code == 201, accepted.json
+    assert accepted.json["options"]["resources"]["gpu_share"] == "auto"
+    assert accepted.json["gpu_share"] is None  # nothing decided before a trial measured
 
 
 @pytest.mark.parametrize("executor", [Executor.DOCKER, Executor.KUBERNETES])

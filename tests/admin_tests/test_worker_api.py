@@ -140,6 +140,14 @@ def test_a_worker_finishes_with_where_the_trials_time_went(app: Flask, client: F
     assert _row(app, trial).time_breakdown == spent
 
 
+def test_a_worker_finishes_with_the_gpu_memory_its_trial_needed(app: Flask, client: FlaskClient, trial: int) -> None:
+    assert _post(client, app, trial, "claim", {"worker": "w"}).status_code == 200
+    memory = {"peak_mb": 1_200, "total_mb": 143_155}
+    body = {"attempt": 1, "status": "COMPLETED", "score": 0.5, "gpu_memory": memory}
+    assert _post(client, app, trial, "finish", body).json == {"status": "COMPLETED"}
+    assert _row(app, trial).gpu_memory == memory
+
+
 def test_a_silent_workers_trial_is_taken_over_and_the_old_claim_can_no_longer_finish_it(
     app: Flask, client: FlaskClient, trial: int
 ) -> None:
@@ -283,6 +291,12 @@ def test_a_token_opens_its_own_trial_only_and_a_user_token_opens_none(
          "time_breakdown.train must be a number of seconds"),
         ("finish", {**DONE, "time_breakdown": {"fetch": -0.5}}, "time_breakdown",
          "time_breakdown.fetch must not be negative"),
+        ("finish", {**DONE, "gpu_memory": 5}, "gpu_memory", "must be an object of peak_mb and total_mb"),
+        ("finish", {**DONE, "gpu_memory": {"peak_mb": 5}}, "gpu_memory", "gpu_memory: 'total_mb' is required"),
+        ("finish", {**DONE, "gpu_memory": {"peak_mb": -1, "total_mb": 8}}, "gpu_memory",
+         "gpu_memory: 'peak_mb' is -1; it must be between 0 and"),
+        ("finish", {**DONE, "gpu_memory": {"peak_mb": 1.5, "total_mb": 8}}, "gpu_memory",
+         "gpu_memory: 'peak_mb' must be an integer"),
         ("claim", {"worker": "w", "take_over": "no"}, "take_over", "must be true or false"),
         ("records", {"metrics": {}}, "metrics", "must be a list of objects"),
         ("records", {"metrics": [{"step": "1", "metrics": {}, "time": "2030-01-01T00:00:00+00:00"}]},
