@@ -16,12 +16,14 @@ from test_driver import (  # the stand-in executor and store helpers of the driv
     StandInExecutor,
     engine,
     events,
+    finished,
     job_row,
     make_job,
     running,
     score_of,
     settings,
     trials,
+    turned,
     wait_finished,
 )
 
@@ -29,7 +31,7 @@ from baobab import Settings
 from baobab.advisor import TrialRecord, TrialStatus, make_strategy
 from baobab.model import ArchKnob, FloatKnob, KnobConfig, PolicyKnob
 from baobab.store import Event, EventKind, InterimMetric, LocalEventChannel, TrainJob, TrialState, session_scope
-from baobab.testing import wait_until
+from baobab.testing import VirtualClock, wait_until
 
 __all__ = ["engine", "events", "settings"]  # fixtures, imported for pytest
 
@@ -72,12 +74,17 @@ def test_early_stop_search_then_the_best_configuration_retrained_in_full(
 def test_a_short_time_budget_still_ends_with_a_full_length_final_trial(
     engine: Engine, events: LocalEventChannel, settings: Settings
 ) -> None:
-    executor = StandInExecutor(engine, events, slots=2, duration=0.3)
-    with running(engine, executor, events, settings, grace_s=0.2):
-        job_id = job_with(
-            engine, events, {"TIME_HOURS": 1.2 / 3600}, {"policies": {"EARLY_STOP": True, "final_factor": 1.0}}
-        )
-        job = wait_finished(engine, job_id)
+    # On the driver's virtual clock (a busy machine cannot stretch a budget of seconds): trials of 3 s in 36 s.
+    clock = VirtualClock()
+    executor = StandInExecutor(engine, events, slots=2, hold=True, clock=clock)
+    with turned(engine, executor, events, settings, grace_s=0.2) as loop:
+        job_id = job_with(engine, events, {"TIME_HOURS": 0.01}, {"policies": {"EARLY_STOP": True, "final_factor": 1.0}})
+        while (job := finished(engine, job_id)) is None:
+            held = loop.until(lambda: executor.held(job_id) or finished(engine, job_id), "a trial or the job's end")
+            if isinstance(held, list):
+                clock.advance(clock() + 3.0)
+                for trial_id in held:
+                    executor.release(trial_id)
     rows = trials(engine, job_id)
     finals = [t for t in rows if t.phase == "final"]
     assert job.status.value == "COMPLETED", job.error
