@@ -18,7 +18,9 @@ memory while sharing settles it one level down too: that trial is run again alon
 template error. Every change and its reason is kept in :attr:`GpuShare.record`, which the job
 stores and its API JSON shows.
 
-Sharing is per job: trials of other jobs are placed as before.
+Sharing is per job: trials of other jobs are placed as before. A driver that takes a job up again
+(a restart, another advisor) starts from the level stored, and submits a trial that waited to run
+alone as it submits any lost trial.
 """
 
 from __future__ import annotations

@@ -206,7 +206,12 @@ class DriverCore:
         return True
 
     def _measure_share(
-        self, job: JobState, trial: ActiveTrial, state: TrialState, duration: float | None, memory: Any
+        self,
+        job: JobState,
+        trial: ActiveTrial,
+        state: TrialState,
+        duration: float | None,
+        memory: Mapping[str, Any] | None,
     ) -> None:
         share = job.share
         assert share is not None
@@ -222,7 +227,7 @@ class DriverCore:
             if job.share is not None and job.stop_cause is None:
                 trial_id = job.share.next_alone(job.running)
                 if trial_id is not None:
-                    self._tell(lambda trial, _: self.executor.submit(trial), trial_id, "alone")
+                    self._safely(self.executor.submit, trial_id)
 
     # -- stopping ------------------------------------------------------------------------------
 
