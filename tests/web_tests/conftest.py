@@ -32,7 +32,6 @@ CHROMIUM_ARGS = [
 ARTIFACTS = Path(__file__).parents[2] / "test-artifacts" / "web"
 
 
-
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[object]:
     """A headless Chromium (a playwright ``Browser``), shared by the session."""

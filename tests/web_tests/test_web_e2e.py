@@ -12,8 +12,8 @@ the new revision, and the playground's answers name the version that answered), 
 APP_DEVELOPER, and check that they cannot reach the users page.
 A second, shorter one trains a SpaceModel template and opens a trial's page, which draws
 the architecture it trained. A third creates a job whose policies and early stopping are
-set with the form's controls, and finds them in the job's train args. A screenshot of
-every page goes to ``test-artifacts/web/``.
+set with the form's controls, and finds them in the job's train args. A fourth shows a GPU job's
+sharing decisions on its page. A screenshot of every page goes to ``test-artifacts/web/``.
 
 SQLite only: the platform's own end-to-end test covers both databases, and what this
 test adds is the browser.
@@ -34,7 +34,13 @@ from playwright.sync_api import Page, expect
 
 from baobab.advisor import STOPPING_RULES
 from baobab.sdk import Client
-from baobab.store import build_tabular, write_tabular
+from baobab.store import (
+    build_tabular,
+    create_engine_from_url,
+    record_train_job_gpu_share,
+    session_scope,
+    write_tabular,
+)
 from baobab.testing import LocalPlatform
 
 ADMIN_EMAIL = "root@example.com"
@@ -450,3 +456,43 @@ def test_the_new_job_forms_controls_set_policies_and_early_stopping(
     assert options["policies"]["EARLY_STOP"] is True and options["policies"]["DOWNSCALE"] is False
     assert options["early_stopping"] == {"rule": "asha", "eta": 2}
     expect(page.get_by_test_id("job-page")).to_have_attribute("data-status", "COMPLETED", timeout=JOB_TIMEOUT_MS)
+
+
+def test_the_job_page_shows_how_many_trials_share_a_gpu_and_why(
+    platform: LocalPlatform, page: Page, artifacts: Path, tmp_path: Path
+) -> None:
+    # No GPU here: what a GPU job's driver would have decided is written where it writes it, and the page shows it.
+    frame = pd.DataFrame({"a": np.arange(40.0), "target": np.arange(40) % 2})
+    client = Client(platform.url)
+    client.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+    data = client.create_dataset("tiny", write_tabular(tmp_path / "tiny.csv", frame), format="TABULAR", target="target")
+    model = client.create_model(TEMPLATE, task="TABULAR_CLASSIFICATION", class_name="SgdTabular")
+    job = client.create_train_job(
+        "shared", "TABULAR_CLASSIFICATION", train_dataset_id=data["id"], val_dataset_id=data["id"],
+        model_ids=[model["id"]], budget={"MODEL_TRIAL_COUNT": 1},
+    )  # fmt: skip
+    record = {
+        "level": 2, "settled": True, "peak_mb": 1508, "device_mb": 143155, "retried_alone": [7],
+        "changes": [
+            {"level": 2, "reason": "one per GPU measured"},
+            {"level": 4, "reason": "2 per GPU ran 1.60x as fast as 1"},
+            {"level": 2, "reason": "trial 7 ran out of GPU memory at 4 per GPU"},
+        ],
+    }  # fmt: skip
+    engine = create_engine_from_url(f"sqlite:///{platform.home / 'baobab.db'}")
+    try:
+        with session_scope(engine) as session:
+            assert record_train_job_gpu_share(session, job["id"], record)
+    finally:
+        engine.dispose()
+
+    sign_in(page, platform.url, ADMIN_EMAIL, ADMIN_PASSWORD)
+    page.goto(f"{platform.url}/jobs/shared/1")
+    shared = page.get_by_role("region", name="GPU sharing")
+    expect(shared.get_by_test_id("gpu-share-level")).to_have_text(
+        "2 trials per GPU (settled); the largest trial needed 1,508 MiB of 143,155 MiB."
+    )
+    change = shared.get_by_test_id("gpu-share-change-2")
+    expect(change).to_have_text("2 per GPU: trial 7 ran out of GPU memory at 4 per GPU")
+    expect(shared.get_by_test_id("gpu-share-retried")).to_contain_text("ran again alone: trial 7.")
+    shared.screenshot(path=artifacts / "15-job-gpu-sharing.png")

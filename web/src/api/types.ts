@@ -105,7 +105,19 @@ export interface TrainJob {
   placement: Placement | null;
   /** Under fusion "auto", by sub-job id: the driver's latest decision whether its trials measure fusion profiles. */
   fusion_profiling: Record<string, FusionProfiling> | null;
+  /** Under resources.gpu_share "auto": how many trials share each GPU, and why; null otherwise or before a decision. */
+  gpu_share: GpuShare | null;
   sub_jobs: SubJob[];
+}
+
+/** How many of a GPU job's trials share each of its GPUs (the driver's measured decisions). */
+export interface GpuShare {
+  level: number;
+  settled: boolean;
+  peak_mb: number;
+  device_mb: number | null;
+  changes: { level: number; reason: string }[];
+  retried_alone: number[];
 }
 
 /** Why a sub-job's trials measure fusion profiles, wait, or skip them (the driver's profiling gate). */

@@ -13,6 +13,7 @@ import { TrialFeed, loadSample, pollChanges } from "../lib/trials";
 import { JobCharts } from "./JobCharts";
 import { JobEnasRanking } from "./JobEnasRanking";
 import { JobFusionProfiling } from "./JobFusionProfiling";
+import { JobGpuShare } from "./JobGpuShare";
 import { JobPlacement } from "./JobPlacement";
 import { JobTimeBreakdown } from "./JobTimeBreakdown";
 import { TrialsTable } from "./TrialsTable";
@@ -210,6 +211,8 @@ export function JobPage() {
       <JobTimeBreakdown app={job.app} version={job.app_version} progress={JSON.stringify(job.trial_counts)} />
 
       <JobFusionProfiling job={job} />
+
+      <JobGpuShare job={job} />
 
       <JobPlacement job={job} />
 
