@@ -12,13 +12,13 @@ outcomes, and the decision the driver stored on the job. No wall-clock time is a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine, select
+from test_driver import engine  # the real store, on both databases
 
 from baobab import Settings
 from baobab.admin._train_job_json import train_job_json
@@ -32,13 +32,13 @@ from baobab.store import (
     TrainJob,
     Trial,
     TrialState,
-    create_engine_from_url,
     finish_trial,
     session_scope,
-    upgrade_database,
 )
 from baobab.testing import SimulatedCluster, SimulatedWork, VirtualClock, add_simulated_jobs, run_simulation
 from baobab.testing._simulated import _Run, _utc
+
+__all__ = ["engine"]  # the driver tests' fixture, imported for pytest
 
 OOM = "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 10.00 GiB total capacity)"
 
@@ -84,25 +84,15 @@ class SharedGpuCluster(SimulatedCluster):
     def _finish(self, run: _Run, state: TrialState, score: float, at: float) -> None:
         self.running.discard(run.trial_id)
         memory = {"peak_mb": self.gpu.peak_mb, "total_mb": self.gpu.total_mb}
+        scored: float | None = score
+        error = None
         if run.trial_id in self.oom:
             self.oom.discard(run.trial_id)
-            stored = finish_trial(
-                self.engine, run.trial_id, run.attempt, TrialState.ERRORED, now=_utc(at), error=OOM, gpu_memory=memory
-            )
-            self._release(run.trial_id, stored or TrialState.ERRORED, at)
-            return
+            state, scored, error = TrialState.ERRORED, None, OOM
         stored = finish_trial(
-            self.engine, run.trial_id, run.attempt, state, now=_utc(at), score=score, gpu_memory=memory
+            self.engine, run.trial_id, run.attempt, state, now=_utc(at), score=scored, error=error, gpu_memory=memory
         )
         self._release(run.trial_id, stored or state, at)
-
-
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    upgrade_database(db_url)
-    engine = create_engine_from_url(db_url)
-    yield engine
-    engine.dispose()
 
 
 @dataclass
