@@ -145,34 +145,32 @@ class GpuShare:
         level = self.level
         if self.settled or len(self.seconds.get(level, ())) < level:
             return
-        if level > 1:
+        if level > 1 and self.seconds.get(level // 2):
             gain = self._rate(level) / self._rate(level // 2)
             if gain < GAIN:
                 self._change(level // 2, f"{level} per GPU ran {gain:.2f}x as fast as {level // 2}; below {GAIN}x")
                 self.settled = True
                 return
             paid = f"{level} per GPU ran {gain:.2f}x as fast as {level // 2}"
-        else:
-            paid = "one per GPU measured"
+        else:  # the first level measured (one per GPU, or the level a job was taken up again at)
+            paid = f"{level} per GPU measured" if level > 1 else "one per GPU measured"
         if level * 2 > MAX_LEVEL:
             self.settled = True
-            self.changes.append(self._entry(level, f"{paid}; {MAX_LEVEL} per GPU is the most"))
+            self.changes.append({"level": level, "reason": f"{paid}; {MAX_LEVEL} per GPU is the most"})
             return
         if not self._fits(level * 2):
             self.settled = True
             need = level * 2 * self.peak_mb * MARGIN
             held = f"{self.device_mb:.0f} MiB" if self.device_mb else "no GPU memory reported"
-            self.changes.append(self._entry(level, f"{paid}; {level * 2} per GPU would need {need:.0f} MiB of {held}"))
+            reason = f"{paid}; {level * 2} per GPU would need {need:.0f} MiB of {held}"
+            self.changes.append({"level": level, "reason": reason})
             return
         self._change(level * 2, paid)
 
     def _change(self, level: int, reason: str) -> None:
         self.level = level
         self.epoch += 1
-        self.changes.append(self._entry(level, reason))
-
-    def _entry(self, level: int, reason: str) -> dict[str, Any]:
-        return {"level": level, "reason": reason}
+        self.changes.append({"level": level, "reason": reason})
 
     @property
     def record(self) -> dict[str, Any]:

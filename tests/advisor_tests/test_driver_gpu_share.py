@@ -210,3 +210,15 @@ def test_a_trial_of_an_earlier_level_is_not_measured_at_the_new_one() -> None:
     assert share.seconds == {1: [60.0]}
     assert not share.finished(share.started(), 1.0, memory, completed=False)  # an unfinished run is no sample
     assert share.seconds == {1: [60.0]}
+
+
+def test_a_job_taken_up_again_keeps_its_level_and_measures_on_from_it() -> None:
+    before = GpuShare(gpus=1)
+    memory = {"peak_mb": 100, "total_mb": 80_000}
+    assert before.finished(before.started(), 60.0, memory, completed=True) and before.level == 2
+    after = GpuShare.from_record(1, before.record)  # another driver: the record, not the seconds
+    assert (after.level, after.settled, after.peak_mb, after.device_mb) == (2, False, 100 + CONTEXT_MB, 80_000)
+    epoch = after.started()
+    assert not after.finished(epoch, 70.0, memory, completed=True)
+    assert after.finished(epoch, 70.0, memory, completed=True)  # 2 at 2, nothing at 1 to compare: on up
+    assert after.level == 4 and after.changes[-1] == {"level": 4, "reason": "2 per GPU measured"}
