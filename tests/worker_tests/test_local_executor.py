@@ -237,13 +237,15 @@ def test_a_launch_gets_the_threads_and_memory_its_job_asks_for_and_the_others_ke
     executor = make_executor(workers=1, trial_memory_mb=1024)
     resources = {"resources": {"threads": 3, "memory_mb": 1536}}
     plain, asking = platform.add_trial("ok", 0.1), platform.add_trial("ok", 0.2, options=resources)
-    hog = platform.add_trial("hog", 0.625, options=resources)  # 1.25 GiB: past the slot's share, within its own
+    # Its data up to an eighth of a GiB below its own 1536 MiB: past the slot's 1024, whatever the libraries held.
+    hog = platform.add_trial("fill", 0.125, options=resources)
     again = platform.add_trial("ok", 0.3)
     for trial_id in (plain, asking, hog, again):
         executor.submit(trial_id)
     finished.wait(plain, asking, hog, again)
 
-    assert [platform.trial(t).status for t in (plain, asking, hog, again)] == [TrialState.COMPLETED] * 4
+    ended = [platform.trial(t) for t in (plain, asking, hog, again)]
+    assert [t.status for t in ended] == [TrialState.COMPLETED] * 4, [t.error for t in ended]
     probes = {t: platform.probe_line(t) for t in (plain, asking, hog, again)}
     slot = str(max(1, _usable_cpus()))
     for t in (plain, again):  # the slot's share: its threads, its memory fixed for good before the template ran
@@ -253,6 +255,8 @@ def test_a_launch_gets_the_threads_and_memory_its_job_asks_for_and_the_others_ke
     # A worker process serves one launch: the plain trials share one (the second was sent to it as soon as the
     # first ended), the asking job's trials another, started for them.
     assert probes[plain]["pid"] == probes[again]["pid"] != probes[asking]["pid"] == probes[hog]["pid"]
+    (filled,) = [line for line in platform.logs(hog) if line.startswith("filled ")]
+    assert 1024 < int(filled.split("=")[1]) <= 1536 - 128
     finished.assert_once()
 
 

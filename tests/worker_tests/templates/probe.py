@@ -31,7 +31,7 @@ from baobab.store import read_tabular
 # Counted where every import of this file in the process sees it (each import is a new module).
 IMPORTS = builtins.__dict__["_baobab_probe_imports"] = builtins.__dict__.get("_baobab_probe_imports", 0) + 1
 
-MODES = ["ok", "forgetful", "raise", "memory", "hog", "exit", "segfault", "hang", "wait", "until_stop", "nan"]
+MODES = ["ok", "forgetful", "raise", "memory", "hog", "fill", "exit", "segfault", "hang", "wait", "until_stop", "nan"]
 
 
 def _wait_for(path, context=None):
@@ -76,6 +76,11 @@ class Probe(BaseModel):
             self.offset = 1.0
         if mode == "hog":  # 2x GiB, for real
             self.hoard = np.ones(int(x * 2**31), dtype=np.uint8)
+        if mode == "fill":  # the data limit but x GiB, for real, whatever the process held already (its libraries')
+            soft = resource.getrlimit(resource.RLIMIT_DATA)[0]
+            held = int(open("/proc/self/status").read().split("VmData:")[1].split()[0]) * 1024
+            self.hoard = np.ones(soft - held - int(x * 2**30), dtype=np.uint8)
+            print(f"filled data_mb={(held + self.hoard.nbytes) // 2**20}")
         if mode == "exit":
             print("about to exit", flush=True)
             os._exit(3)
