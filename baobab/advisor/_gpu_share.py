@@ -8,8 +8,10 @@ per GPU) starts at 1 and doubles while both hold:
 - **memory**: twice the level times the largest peak a trial of the job reported (its CUDA
   allocator's peak plus a context's worth, :data:`CONTEXT_MB`), with a :data:`MARGIN`, fits in
   :data:`DEVICE_SHARE` of the device's memory;
-- **throughput**: the trials that ran wholly at the level finished, together, at least
-  :data:`GAIN` times as fast as those of the level below (level / median seconds of a trial).
+- **throughput**: the trials that ran wholly at the level finished at least :data:`GAIN` times as
+  many per second as those of the level below (how many over the span from the first one's
+  start to the last one's end: trials that an executor ran one after another, a Celery GPU
+  worker's single pool process, gain nothing by it).
 
 Only trials that started and ended while the level stood are measured at it (an ``epoch`` tells
 them apart), so a change never judges itself by trials of the level before. The first level
@@ -25,7 +27,6 @@ alone as it submits any lost trial.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,8 +61,8 @@ class GpuShare:
     settled: bool = False
     #: Bumped with every change of level: a trial is measured at a level only if its epoch is still current.
     epoch: int = 0
-    #: Seconds of the trials that ran wholly at each level.
-    seconds: dict[int, list[float]] = field(default_factory=dict)
+    #: (start, end) of the trials that ran wholly at each level, in the driver's clock.
+    runs: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
     #: The largest GPU memory a trial of the job needed (MiB, context included), and its device's total.
     peak_mb: float = 0.0
     device_mb: float | None = None
@@ -75,7 +76,7 @@ class GpuShare:
     @classmethod
     def from_record(cls, gpus: int, record: Mapping[str, Any] | None) -> GpuShare:
         """The share a job's stored record (:attr:`record`) left it at, for a driver that takes it up again: the
-        level and what was measured stay, the seconds are measured anew."""
+        level and what was measured stay, the runs are measured anew."""
         share = cls(gpus=gpus)
         if record:
             share.level = int(record.get("level", 1))
@@ -95,8 +96,11 @@ class GpuShare:
         """A trial starts now: the epoch it runs in."""
         return self.epoch
 
-    def finished(self, epoch: int, seconds: float | None, memory: Mapping[str, Any] | None, *, completed: bool) -> bool:
-        """A trial started in ``epoch`` ended; True when something was decided (:attr:`changes` grew)."""
+    def finished(
+        self, epoch: int, ran: tuple[float, float] | None, memory: Mapping[str, Any] | None, *, completed: bool
+    ) -> bool:
+        """A trial started in ``epoch`` ended, having run from ``ran[0]`` to ``ran[1]`` (None: it never ran); True
+        when something was decided (:attr:`changes` grew)."""
         if memory:
             peak = memory.get("peak_mb")
             if isinstance(peak, int | float):
@@ -104,8 +108,8 @@ class GpuShare:
             total = memory.get("total_mb")
             if isinstance(total, int | float) and total > 0:
                 self.device_mb = float(total) if self.device_mb is None else min(self.device_mb, float(total))
-        if completed and seconds is not None and seconds > 0 and epoch == self.epoch:
-            self.seconds.setdefault(self.level, []).append(seconds)
+        if completed and ran is not None and ran[1] > ran[0] and epoch == self.epoch:
+            self.runs.setdefault(self.level, []).append(ran)
         decided = len(self.changes)
         self._decide()
         return len(self.changes) > decided
@@ -139,13 +143,15 @@ class GpuShare:
         return level * self.peak_mb * MARGIN <= self.device_mb * DEVICE_SHARE
 
     def _rate(self, level: int) -> float:
-        return level / statistics.median(self.seconds[level])
+        """Trials a second at ``level``: those measured over the span they ran in."""
+        runs = self.runs[level]
+        return len(runs) / (max(end for _, end in runs) - min(start for start, _ in runs))
 
     def _decide(self) -> None:
         level = self.level
-        if self.settled or len(self.seconds.get(level, ())) < level:
+        if self.settled or len(self.runs.get(level, ())) < level:
             return
-        if level > 1 and self.seconds.get(level // 2):
+        if level > 1 and self.runs.get(level // 2):
             gain = self._rate(level) / self._rate(level // 2)
             if gain < GAIN:
                 self._change(level // 2, f"{level} per GPU ran {gain:.2f}x as fast as {level // 2}; below {GAIN}x")

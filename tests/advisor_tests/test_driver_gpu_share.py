@@ -61,8 +61,10 @@ class GpuWork(SimulatedWork):
 
     def draw(self, trial_id: int, knobs: Mapping[str, Any]) -> tuple[float, float]:
         assert self.cluster is not None
-        # Those that start with it (the rest of the waiting units: 16 slots hold them all) share it too.
-        together = len(self.cluster.running) + len(self.cluster._waiting) + 1
+        # Those that start with it (the waiting units the free slots take) share it too.
+        cluster = self.cluster
+        starting = min(len(cluster._waiting), cluster.slots - cluster.busy - 1)
+        together = len(cluster.running) + 1 + starting
         self.cluster.running.add(trial_id)
         self.cluster.most_at_once = max(self.cluster.most_at_once, together)
         if together * self.gpu.real_mb > self.gpu.total_mb:
@@ -102,10 +104,10 @@ class Ran:
     most_at_once: int  # of its trials on the GPU
 
 
-def run_job(engine: Engine, tmp_path: Path, gpu: Gpu, *, share: str = "auto", trials: int = 40) -> Ran:
-    """One GPU_COUNT 1 job of ``trials`` trials on 16 slots, run to its end."""
+def run_job(engine: Engine, tmp_path: Path, gpu: Gpu, *, share: str = "auto", trials: int = 40, slots: int = 16) -> Ran:
+    """One GPU_COUNT 1 job of ``trials`` trials on ``slots`` slots, run to its end."""
     events, clock = LocalEventChannel(), VirtualClock()
-    cluster = SharedGpuCluster(engine, events, clock, slots=16, gpu=gpu)
+    cluster = SharedGpuCluster(engine, events, clock, slots=slots, gpu=gpu)
     settings = Settings.from_env(environ={}, home=tmp_path, cpu_slots=16)
     driver = JobDriver(engine, cluster, events, settings, clock=clock, stop_check_s=3600)
     options = {"resources": {"gpu_share": share}}
@@ -160,6 +162,14 @@ def test_sharing_that_does_not_pay_goes_back_to_one_per_gpu(engine: Engine, tmp_
     assert all(t.status is TrialState.COMPLETED for t in trials)
 
 
+def test_trials_an_executor_runs_one_after_another_gain_nothing_by_a_share(engine: Engine, tmp_path: Path) -> None:
+    # One slot (a Celery GPU worker's single pool process): two trials a GPU wait for each other, as fast as one.
+    ran = run_job(engine, tmp_path, Gpu(), trials=8, slots=1)
+    record = shown(engine, ran.job_id)
+    assert ran.most_at_once == 1
+    assert record["level"] == 1 and record["settled"] and "1.00x" in record["changes"][-1]["reason"]
+
+
 def test_the_measured_peak_bounds_the_share(engine: Engine, tmp_path: Path) -> None:
     # (1500 + a context) x 1.25 a trial: 2 fit in 90% of 10,000 MiB, 4 do not.
     ran = run_job(engine, tmp_path, Gpu(peak_mb=1500, real_mb=1500), trials=12)
@@ -197,7 +207,7 @@ def test_a_cpu_job_and_the_default_leave_the_share_alone() -> None:
     share = GpuShare(gpus=2)
     assert share.cap == 2  # GPU_COUNT trials at once until a measurement says more
     # No GPU memory reported (the trial ran on no GPU): nothing to judge a share by, so none is tried.
-    assert share.finished(0, 60.0, None, completed=True)
+    assert share.finished(0, (0.0, 60.0), None, completed=True)
     assert share.level == 1 and share.settled and "no GPU memory reported" in share.changes[-1]["reason"]
 
 
@@ -205,20 +215,20 @@ def test_a_trial_of_an_earlier_level_is_not_measured_at_the_new_one() -> None:
     share = GpuShare(gpus=1)
     memory = {"peak_mb": 100, "total_mb": 80_000}
     first, second = share.started(), share.started()
-    assert share.finished(first, 60.0, memory, completed=True) and share.level == 2
-    assert not share.finished(second, 600.0, memory, completed=True)  # started at level 1: not a sample of 2
-    assert share.seconds == {1: [60.0]}
-    assert not share.finished(share.started(), 1.0, memory, completed=False)  # an unfinished run is no sample
-    assert share.seconds == {1: [60.0]}
+    assert share.finished(first, (0.0, 60.0), memory, completed=True) and share.level == 2
+    assert not share.finished(second, (0.0, 600.0), memory, completed=True)  # started at level 1: not a sample of 2
+    assert share.runs == {1: [(0.0, 60.0)]}
+    assert not share.finished(share.started(), (600.0, 601.0), memory, completed=False)  # a failed run is no sample
+    assert share.runs == {1: [(0.0, 60.0)]}
 
 
 def test_a_job_taken_up_again_keeps_its_level_and_measures_on_from_it() -> None:
     before = GpuShare(gpus=1)
     memory = {"peak_mb": 100, "total_mb": 80_000}
-    assert before.finished(before.started(), 60.0, memory, completed=True) and before.level == 2
-    after = GpuShare.from_record(1, before.record)  # another driver: the record, not the seconds
+    assert before.finished(before.started(), (0.0, 60.0), memory, completed=True) and before.level == 2
+    after = GpuShare.from_record(1, before.record)  # another driver: the record, not the runs
     assert (after.level, after.settled, after.peak_mb, after.device_mb) == (2, False, 100 + CONTEXT_MB, 80_000)
     epoch = after.started()
-    assert not after.finished(epoch, 70.0, memory, completed=True)
-    assert after.finished(epoch, 70.0, memory, completed=True)  # 2 at 2, nothing at 1 to compare: on up
+    assert not after.finished(epoch, (100.0, 170.0), memory, completed=True)
+    assert after.finished(epoch, (100.0, 170.0), memory, completed=True)  # 2 at 2, nothing at 1 to compare: on up
     assert after.level == 4 and after.changes[-1] == {"level": 4, "reason": "2 per GPU measured"}

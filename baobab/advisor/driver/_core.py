@@ -169,7 +169,7 @@ class DriverCore:
         )
         self._write_updates(sub)
         if job.share is not None:
-            self._measure_share(job, trial, state, duration, gpu_memory)
+            self._measure_share(job, trial, state, None if duration is None else (now - duration, now), gpu_memory)
         if watched and sub.rule is not None:
             sub.rule.finished(trial.number, score if state.is_scored() else None)
         if sub.failure is None and not sub.ended and sub.broken():
@@ -210,14 +210,15 @@ class DriverCore:
         job: JobState,
         trial: ActiveTrial,
         state: TrialState,
-        duration: float | None,
+        ran: tuple[float, float] | None,
         memory: Mapping[str, Any] | None,
     ) -> None:
+        """Feed the job's GPU share a finished trial; ``ran`` is when it ran, ending when the driver heard of it."""
         share = job.share
         assert share is not None
         share.ended(trial.id)
         epoch = -1 if trial.share_epoch is None else trial.share_epoch
-        if share.finished(epoch, duration, memory, completed=state is TrialState.COMPLETED):
+        if share.finished(epoch, ran, memory, completed=state is TrialState.COMPLETED):
             logger.info("job %s: %d trial(s) per GPU (%s)", job.id, share.level, share.changes[-1]["reason"])
             self._safely(_rows.record_gpu_share, self.engine, job.id, share.record)
 
