@@ -186,8 +186,8 @@ def record_train_job_placement(
     """Store the planner's ``method`` and ``fallback`` (why the rules placed its trials, or None) on an
     unfinished job, and add ``prediction`` (when, the job's predicted finish, the predicted
     utilisation of the slots) to its latest ones; True if the job was unfinished."""
-    job = session.get(TrainJob, job_id, with_for_update=True)
-    if job is None or job.status not in JobStatus.UNFINISHED:
+    job = _unfinished(session, job_id)
+    if job is None:
         return False
     predictions = list((job.placement or {}).get("predictions", []))
     if prediction is not None:
@@ -207,8 +207,8 @@ def record_train_job_profiling(session: Session, job_id: int, sub_job_id: int, d
     "auto": whether its trials measure fusion profiles, and why) under ``placement["profiling"]``, by
     sub-job id; True if the job was unfinished. The placement column holds how the driver places the
     job's trials, the planner's outlook and this alike (no column of its own)."""
-    job = session.get(TrainJob, job_id, with_for_update=True)
-    if job is None or job.status not in JobStatus.UNFINISHED:
+    job = _unfinished(session, job_id)
+    if job is None:
         return False
     placement = dict(job.placement or {})
     placement["profiling"] = {**placement.get("profiling", {}), str(sub_job_id): dict(decision)}
@@ -219,8 +219,8 @@ def record_train_job_profiling(session: Session, job_id: int, sub_job_id: int, d
 def record_train_job_window(session: Session, job_id: int, record: dict[str, Any]) -> bool:
     """Store what deterministic mode's window cost an unfinished job (the window, the seconds it waited)
     under ``placement["deterministic"]``; True if the job was unfinished."""
-    job = session.get(TrainJob, job_id, with_for_update=True)
-    if job is None or job.status not in JobStatus.UNFINISHED:
+    job = _unfinished(session, job_id)
+    if job is None:
         return False
     job.placement = {**(job.placement or {}), "deterministic": dict(record)}
     return True
@@ -229,11 +229,17 @@ def record_train_job_window(session: Session, job_id: int, record: dict[str, Any
 def record_train_job_gpu_share(session: Session, job_id: int, record: dict[str, Any]) -> bool:
     """Store how many of an unfinished job's trials share each GPU and why (``placement["gpu_share"]``, see
     ``baobab.advisor._gpu_share``); True if the job was unfinished."""
-    job = session.get(TrainJob, job_id, with_for_update=True)
-    if job is None or job.status not in JobStatus.UNFINISHED:
+    job = _unfinished(session, job_id)
+    if job is None:
         return False
     job.placement = {**(job.placement or {}), "gpu_share": dict(record)}
     return True
+
+
+def _unfinished(session: Session, job_id: int) -> TrainJob | None:
+    """The job's row, locked for the caller's update of what the driver records on it, if it is unfinished."""
+    job = session.get(TrainJob, job_id, with_for_update=True)
+    return job if job is not None and job.status in JobStatus.UNFINISHED else None
 
 
 def _check_final(status: JobStatus) -> None:
