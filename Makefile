@@ -47,9 +47,10 @@ test: $(STAMP) fashion-mnist web chromium docker-engine
 	cd web && npm test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# The fast loop: the tests that need no service of the machine (SQLite, local processes, no
-# PostgreSQL, Redis, RabbitMQ, Docker, Chromium, emulated Kubernetes, wheel install or minutes of
-# training; tests/conftest.py marks them), without the linters. `make test` is the full suite CI runs.
+# The fast loop: the tests that need no service of the machine (SQLite, no PostgreSQL, Redis,
+# RabbitMQ, Docker, Chromium, emulated Kubernetes or wheel install) and start no platform, server or
+# worker processes (slow: tests/conftest.py marks both), without the linters; under 5 minutes on
+# 2 cores. `make test` is the full suite CI runs.
 FAST_DESELECT := not (slow or postgres or redis or rabbitmq or docker or browser or kubernetes or package)
 test-fast: $(STAMP) web
 	$(BIN)/python -m pytest -m '$(FAST_DESELECT)' $(PYTEST_ARGS)

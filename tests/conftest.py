@@ -47,19 +47,63 @@ SERVICE_FIXTURES = {
 }
 
 
+#: The test folders, files and tests (node ids below ``tests/``) that start a platform, a predictor server, API
+#: or worker processes, or fuzz the whole API: seconds each. They are ``slow``, so ``make test-fast`` (which
+#: leaves ``slow`` out) stays under five minutes on a 2-core machine; ``make test`` runs them. Chosen from
+#: ``--durations`` of the fast set.
+SLOW_FILES = (
+    "platform_tests/",
+    "predictor_tests/test_autoscaling.py",
+    "predictor_tests/test_fused_members.py",
+    "predictor_tests/test_inference_supervisor.py",
+    "predictor_tests/test_inference_worker.py",
+    "predictor_tests/test_predictor_server.py",
+    "predictor_tests/test_predictor_versions.py",
+    "predictor_tests/test_request_logs_served.py",
+    "worker_tests/test_confinement.py",
+    "worker_tests/test_data_cache.py",
+    "worker_tests/test_fused_trials.py",
+    "worker_tests/test_local_executor.py",
+    "worker_tests/test_trial_architecture.py",
+    "worker_tests/test_trial_runner.py",
+    "dev_tests/test_dev_runner.py",
+    "admin_tests/test_auth.py::test_failed_logins_per_account_are_limited_across_api_processes",
+    "admin_tests/test_model_endpoints.py",
+    "admin_tests/test_schemathesis.py",
+    "examples_tests/test_example_enas",
+    "examples_tests/test_example_spaces.py",
+    "sdk_tests/test_cli_platform.py",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Marks each test with the services its fixtures need, so no test file has to say it again.
+    """Marks each test with the services its fixtures need, so no test file has to say it again, and the tests of
+    :data:`SLOW_FILES` ``slow``.
 
     ``db_url``'s PostgreSQL case asks for its server at run time (``getfixturevalue``), so it is
     told by its parameter, which every fixture built on ``db_url`` carries along.
     """
     for item in items:
+        if item.nodeid.removeprefix("tests/").startswith(SLOW_FILES):
+            item.add_marker("slow")
         needed = {marker for name, marker in SERVICE_FIXTURES.items() if name in getattr(item, "fixturenames", ())}
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("db_url") == "postgresql":
             needed.add("postgres")
         for marker in sorted(needed):
             item.add_marker(marker)
+
+
+#: scrypt's work factor for passwords hashed in a test's own process: the production one (2**15, about 0.1 s a
+#: hash here) made password hashing a third of the API tests' time. The same code runs; the hash records its
+#: factor, so what a test stores verifies. Tests marked ``production_password_cost`` keep the real factor.
+TEST_SCRYPT_N = 2**10
+
+
+@pytest.fixture(autouse=True)
+def _cheap_password_hashing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("production_password_cost") is None:
+        monkeypatch.setattr("baobab.admin._auth._N", TEST_SCRYPT_N)
 
 
 @pytest.fixture(scope="session")

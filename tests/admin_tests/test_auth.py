@@ -32,6 +32,7 @@ def error_of(response: Any, status: int) -> dict[str, Any]:
     return response.json["error"]
 
 
+@pytest.mark.production_password_cost
 def test_password_hashes_are_salted_scrypt_and_verify() -> None:
     first, second = hash_password("correct horse"), hash_password("correct horse")
     assert first.startswith("scrypt$32768$8$1$") and first != second  # a fresh salt each time
