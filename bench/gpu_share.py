@@ -22,7 +22,7 @@ ways run one after another, so a cache warmed by the first (the page cache of to
 helps the later ones.
 
     python bench/gpu_share.py   # with a CUDA build of PyTorch (.venv pins the CPU one): about 9 minutes
-    python bench/gpu_share.py --minutes 0.5 --images 600 --gpus 0 --out /tmp/gpu-share   # a smoke run, CPU
+    python bench/gpu_share.py --minutes 1 --images 600 --gpus 0 --ways one-per-gpu,fused --out /tmp/gs  # CPU smoke
 """
 
 from __future__ import annotations

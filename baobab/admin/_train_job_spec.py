@@ -279,7 +279,7 @@ def read_train_job_spec() -> TrainJobSpec:
         after_this_request(_deprecated)
     try:
         options = TrainJobOptions.parse({**sent, **{name: train_args[name] for name in moved}})
-        job_options = parse_job_options(options, trial_count=budget.model_trial_count)
+        job_options = parse_job_options(options, trial_count=budget.model_trial_count, gpu_count=budget.gpu_count)
     except JobOptionsError as e:
         where = e.field
         if any(where == f"options.{name}" or where.startswith(f"options.{name}.") for name in moved):

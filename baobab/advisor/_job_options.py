@@ -477,16 +477,20 @@ class JobOptions:
 
 
 def parse_job_options(
-    options: Mapping[str, Any] | TrainJobOptions | None, *, trial_count: int | None = None
+    options: Mapping[str, Any] | TrainJobOptions | None,
+    *,
+    trial_count: int | None = None,
+    gpu_count: int | None = None,
 ) -> JobOptions:
     """A job's ``options`` (JSON, or already parsed) as the driver reads them, checked against the budget.
 
     Args:
         trial_count: the job's MODEL_TRIAL_COUNT, which must leave room for the final trials.
+        gpu_count: the job's GPU_COUNT, which ``resources.gpu_share`` needs above 0 (None: not checked).
 
     Raises:
         JobOptionsError: naming the field at fault (``budget.MODEL_TRIAL_COUNT`` when the final
-            trials take every trial).
+            trials take every trial, ``options.resources.gpu_share`` on a job of no GPU).
     """
     parsed = options if isinstance(options, TrainJobOptions) else TrainJobOptions.parse(options)
     stopping = parsed.early_stopping
@@ -503,6 +507,12 @@ def parse_job_options(
             f"MODEL_TRIAL_COUNT={trial_count} leaves no search trial before the {wanted.final_trials} final "
             f"trial(s) that {' and '.join(sorted(reduced))} ask for; raise it above {wanted.final_trials}",
             field="budget.MODEL_TRIAL_COUNT",
+        )
+    if gpu_count == 0 and parsed.resources.gpu_share is GpuShareChoice.AUTO:
+        raise JobOptionsError(
+            'is "auto", which shares the job\'s GPUs among its trials, but budget.GPU_COUNT is 0: ask for GPUs, '
+            'or leave it "off"',
+            field="options.resources.gpu_share",
         )
     fusion = parsed.fusion
     return JobOptions(

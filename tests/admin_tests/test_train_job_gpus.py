@@ -154,6 +154,10 @@ def test_a_gpu_job_may_ask_for_its_gpus_to_be_shared(app: Flask, client: FlaskCl
     assert accepted.json["options"]["resources"]["gpu_share"] == "auto"
     assert accepted.json["gpu_share"] is None  # nothing decided before a trial measured
 
+    refused = _job(client, headers, app, user, gpus=0, resources={"gpu_share": "auto"})
+    assert refused.status_code == 400 and refused.json["error"]["field"] == "options.resources.gpu_share"
+    assert "budget.GPU_COUNT is 0" in refused.json["error"]["message"], refused.json
+
 
 @pytest.mark.parametrize("executor", [Executor.DOCKER, Executor.KUBERNETES])
 def test_the_pool_executors_offer_what_their_settings_say_whatever_runs_now(
