@@ -44,6 +44,14 @@ def test_an_update_is_added_onto_the_latest_weights() -> None:
     assert "dropped" not in added
 
 
+def test_a_zero_dimensional_entry_stays_an_array_through_a_merge_and_the_store() -> None:
+    # Batch norm's num_batches_tracked: numpy makes a 0-d sum a scalar, which the store kept as a plain number.
+    count = {"norm.num_batches_tracked": np.array(7, dtype=np.int64)}
+    added = add_update(count, {"norm.num_batches_tracked": np.array(5, dtype=np.int64)}, count)
+    stored = params_from_bytes(params_to_bytes(added))["norm.num_batches_tracked"]
+    assert isinstance(stored, np.ndarray) and stored.shape == () and stored.dtype == np.int64 and int(stored) == 9
+
+
 def test_a_shared_key_sits_beside_the_trials_parameters_one_per_merge() -> None:
     assert shared_key("params/trial-7.safetensors", 5) == "params/trial-7-shared-onto-5.safetensors"
     assert shared_key("a/b.c/params", 12) == "a/b.c/params-shared-onto-12"

@@ -53,7 +53,9 @@ def add_update(latest: dict[str, Any], start: dict[str, Any], result: dict[str, 
         if before is None or now is None:
             continue
         if all(_numeric(a) and a.shape == value.shape for a in (value, before, now)):
-            merged[name] = (now + (value - before)).astype(value.dtype, copy=False)
+            # asarray: numpy makes a 0-d sum (batch norm's num_batches_tracked) a scalar, which is stored as a plain
+            # number and not read back as the array it was
+            merged[name] = np.asarray(now + (value - before), dtype=value.dtype)
     return merged
 
 
