@@ -74,6 +74,11 @@ THREAD_VARIABLES = (
     "NUMEXPR_NUM_THREADS",
     "VECLIB_MAXIMUM_THREADS",
 )
+#: The allocators of the libraries a template process loads, where theirs would count against its memory limit:
+#: Arrow's default (mimalloc) reserves a GiB of address space as it reads the first table, and the data limit
+#: (RLIMIT_DATA, baobab.worker._memory) counts reserved address space, so a tabular template had a GiB less
+#: than its limit. The C library's malloc reserves what it uses.
+_ALLOCATORS = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
 #: Where a template process may write besides its private folder: the devices (a GPU's, ``/dev/null``) and
 #: ``/dev/shm``, where POSIX shared memory and semaphores live (multiprocessing, torch's DataLoader workers).
 #: Not ``/tmp`` or ``/var/tmp``: every user's templates would share them, and ``TMPDIR`` is private.
@@ -92,6 +97,7 @@ def template_env(private: Path | None = None, *, threads: int, **extra: str) -> 
     """
     env = {name: os.environ[name] for name in _ENV_KEPT if name in os.environ}
     env.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))
+    env.update(_ALLOCATORS)
     if private is not None:
         env["HOME"] = str(private)
         env["TMPDIR"] = str(private / "tmp")

@@ -80,7 +80,7 @@ class Probe(BaseModel):
             soft = resource.getrlimit(resource.RLIMIT_DATA)[0]
             held = int(open("/proc/self/status").read().split("VmData:")[1].split()[0]) * 1024
             self.hoard = np.ones(soft - held - int(x * 2**30), dtype=np.uint8)
-            print(f"filled data_mb={(held + self.hoard.nbytes) // 2**20}")
+            print(f"filled data_mb={(held + self.hoard.nbytes) // 2**20} held_mb={held // 2**20}")
         if mode == "exit":
             print("about to exit", flush=True)
             os._exit(3)
