@@ -43,6 +43,7 @@ from typing import Any
 import pandas as pd
 from setup_record import RunSetup, setup_markdown
 
+from baobab._contained import descendants_of
 from baobab.sdk import Client
 from baobab.store import build_fashion_mnist, read_image_files, write_tabular
 from baobab.testing import LocalPlatform
@@ -113,7 +114,8 @@ def build_datasets(folder: Path, limit: int | None) -> dict[str, Path]:
 
 
 def worker_pids(home: Path) -> list[int]:
-    """The local worker processes of the platform on ``home`` (their --confinement argument names it)."""
+    """The local worker processes of the platform on ``home`` (their --confinement argument names it): the
+    executor's, not the template processes each starts in a PID namespace of its own (forks with its command line)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -124,7 +126,31 @@ def worker_pids(home: Path) -> list[int]:
             continue
         if b"baobab.worker._process" in args and any(str(home).encode() in a for a in args):
             pids.append(int(entry.name))
-    return sorted(pids)
+    return sorted(pid for pid in pids if not set(pids) & _ancestors(pid))
+
+
+def _ancestors(pid: int) -> set[int]:
+    found, parents = set(), _parents()
+    while (pid := parents.get(pid, 0)) > 1 and pid not in found:
+        found.add(pid)
+    return found
+
+
+def _parents() -> dict[int, int]:
+    """Each process's parent, as /proc tells now."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    return parents
+
+
+def trees(pids: list[int]) -> list[int]:
+    """``pids`` and every process below them now (the template processes come and go with trials)."""
+    return sorted({*pids, *(pid for top in pids for pid in descendants_of(top))})
 
 
 def memory_kb(pid: int) -> dict[str, int]:
@@ -142,8 +168,12 @@ def memory_kb(pid: int) -> dict[str, int]:
 
 
 def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    """The CPU seconds of ``pid`` and of its children it reaped; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime, stime, cutime, cstime
 
 
 class Sampler(threading.Thread):
@@ -157,7 +187,7 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         while not self.done.wait(0.2):
-            samples = [memory_kb(pid) for pid in self.pids]
+            samples = [memory_kb(pid) for pid in trees(self.pids)]
             sums = {
                 "rss": sum(s["Rss"] for s in samples),
                 "pss": sum(s["Pss"] for s in samples),
@@ -185,8 +215,8 @@ def run(cache_mb: int, folder: Path, files: dict[str, Path], template: Path) -> 
         pids = worker_pids(home)
         if len(pids) != TRIALS:
             raise SystemExit(f"found {len(pids)} worker processes of {home}, not {TRIALS}")
-        result.idle_rss_mb = sum(memory_kb(pid)["Rss"] for pid in pids) / 1024
-        before = {pid: cpu_s(pid) for pid in pids}
+        result.idle_rss_mb = sum(memory_kb(pid)["Rss"] for pid in trees(pids)) / 1024
+        before = {pid: cpu_s(pid) for pid in trees(pids)}
         sampler = Sampler(pids)
         sampler.start()
         started = time.perf_counter()
@@ -205,7 +235,7 @@ def run(cache_mb: int, folder: Path, files: dict[str, Path], template: Path) -> 
         result.wall_s = time.perf_counter() - started
         sampler.done.set()
         sampler.join()
-        result.worker_cpu_s = sum(cpu_s(pid) - before[pid] for pid in pids)
+        result.worker_cpu_s = sum(cpu_s(pid) - before.get(pid, 0.0) for pid in trees(pids))
         if job["trial_counts"].get("COMPLETED") != TRIALS:
             raise SystemExit(f"cache {result.cache}: not every trial completed: {job['trial_counts']}")
         result.peak_rss_mb, result.peak_pss_mb, result.peak_uss_mb = (sampler.peak[k] for k in ("rss", "pss", "uss"))
