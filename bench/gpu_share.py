@@ -28,10 +28,7 @@ helps the later ones.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import statistics
 import subprocess
 import tempfile
@@ -39,6 +36,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from setup_record import RunSetup, setup_markdown
 from user_job import run_once
 
 from baobab.store import FASHION_MNIST_SOURCE, build_fashion_mnist
@@ -51,6 +49,10 @@ WAYS: dict[str, tuple[str, dict[str, Any]]] = {
     "shared": ("rules", {"resources": {"gpu_share": "auto"}}),
     "fused": ("rules", {"fusion": "auto"}),
 }
+FAVOURS = (
+    "none of the ways in particular: the same seed, each from a fresh platform, run one after another (a cache the "
+    "first warmed helps the later ones); the shared and fused ways measure inside the same budget"
+)
 #: Every way's job: the same proposals, so the ways differ in how trials run, not in which.
 SEED = 7
 _QUERY = ("nvidia-smi", "--query-gpu=memory.used,utilization.gpu", "--format=csv,noheader,nounits")
@@ -99,29 +101,19 @@ def gpu_name() -> str:
     return "no GPU"
 
 
-def _git_head() -> str:
-    """This checkout's commit; a copy without git (a GPU machine's) is told by BAOBAB_COMMIT instead."""
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "?"
-
-
 def _number(value: float | None, digits: int = 4) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
 
-def write_report(runs: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> None:
+def write_report(runs: list[dict[str, Any]], meta: dict[str, Any], setup: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_share.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=2) + "\n")
+    (out / "gpu_share.json").write_text(json.dumps({"meta": meta, "runs": runs, "setup": setup}, indent=2) + "\n")
     base = next((r for r in runs if r["way"] == "one-per-gpu"), None)
     lines = [
         "# A user's GPU job: one trial per GPU, trials sharing it, fused trials",
         "",
-        f"`bench/gpu_share.py` at commit {meta['commit']}, {meta['date']}, on **{meta['gpu']}** "
-        f"({meta['cores']} cores): the example CNN, {meta['images']} Fashion-MNIST train + validation images, "
+        f"`bench/gpu_share.py` at commit {setup['commit'][:7]}, {setup['date']}, on **{meta['gpu']}** "
+        f"({setup['machine']}): the example CNN, {meta['images']} Fashion-MNIST train + validation images, "
         f"GPU_COUNT {meta['gpus']}, {meta['minutes']:g} minutes a job, `baobab up --workers {meta['slots']}`, "
         "one run a way. See the script's docstring for what each way is and what the setup favours.",
         "",
@@ -154,6 +146,7 @@ def write_report(runs: list[dict[str, Any]], meta: dict[str, Any], out: Path) ->
             lines += [f"- {change['level']} per GPU: {change['reason']}" for change in share["changes"]]
             if share["retried_alone"]:
                 lines.append(f"- ran again alone after running out of GPU memory: trials {share['retried_alone']}")
+    lines += ["", setup_markdown(setup)]
     (out / "gpu_share.md").write_text("\n".join(lines) + "\n")
 
 
@@ -170,16 +163,13 @@ def main() -> None:
     args = parser.parse_args()
     if set(args.ways.split(",")) - set(WAYS):
         parser.error(f"--ways: of {', '.join(WAYS)}")
+    setup = RunSetup(FAVOURS, fusion="per way (see ways)", warm_start="on (the default)", placement="rules")
     meta = {
-        "date": datetime.date.today().isoformat(),
-        "commit": os.environ.get("BAOBAB_COMMIT") or _git_head(),
         "gpu": gpu_name(),
         "minutes": args.minutes,
         "images": args.images,
         "slots": args.slots,
         "gpus": args.gpus,
-        "cores": len(os.sched_getaffinity(0)),
-        "machine": platform.machine(),
         "ways": {way: {"placement": p, "options": o} for way, (p, o) in WAYS.items()},
     }
     runs: list[dict[str, Any]] = []
@@ -204,7 +194,7 @@ def main() -> None:
                 f"{json.dumps(run.get('gpu_share'))}",
                 flush=True,
             )
-            write_report(runs, meta, args.out)  # after each way: a run cut short keeps the ways it finished
+            write_report(runs, meta, setup.finish(), args.out)  # each way's: a run cut short keeps the ones it ended
     print(f"wrote {args.out / 'gpu_share.md'}", flush=True)
 
 

@@ -67,7 +67,8 @@ class RunSetup:
         }
         self.started = time.perf_counter()
         self.load_start = os.getloadavg()[0]
-        self.commit = _git("rev-parse", "HEAD")
+        # A copy without git (a GPU machine's) is told its commit by BAOBAB_COMMIT.
+        self.commit = _git("rev-parse", "HEAD") or os.environ.get("BAOBAB_COMMIT", "")
         self.dirty = bool(_git("status", "--porcelain", "--untracked-files=no", "--", "baobab", "bench"))
 
     def finish(self) -> dict[str, Any]:
